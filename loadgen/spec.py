@@ -1,0 +1,79 @@
+"""LoadSpec: everything one load-generator run needs, in plain units (seconds, requests/s)."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+MODES = ("closed", "open")
+ARRIVALS = ("poisson", "constant", "uniform")
+THINK_DISTS = ("fixed", "exp")
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """One load-generator run against one HTTP/1.1 endpoint.
+
+    Times are seconds; `rate_rps` is requests per second (open mode only). The measured window
+    is [warmup_s, warmup_s + duration_s) after the start instant; requests intended before
+    warmup_s are kept but flagged as warm-up.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    target: str = "/"                # path plus query, sent as the request target
+    method: str = "GET"
+    body: bytes | str = b""
+    headers: tuple[tuple[str, str], ...] = ()
+    mode: str = "closed"             # closed | open
+    connections: int = 1
+    think_time_s: float = 0.0        # closed: pause after each response
+    think_dist: str = "fixed"        # fixed | exp
+    rate_rps: float = 0.0            # open: target arrival rate
+    arrivals: str = "poisson"        # open: poisson | constant | uniform
+    max_outstanding: int = 0         # open: arrivals past this many queued+in flight are dropped (0 = 100 x connections)
+    duration_s: float = 10.0
+    warmup_s: float = 0.0
+    timeout_s: float = 5.0           # a request not answered by then counts as a timeout error
+    keepalive: bool = True           # False: a new connection per request
+    seed: int = 1
+    cpus: tuple[int, ...] = ()       # pin the worker to these CPUs (empty: no pinning)
+    max_requests: int = 50_000_000   # hard bound on requests per run, whatever the rate
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        if self.arrivals not in ARRIVALS:
+            raise ValueError(f"arrivals must be one of {ARRIVALS}, not {self.arrivals!r}")
+        if self.think_dist not in THINK_DISTS:
+            raise ValueError(f"think_dist must be one of {THINK_DISTS}, not {self.think_dist!r}")
+        if self.connections < 1:
+            raise ValueError("connections must be >= 1")
+        if self.mode == "open" and self.rate_rps <= 0:
+            raise ValueError("open mode needs rate_rps > 0")
+        if self.duration_s <= 0:
+            raise ValueError("duration_s must be > 0")
+
+    @property
+    def outstanding_cap(self) -> int:
+        return self.max_outstanding or 100 * self.connections
+
+    def body_bytes(self) -> bytes:
+        return self.body.encode() if isinstance(self.body, str) else self.body
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["body"] = self.body_bytes().decode("latin-1")
+        return json.dumps(d, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "LoadSpec":
+        d = json.loads(text)
+        d["body"] = d.get("body", "").encode("latin-1")
+        d["headers"] = tuple(tuple(h) for h in d.get("headers", ()))
+        d["cpus"] = tuple(d.get("cpus", ()))
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "LoadSpec":
+        return cls.from_json(Path(path).read_text())

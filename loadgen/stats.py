@@ -1,0 +1,168 @@
+"""Statistics over raw request columns: exact percentiles with confidence intervals, the
+trial summary row, self-check verdicts and the per-second timeline.
+
+Inputs are the columns of requests.parquet (a dict of numpy arrays or a DataFrame) and the
+worker's summary.json. Percentiles are order statistics of the raw latencies (the inverted CDF: always an observed
+value), never of rounded or binned data.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats as sps
+
+from .records import DROPPED, OK
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+# Self-check limits: beyond them the trial is marked invalid with a reason.
+MAX_SEND_LATENESS_P99_MS = 1.0
+MAX_LOOP_LAG_P99_MS = 5.0
+MAX_LOADGEN_CPU_PCT = 95.0
+MIN_SCHEDULE_KEPT = 0.99
+
+
+def percentile(values: np.ndarray, q: float) -> float:
+    """Exact q-th percentile (0..100) of raw values: the smallest observed value with at
+    least q% of the sample at or below it (the inverted CDF). NaN when empty."""
+    n = values.size
+    if n == 0:
+        return math.nan
+    k = min(n, max(1, math.ceil(round(q / 100.0 * n, 9))))   # rank, 1-based
+    return float(np.partition(values, k - 1)[k - 1])
+
+
+def percentile_ci(values: np.ndarray, q: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the q-th percentile from order statistics.
+
+    Uses the binomial distribution of the count below the true quantile; returns (low, high)
+    as observed values. NaN when the sample is too small to bound that percentile.
+    """
+    n = values.size
+    if n == 0:
+        return math.nan, math.nan
+    p = q / 100.0
+    alpha = 1.0 - confidence
+    lo_rank = int(sps.binom.ppf(alpha / 2, n, p))          # 0-based index of lower bound
+    hi_rank = int(sps.binom.ppf(1 - alpha / 2, n, p))
+    if lo_rank < 0 or hi_rank >= n:
+        return math.nan, math.nan
+    part = np.partition(values, (lo_rank, hi_rank))
+    return float(part[lo_rank]), float(part[hi_rank])
+
+
+def measured_mask(cols, summary: dict) -> np.ndarray:
+    intended = np.asarray(cols["intended_ns"])
+    return (intended >= summary["measure_start_ns"]) & (intended < summary["measure_end_ns"])
+
+
+def summarize(cols, summary: dict, mode: str, duration_s: float,
+              target_rate_rps: float | None = None) -> dict:
+    """The trial's metrics and verdict from raw columns (requests intended in the window).
+
+    Latency is done - intended (open mode: from the intended send time, so queueing inside
+    the load generator counts; closed mode: intended = when the connection became free).
+    `errors` counts transport errors (connect, reset, timeout, parse, dropped, unfinished)
+    and HTTP statuses >= 400.
+    """
+    m = measured_mask(cols, summary)
+    err = np.asarray(cols["error"])[m]
+    status = np.asarray(cols["status"])[m]
+    ok = err == OK
+    lat_ms = (np.asarray(cols["done_ns"])[m][ok] - np.asarray(cols["intended_ns"])[m][ok]) / 1e6
+    svc_ms = (np.asarray(cols["done_ns"])[m][ok] - np.asarray(cols["sent_ns"])[m][ok]) / 1e6
+    requests = int(m.sum())
+    errors = int(np.count_nonzero(~ok) + np.count_nonzero(ok & (status >= 400)))
+    completed = int(ok.sum())
+    sent = int(np.count_nonzero(err != DROPPED))
+    row = {
+        "requests": requests,
+        "completed": completed,
+        "errors": errors,
+        "error_rate": errors / requests if requests else math.nan,
+        "dropped": int(np.count_nonzero(err == DROPPED)),
+        "throughput_rps": completed / duration_s,
+        "target_rate": target_rate_rps if mode == "open" else math.nan,
+        "achieved_rate": (sent / duration_s) if mode == "open" else completed / duration_s,
+        "latency_mean_ms": float(lat_ms.mean()) if lat_ms.size else math.nan,
+        "latency_min_ms": float(lat_ms.min()) if lat_ms.size else math.nan,
+        "latency_max_ms": float(lat_ms.max()) if lat_ms.size else math.nan,
+        "service_mean_ms": float(svc_ms.mean()) if svc_ms.size else math.nan,
+        "service_p99_ms": percentile(svc_ms, 99.0),
+    }
+    for name, q in PERCENTILES.items():
+        row[f"latency_{name}_ms"] = percentile(lat_ms, q)
+    row["latency_p99_ci_low_ms"], row["latency_p99_ci_high_ms"] = percentile_ci(lat_ms, 99.0)
+    for k in ("loop_lag_p99_ms", "loadgen_cpu_pct", "gc_pause_max_ms", "send_lateness_p99_ms",
+              "send_lateness_max_ms"):
+        row[k] = summary.get(k, math.nan)
+    reasons = verdict(row, summary, mode)
+    row["valid"] = not reasons
+    row["invalid_reasons"] = "; ".join(reasons)
+    return row
+
+
+def verdict(row: dict, summary: dict, mode: str) -> list[str]:
+    """Why this trial cannot be trusted (empty list: it can)."""
+    reasons = []
+    if row["completed"] == 0:
+        reasons.append("no request completed in the measured window")
+    if mode == "open":
+        scheduled = summary.get("scheduled_in_window", 0)
+        sent = row["requests"] - row["dropped"]
+        if scheduled and sent < MIN_SCHEDULE_KEPT * scheduled:
+            reasons.append(f"load generator sent {sent} of {scheduled} scheduled arrivals "
+                           f"({100 * sent / scheduled:.1f}% < {100 * MIN_SCHEDULE_KEPT:.0f}%)")
+        if row["dropped"]:
+            reasons.append(f"{row['dropped']} arrivals dropped past the outstanding-request cap")
+        if summary.get("send_lateness_p99_ms", 0.0) > MAX_SEND_LATENESS_P99_MS:
+            reasons.append(f"send lateness p99 {summary['send_lateness_p99_ms']:.2f} ms > "
+                           f"{MAX_SEND_LATENESS_P99_MS} ms: the load generator fell behind its schedule")
+    if summary.get("loop_lag_p99_ms", 0.0) > MAX_LOOP_LAG_P99_MS:
+        reasons.append(f"load-generator event-loop lag p99 {summary['loop_lag_p99_ms']:.1f} ms "
+                       f"> {MAX_LOOP_LAG_P99_MS} ms")
+    # In open mode the dispatcher polls between close arrivals, so CPU says little there;
+    # send lateness above is the direct measure. In closed mode CPU is the only witness.
+    if mode == "closed" and summary.get("loadgen_cpu_pct", 0.0) > MAX_LOADGEN_CPU_PCT:
+        reasons.append(f"load generator at {summary['loadgen_cpu_pct']:.0f}% CPU: it may be "
+                       "the bottleneck (add processes or cores)")
+    return reasons
+
+
+def timeline(cols, summary: dict, bin_s: float = 1.0):
+    """Per-second table (pandas DataFrame) over the whole run, warm-up included:
+    t_s (bin start from the start instant), throughput_rps, latency_p50_ms, latency_p99_ms,
+    errors, in_flight (requests sent but not done at the bin's end), warmup (bool)."""
+    import pandas as pd
+
+    start = summary["start_ns"]
+    done = np.asarray(cols["done_ns"])
+    sent = np.asarray(cols["sent_ns"])
+    intended = np.asarray(cols["intended_ns"])
+    err = np.asarray(cols["error"])
+    status = np.asarray(cols["status"])
+    ok = err == OK
+    has_done = done > 0
+    last = max(int(done.max()) if done.size else start, summary["measure_end_ns"])
+    n_bins = max(1, int(math.ceil((last - start) / (bin_s * 1e9))))
+    b = np.clip(((done - start) / (bin_s * 1e9)).astype(np.int64), 0, n_bins - 1)
+    lat_ms = (done - intended) / 1e6
+    rows = []
+    edges_ns = start + (np.arange(1, n_bins + 1) * bin_s * 1e9).astype(np.int64)
+    sent_sorted = np.sort(sent[sent > 0])
+    done_sorted = np.sort(done[has_done & (sent > 0)])
+    for k in range(n_bins):
+        sel = has_done & (b == k)
+        lat = lat_ms[sel & ok]
+        edge = edges_ns[k]
+        in_flight = int(np.searchsorted(sent_sorted, edge) - np.searchsorted(done_sorted, edge))
+        rows.append({
+            "t_s": k * bin_s,
+            "throughput_rps": int(np.count_nonzero(sel & ok)) / bin_s,
+            "latency_p50_ms": percentile(lat, 50.0),
+            "latency_p99_ms": percentile(lat, 99.0),
+            "errors": int(np.count_nonzero(sel & (~ok | (status >= 400)))),
+            "in_flight": in_flight,
+            "warmup": bool(edge <= summary["measure_start_ns"]),
+        })
+    return pd.DataFrame(rows)

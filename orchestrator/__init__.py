@@ -1,0 +1,3 @@
+"""perfctl orchestrator: experiment files in, trials, models and plots out."""
+
+__version__ = "0.1.0"

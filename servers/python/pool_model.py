@@ -1,0 +1,102 @@
+"""Model `pool`: an accept thread puts accepted connections on a bounded queue.Queue (size
+`backlog`); N worker threads each take one connection and serve it (blocking sockets, keep-alive,
+pipelining in order) until it closes. sleep_us is a time.sleep.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import sys
+import threading
+import time
+
+from protocol import IDLE_TIMEOUT_S, Pending, Session, State, handle
+
+_now = time.perf_counter_ns
+
+
+def _serve(st: State, conn: socket.socket, t_accept: int) -> None:
+    t_taken = _now()
+    session = Session()
+    first = True
+    try:
+        conn.settimeout(IDLE_TIMEOUT_S)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            try:
+                data = conn.recv(65536)
+            except OSError:         # idle timeout, reset
+                return
+            if not data:
+                return
+            for item in session.feed(data):
+                t_start = _now()
+                q_ns = (t_taken - t_accept) if first else max(0, t_start - item.t_done)
+                first = False
+                r = handle(st, item, q_ns, t_start)
+                if isinstance(r, Pending):
+                    if r.sleep_s > 0:
+                        time.sleep(r.sleep_s)
+                    r = r.finish()
+                data, close = r
+                try:
+                    conn.sendall(data)
+                except OSError:
+                    return
+                st.responded()
+                if close:
+                    return
+    finally:
+        try:
+            conn.close()
+        except OSError:
+            pass
+        st.conn_delta(-1)
+
+
+def _worker(st: State, q: queue.Queue) -> None:
+    while True:
+        conn, t_accept = q.get()
+        try:
+            _serve(st, conn, t_accept)
+        except Exception as e:          # never let one connection kill a worker
+            print(f"perfctl-server: worker error: {e!r}", file=sys.stderr, flush=True)
+
+
+def _acceptor(st: State, sock: socket.socket, q: queue.Queue) -> None:
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError as e:
+            if sock.fileno() < 0:
+                return
+            print(f"perfctl-server: accept: {e}", file=sys.stderr, flush=True)
+            time.sleep(0.01)
+            continue
+        st.conn_delta(1)
+        q.put((conn, _now()))
+
+
+def run(state: State, sock: socket.socket, announce) -> int:
+    q: queue.Queue = queue.Queue(maxsize=max(1, state.backlog))
+    state.queue_length = q.qsize
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    for i in range(state.threads):
+        threading.Thread(target=_worker, args=(state, q), name=f"worker-{i}",
+                         daemon=True).start()
+    threading.Thread(target=_acceptor, args=(state, sock, q), name="acceptor",
+                     daemon=True).start()
+    announce()
+    while not stop.wait(0.2):
+        pass
+    try:
+        sock.close()
+    except OSError:
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

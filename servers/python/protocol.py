@@ -1,0 +1,363 @@
+"""The perfctl server protocol (servers/PROTOCOL.md), shared by both Python models.
+
+`Session` is a sans-IO HTTP/1.1 request reader on httptools: feed it bytes, get back complete
+`Request`s and `Reject`s (a parse error answered with 400/413/501 and a close), in order.
+`handle()` routes one request; /work returns a `Pending` whose sleep the model performs in its
+own way (asyncio.sleep or time.sleep) before calling `finish()`.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from urllib.parse import parse_qsl
+
+import httptools
+
+MAX_HEAD = 8 * 1024
+MAX_BODY = 64 * 1024
+MAX_TIME_US = 10_000_000
+MAX_SIZE = 16 * 1024 * 1024
+MAX_USER = 256
+IDLE_TIMEOUT_S = 10.0
+
+_now = time.perf_counter_ns
+_DECIMAL = re.compile(r"[0-9]+\Z")
+_REAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\Z")
+REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found",
+           405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large",
+           500: "Internal Server Error", 501: "Not Implemented"}
+ALLOW = {"/health": "GET", "/work": "GET", "/search": "GET", "/stats": "GET",
+         "/register": "POST"}
+
+
+def load_corpus(path: str) -> tuple[list[tuple[int, str]], dict[int, list[str]]]:
+    flat: list[tuple[int, str]] = []
+    by_type: dict[int, list[str]] = {t: [] for t in range(1, 5)}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            kind, sep, text = line.rstrip("\r\n").partition("\t")
+            if not sep or not _DECIMAL.match(kind) or int(kind) not in by_type:
+                continue
+            flat.append((int(kind), text))
+            by_type[int(kind)].append(text)
+    return flat, by_type
+
+
+class State:
+    """Everything shared by the connections of one server: counters, users, corpus, stats."""
+
+    def __init__(self, model: str, threads: int, buckets: int, layout: str,
+                 corpus: str, seed: int):
+        self.model, self.threads, self.buckets, self.layout = model, threads, buckets, layout
+        self.counters = [0] * buckets
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.work_seq = 0
+        self.work_requests = 0
+        self.users: set[str] = set()
+        self.connections = 0
+        self.queued = 0                  # requests parsed but not yet served (async)
+        self.queue_length = lambda: self.queued
+        self.rng = random.Random(seed)
+        self.flat, self.by_type = load_corpus(corpus)
+
+    def conn_delta(self, d: int) -> None:
+        with self.lock:
+            self.connections += d
+
+    def responded(self) -> None:
+        with self.lock:
+            self.requests += 1
+
+    def stats(self) -> bytes:
+        with self.lock:
+            d = {"impl": "python", "model": self.model, "threads": self.threads,
+                 "requests": self.requests, "work_requests": self.work_requests,
+                 "bucket_sum": sum(self.counters), "buckets": self.buckets,
+                 "queue_length": max(0, self.queue_length()), "users": len(self.users),
+                 "connections": self.connections}
+        return (json.dumps(d) + "\n").encode()
+
+
+class Request:
+    __slots__ = ("method", "target", "headers", "body", "keep_alive", "http10", "t_done")
+
+    def __init__(self, method, target, headers, body, keep_alive, http10, t_done):
+        self.method, self.target, self.headers, self.body = method, target, headers, body
+        self.keep_alive, self.http10, self.t_done = keep_alive, http10, t_done
+
+
+class Reject:
+    """A request that could not be parsed: answered with `status` and the connection closed."""
+    __slots__ = ("status", "why", "t_done")
+
+    def __init__(self, status: int, why: str):
+        self.status, self.why, self.t_done = status, why, _now()
+
+
+class _Abort(Exception):
+    pass
+
+
+class Session:
+    """Incremental request reader for one connection."""
+
+    def __init__(self):
+        self.parser = httptools.HttpRequestParser(self)
+        # bare LF line endings are tolerated (PROTOCOL.md)
+        self.parser.set_dangerous_leniencies(lenient_optional_cr_before_lf=True,
+                                             lenient_optional_lf_after_cr=True)
+        self.items: list = []
+        self.done = False                # a close-ending item was produced: ignore the rest
+        self.abort: tuple[int, str] | None = None
+        self.in_head = False
+        self.raw_head = 0
+        self.window = b""
+        self._reset()
+
+    def _reset(self):
+        self.url = []
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body = []
+        self.head_len = 0
+
+    # -- httptools callbacks --
+    def on_message_begin(self):
+        self._reset()
+        self.in_head = True
+        self.raw_head = 0
+
+    def _grow(self, n: int):
+        self.head_len += n
+        if self.head_len > MAX_HEAD:
+            self._fail(413, "request line and headers over 8 KiB")
+
+    def _fail(self, status: int, why: str):
+        self.abort = (status, why)
+        raise _Abort(why)
+
+    def on_url(self, url: bytes):
+        self.url.append(url)
+        self._grow(len(url))
+
+    def on_header(self, name: bytes, value: bytes):
+        self.headers.append((name.lower(), value))
+        self._grow(len(name) + len(value) + 4)
+
+    def on_headers_complete(self):
+        self.in_head = False
+        self._grow(len(self.parser.get_method()) + 13)  # " ", " HTTP/x.y\r\n", "\r\n"
+        version = self.parser.get_http_version()
+        if version == "0.9":
+            # llhttp reads a request line without a version as HTTP/0.9
+            if b" HTTP/0.9" in self.window:
+                self._fail(501, "HTTP version not supported")
+            self._fail(400, "no HTTP version")
+        if version not in ("1.0", "1.1"):
+            self._fail(501, "HTTP version not supported")
+        for name, value in self.headers:
+            if name == b"transfer-encoding":
+                self._fail(501, "Transfer-Encoding on a request is not supported")
+            if name == b"content-length" and value.strip().isdigit() \
+                    and int(value.strip()) > MAX_BODY:
+                self._fail(413, "body over 64 KiB")
+
+    def on_body(self, body: bytes):
+        self.body.append(body)
+
+    def on_message_complete(self):
+        keep = self.parser.should_keep_alive()
+        self.items.append(Request(self.parser.get_method().decode("latin-1"),
+                                  b"".join(self.url).decode("latin-1"), self.headers,
+                                  b"".join(self.body), keep,
+                                  self.parser.get_http_version() == "1.0", _now()))
+        if not keep:
+            self.done = True
+            raise _Abort("close")        # stop parsing: nothing after this is answered
+
+    # -- driver --
+    def feed(self, data: bytes) -> list:
+        if self.done:
+            return []
+        if self.in_head:
+            self.raw_head += len(data)
+        self.window = self.window[-16:] + data
+        self.items = []
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self.items and isinstance(self.items[-1], Request):
+                self.items[-1].keep_alive = False
+            self.done = True
+        except httptools.HttpParserError as e:
+            if not self.done:
+                status, why = self.abort or (501 if "Invalid HTTP version" in str(e)
+                                             else 400, f"malformed request: {e}")
+                self.items.append(Reject(status, why))
+                self.done = True
+        if not self.done and self.in_head and self.raw_head > MAX_HEAD:
+            self.items.append(Reject(413, "request line and headers over 8 KiB"))
+            self.done = True
+        return self.items
+
+
+def render(status: int, ctype: str, body: bytes, q_ns: int, svc_ns: int, close: bool,
+           keep_alive_10: bool = False, extra: str = "") -> bytes:
+    head = (f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}\r\n"
+            f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+            f"Server-Timing: queue;dur={q_ns / 1e6:.3f}, svc;dur={svc_ns / 1e6:.3f}\r\n{extra}")
+    if close:
+        head += "Connection: close\r\n"
+    elif keep_alive_10:
+        head += "Connection: keep-alive\r\n"
+    return (head + "\r\n").encode("latin-1") + body
+
+
+class Response:
+    __slots__ = ("status", "ctype", "body", "extra", "close")
+
+    def __init__(self, status, body, ctype="text/plain", extra="", close=False):
+        self.status, self.body, self.ctype, self.extra, self.close = \
+            status, body, ctype, extra, close
+
+
+def _bad(why: str) -> Response:
+    return Response(400, f"bad request: {why}\n".encode(), close=True)
+
+
+class Pending:
+    """A /work request after its spin: the model sleeps `sleep_s`, then calls finish()."""
+    __slots__ = ("state", "req", "q_ns", "t_start", "sleep_s", "bucket", "size")
+
+    def __init__(self, state, req, q_ns, t_start, sleep_s, bucket, size):
+        self.state, self.req, self.q_ns, self.t_start = state, req, q_ns, t_start
+        self.sleep_s, self.bucket, self.size = sleep_s, bucket, size
+
+    def finish(self) -> tuple[bytes, bool]:
+        st = self.state
+        with st.lock:
+            st.counters[self.bucket % st.buckets] += 1
+            st.work_requests += 1
+        body = b"ok" if self.size < 0 else b"x" * self.size
+        return finish(Response(200, body), self.req, self.q_ns, self.t_start)
+
+
+def finish(resp: Response, req, q_ns: int, t_start: int) -> tuple[bytes, bool]:
+    """The response bytes and whether to close the connection after writing them."""
+    keep = isinstance(req, Request) and req.keep_alive and not resp.close
+    data = render(resp.status, resp.ctype, resp.body, q_ns, _now() - t_start, not keep,
+                  keep and req.http10, resp.extra)
+    return data, not keep
+
+
+def _params(query: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in parse_qsl(query, keep_blank_values=True):
+        out.setdefault(k, v)
+    return out
+
+
+def _int(params: dict, name: str, default: int, limit: int | None) -> int:
+    v = params.get(name)
+    if v is None:
+        return default
+    if not _DECIMAL.match(v) or (limit is not None and int(v) > limit):
+        raise ValueError(name)
+    return int(v)
+
+
+def _work(st: State, req: Request, query: str, q_ns: int, t_start: int):
+    p = _params(query)
+    try:
+        spin = _int(p, "spin_us", 0, MAX_TIME_US)
+        sleep = _int(p, "sleep_us", 0, MAX_TIME_US)
+        bucket = _int(p, "bucket", -1, None)
+        size = _int(p, "size", -1, MAX_SIZE)       # -1: the default body "ok"
+        dist = p.get("dist", "fixed")
+        if dist == "fixed":
+            factor = 1.0
+        elif dist == "exp":
+            factor = st.rng.expovariate(1.0)
+        elif dist.startswith("uniform:"):
+            parts = dist.split(":")
+            if len(parts) != 3 or not all(_REAL.match(x) for x in parts[1:]):
+                raise ValueError("dist")
+            a, b = float(parts[1]), float(parts[2])
+            if a > b:
+                raise ValueError("dist")
+            factor = st.rng.uniform(a, b)
+        else:
+            raise ValueError("dist")
+    except ValueError as e:
+        return _bad(str(e))
+    with st.lock:
+        seq = st.work_seq
+        st.work_seq += 1
+    if bucket < 0:
+        bucket = seq
+    if spin:
+        end = t_start + int(spin * factor * 1000)
+        while _now() < end:
+            pass
+    return Pending(st, req, q_ns, t_start, sleep * factor / 1e6, bucket, size)
+
+
+def _search(st: State, query: str) -> Response:
+    p = _params(query)
+    t = p.get("type", "")
+    if not _DECIMAL.match(t) or not 1 <= int(t) <= 4:
+        return _bad("type")
+    if "re" not in p:
+        return _bad("re")
+    try:
+        rx = re.compile(p["re"])
+    except Exception:
+        return _bad("re")
+    kind, search = int(t), rx.search
+    if st.layout == "by-type":
+        n = sum(1 for s in st.by_type[kind] if search(s))
+    else:
+        n = sum(1 for k, s in st.flat if k == kind and search(s))
+    return Response(200, json.dumps({"type": kind, "matches": n}).encode(), "application/json")
+
+
+def _register(st: State, req: Request) -> Response:
+    p = _params(req.body.decode("utf-8", "replace"))
+    user = p.get("user", "")
+    if not user or len(user.encode("utf-8")) > MAX_USER:
+        return _bad("user")
+    with st.lock:
+        if user in st.users:
+            return Response(409, b"exists\n")
+        st.users.add(user)
+    return Response(201, b"created\n")
+
+
+def handle(st: State, item, q_ns: int, t_start: int):
+    """Serve one item: returns (bytes, close) or a Pending (/work; spin already done)."""
+    if isinstance(item, Reject):
+        return finish(Response(item.status, f"{item.why}\n".encode(), close=True),
+                      item, q_ns, t_start)
+    path, _, query = item.target.partition("?")
+    allow = ALLOW.get(path)
+    if allow is None:
+        resp = Response(404, b"not found\n")
+    elif item.method != allow:
+        resp = Response(405, b"method not allowed\n", extra=f"Allow: {allow}\r\n")
+    elif path == "/work":
+        r = _work(st, item, query, q_ns, t_start)
+        if isinstance(r, Pending):
+            return r
+        resp = r
+    elif path == "/health":
+        resp = Response(200, b"ok\n")
+    elif path == "/search":
+        resp = _search(st, query)
+    elif path == "/stats":
+        resp = Response(200, st.stats(), "application/json")
+    else:
+        resp = _register(st, item)
+    return finish(resp, item, q_ns, t_start)

@@ -1,0 +1,89 @@
+"""The bundled Python server of perfctl; speaks servers/PROTOCOL.md.
+
+    python servers/python/server.py --port P [--host H] [--model async|pool] [--threads N]
+        [--backlog K] [--buckets B] [--layout flat|by-type] [--corpus PATH] [--seed S]
+
+Run as a script: the modules next to this file (protocol, async_model, pool_model) are imported
+through sys.path.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from protocol import State  # noqa: E402
+
+MODELS = ("async", "pool")
+DEFAULT_CORPUS = os.path.join(os.path.dirname(HERE), "corpus", "sentences.tsv")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):            # one line on stderr, exit 2 (PROTOCOL.md)
+        print(f"perfctl-server: {message}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def _nonneg(name, lo=0, hi=None):
+    def conv(s):
+        try:
+            v = int(s, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name}: not an integer: {s!r}")
+        if v < lo or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"--{name}: out of range: {s!r}")
+        return v
+    return conv
+
+
+def parse_args(argv):
+    p = _Parser(prog="server.py", add_help=False)
+    p.add_argument("--port", type=_nonneg("port", 0, 65535), required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--model", default="async", choices=MODELS)
+    p.add_argument("--threads", type=_nonneg("threads", 1, 4096), default=4)
+    p.add_argument("--backlog", type=_nonneg("backlog", 1, 1 << 20), default=128)
+    p.add_argument("--buckets", type=_nonneg("buckets", 1, 1 << 26), default=1024)
+    p.add_argument("--layout", default="flat", choices=("flat", "by-type"))
+    p.add_argument("--corpus", default=DEFAULT_CORPUS)
+    p.add_argument("--seed", type=_nonneg("seed", 0), default=1)
+    args = p.parse_args(argv)
+    if not os.path.isfile(args.corpus):
+        p.error(f"--corpus: no such file: {args.corpus}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    threads = 1 if args.model == "async" else args.threads
+    state = State(args.model, threads, args.buckets, args.layout, args.corpus, args.seed)
+    state.backlog = args.backlog
+    try:
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+        sock.listen(args.backlog)
+    except OSError as e:
+        print(f"perfctl-server: cannot listen on {args.host}:{args.port}: {e}",
+              file=sys.stderr, flush=True)
+        return 1
+    port = sock.getsockname()[1]
+
+    def announce():
+        print(f"perfctl-server listening on {args.host}:{port} impl=python "
+              f"model={args.model} threads={threads} backlog={args.backlog}", flush=True)
+
+    if args.model == "async":
+        import async_model
+        return async_model.run(state, sock, announce)
+    import pool_model
+    return pool_model.run(state, sock, announce)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Load-generator building blocks: schedules, records, percentiles, Server-Timing parsing."""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from loadgen import schedule, stats
+from loadgen.client import parse_server_timing
+from loadgen.records import Records
+from loadgen.spec import LoadSpec
+from loadgen.worker import build_request
+
+
+def test_schedules_replay_exactly_and_stay_in_horizon():
+    a = schedule.arrival_offsets_s("poisson", 1000, 2.0, seed=7)
+    b = schedule.arrival_offsets_s("poisson", 1000, 2.0, seed=7)
+    c = schedule.arrival_offsets_s("poisson", 1000, 2.0, seed=8)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert (np.diff(a) > 0).all() and a[-1] < 2.0
+    const = schedule.arrival_offsets_s("constant", 100, 1.0, seed=1)
+    assert len(const) == 100 and np.allclose(np.diff(const), 0.01)
+
+
+def test_poisson_gaps_are_exponential():
+    t = schedule.arrival_offsets_s("poisson", 2000, 5.0, seed=3)
+    gaps = np.diff(t)
+    assert sps.kstest(gaps, "expon", args=(0, 1 / 2000)).pvalue > 0.01
+    assert len(t) == pytest.approx(10000, rel=0.05)
+
+
+def test_uniform_gaps_keep_the_mean():
+    t = schedule.arrival_offsets_s("uniform", 500, 10.0, seed=3)
+    assert np.diff(t).mean() == pytest.approx(1 / 500, rel=0.03)
+
+
+def test_exact_percentiles_are_observed_values():
+    v = np.arange(1, 1001, dtype=float)
+    assert stats.percentile(v, 50) == 500
+    assert stats.percentile(v, 99) == 990
+    assert stats.percentile(v, 99.9) == 999
+    assert math.isnan(stats.percentile(np.empty(0), 50))
+
+
+def test_percentile_ci_brackets_the_truth():
+    rng = np.random.default_rng(1)
+    hits = 0
+    for _ in range(200):
+        sample = rng.exponential(1.0, 2000)
+        lo, hi = stats.percentile_ci(sample, 99.0)
+        hits += lo <= -math.log(0.01) <= hi
+    assert 0.90 <= hits / 200 <= 0.995   # nominal 95% coverage
+
+
+def test_server_timing_parse():
+    svc, queue = parse_server_timing(b"queue;dur=0.125, svc;dur=1.500")
+    assert (svc, queue) == (1.5, 0.125)
+    svc, queue = parse_server_timing(b"svc;desc=x;dur=2")
+    assert svc == 2.0 and math.isnan(queue)
+    svc, _ = parse_server_timing(b"svc;dur=oops")
+    assert math.isnan(svc)
+
+
+def test_records_grow_without_losing_rows():
+    r = Records(capacity=1024)
+    for i in range(5000):
+        row = r.new(i)
+        r.done[row] = i + 10
+    f = r.frame()
+    assert len(f["intended_ns"]) == 5000 and f["done_ns"][4999] == 5009
+    assert np.isnan(f["svc_ms"]).all()
+
+
+def test_summarize_counts_errors_and_flags_drops():
+    n = 100
+    cols = {"intended_ns": np.arange(n) * 10_000_000, "sent_ns": np.arange(n) * 10_000_000,
+            "done_ns": np.arange(n) * 10_000_000 + 1_000_000, "status": np.full(n, 200),
+            "error": np.zeros(n, dtype=np.int8)}
+    cols["status"][:3] = 503
+    cols["error"][3:5] = 5   # dropped
+    summary = {"measure_start_ns": 0, "measure_end_ns": n * 10_000_000, "scheduled_in_window": n}
+    row = stats.summarize(cols, summary, "open", 1.0, 100.0)
+    assert row["requests"] == 100 and row["errors"] == 5 and row["dropped"] == 2
+    assert row["latency_p50_ms"] == pytest.approx(1.0)
+    assert not row["valid"] and "dropped" in row["invalid_reasons"]
+
+
+def test_request_bytes():
+    spec = LoadSpec(host="127.0.0.1", port=9, target="/work?spin_us=5", keepalive=False)
+    req = build_request(spec)
+    assert req.startswith(b"GET /work?spin_us=5 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n")
+    assert b"Connection: close\r\n" in req and req.endswith(b"\r\n\r\n")
+    post = build_request(LoadSpec(method="POST", body="user=a&pass=b"))
+    assert b"Content-Length: 13\r\n" in post and post.endswith(b"user=a&pass=b")
+
+
+def test_spec_round_trips_through_json():
+    spec = LoadSpec(mode="open", rate_rps=10, body=b"x=1", cpus=(1,), headers=(("A", "b"),))
+    assert LoadSpec.from_json(spec.to_json()) == spec
+    with pytest.raises(ValueError):
+        LoadSpec(mode="open", rate_rps=0)
