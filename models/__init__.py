@@ -1,0 +1,12 @@
+"""Queueing models for perfctl: pure numpy/scipy (pandas only in ``laws``/``estimate``), no I/O.
+
+Submodules:
+    queues    open single-station models: mm1, mmc, mmck, mg1, mgc (Allen-Cunneen)
+    closed    exact single-class MVA with asymptotic bounds: mva
+    usl       Universal Scalability Law / Amdahl fits: fit, amdahl_fit, predict
+    laws      Little's law and the utilisation law as measurement checks
+    estimate  parameters from a run's DataFrames, per-cell predictions, compare()
+"""
+from . import closed, estimate, laws, queues, usl
+
+__all__ = ["queues", "closed", "usl", "laws", "estimate"]

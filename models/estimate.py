@@ -1,0 +1,354 @@
+"""Model parameters from a run's DataFrames, per-cell predictions and a measured-vs-model table.
+
+Inputs are the lead's result frames: ``trials_df`` (one row per trial) and ``requests_df`` (one
+row per request, times in ns, ``svc_ms``/``queue_ms`` from the server's Server-Timing header).
+
+Approximations (all first order, documented so the numbers can be judged):
+
+- Service time S: from ``svc_ms`` when the server reported it (mean and SCV of the
+  per-request values); the part of the client-observed time that is neither server queue nor
+  service (network, parsing: median of service_ns - queue - svc) is ``overhead_s`` and is
+  added to every predicted latency as a constant delay. Without ``svc_ms``, S is the client
+  latency (done - sent) of a single-user trial, and the overhead is already inside S.
+- Servers c (``servers_for``): a request holds a worker thread for spin + sleep but a CPU only
+  while spinning. Saturation throughput is min(threads / (spin + sleep), cores / spin); c is
+  chosen so that c / S gives the same ceiling, c = min(threads, cores (spin + sleep) / spin).
+  That is min(threads, cores) when CPU-bound and threads when sleep-bound.
+- Capacity K (``capacity_for``) = threads + listen backlog (in service + waiting to be
+  accepted); unknown backlog means infinite. With keep-alive connections this is only a bound.
+- Open mode (Poisson arrivals at ``target_rate``): M/M/c; M/G/c (Allen-Cunneen; M/G/1 exact)
+  when |SCV - 1| > 0.25; M/M/c/K when K is finite and matters (load >= 1 or blocking > 1e-3).
+- Closed mode (N = connections users, think time Z): the server is one c-server station of
+  demand S (solved exactly by ``closed.mva(..., servers=[c, 1])``, the product-form solution for
+  exponential service) plus a delay station for the overhead. The brief's simpler
+  approximation, a single-server queue of demand S/c (plus, after Seidmann, a delay of
+  S (c - 1)/c), is also reported as candidate ``mva_seidmann``; it is exact at N = 1 and in
+  saturation but over-predicts latency by up to ~25 % near the knee. ``compare`` also fits the USL
+  across cells that differ only in concurrency when >= 4 levels exist and predicts the latency
+  from its throughput by Little's law, R = N / X(N) - Z.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import closed, queues, usl
+
+__all__ = ["ServiceEstimate", "estimate_service", "servers_for", "capacity_for",
+           "predict_cell", "compare"]
+
+SCV_FAR_FROM_ONE = 0.25
+BLOCKING_MATTERS = 1e-3
+_MEASURED = {"cell_id", "trial", "throughput_rps", "latency_mean_ms", "latency_p50_ms",
+             "latency_p90_ms", "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "requests",
+             "errors", "error_rate", "target_rate", "achieved_rate", "valid", "connections"}
+
+
+@dataclass(frozen=True)
+class ServiceEstimate:
+    mean_s: float
+    scv: float
+    source: str           # 'server_timing' or 'single_user_latency'
+    overhead_s: float = 0.0
+    n: int = 0
+
+
+def _num(v, default=math.nan) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return default
+    return default if math.isnan(x) else x
+
+
+def _ok(requests_df: pd.DataFrame) -> pd.DataFrame:
+    return requests_df[requests_df["error"] == 0] if "error" in requests_df.columns else requests_df
+
+
+def _service_ns(df: pd.DataFrame) -> np.ndarray:
+    if "service_ns" in df.columns:
+        return df["service_ns"].to_numpy(dtype=float)
+    return (df["done_ns"] - df["sent_ns"]).to_numpy(dtype=float)
+
+
+def _single_user_groups(df: pd.DataFrame, trials_df: pd.DataFrame | None) -> pd.DataFrame:
+    if trials_df is not None and {"connections", "cell_id", "trial"} <= set(trials_df.columns):
+        t = trials_df[trials_df["connections"] == 1]
+        if "load_mode" in t.columns:
+            t = t[t["load_mode"] == "closed"]
+        keys = set(zip(t["cell_id"], t["trial"]))
+        return df[[k in keys for k in zip(df["cell_id"], df["trial"])]]
+    keep = []  # no trial table: a group is single-user when its requests never overlap
+    for key, g in df.groupby(["cell_id", "trial"], sort=False):
+        g = g.sort_values("sent_ns")
+        if len(g) >= 2 and np.all(g["sent_ns"].to_numpy()[1:] >= g["done_ns"].to_numpy()[:-1]):
+            keep.append(g)
+    return pd.concat(keep) if keep else df.iloc[0:0]
+
+
+def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None = None) -> ServiceEstimate:
+    """Mean service time [s] and its SCV (variance / mean^2) from successful requests.
+    Uses svc_ms when present; otherwise the latency of single-user trials (connections == 1,
+    closed mode per ``trials_df``, or, without it, trials whose requests never overlap)."""
+    df = _ok(requests_df)
+    if "svc_ms" in df.columns and df["svc_ms"].notna().sum() >= 2:
+        has = df[df["svc_ms"].notna()]
+        s = has["svc_ms"].to_numpy(dtype=float) / 1e3
+        overhead = 0.0
+        if "queue_ms" in has.columns and ("service_ns" in has.columns or "sent_ns" in has.columns):
+            q = has["queue_ms"].fillna(0.0).to_numpy(dtype=float) / 1e3
+            extra = _service_ns(has) / 1e9 - s - q
+            extra = extra[np.isfinite(extra)]
+            overhead = max(float(np.median(extra)), 0.0) if extra.size else 0.0
+        m = float(s.mean())
+        if m <= 0:
+            raise ValueError("svc_ms values average to zero; cannot estimate a service time")
+        return ServiceEstimate(m, float(s.var(ddof=1)) / m ** 2, "server_timing", overhead, int(s.size))
+    single = _single_user_groups(df, trials_df)
+    if len(single) < 2:
+        raise ValueError("no svc_ms values and no single-user trial to estimate the service time from")
+    s = _service_ns(single) / 1e9
+    s = s[np.isfinite(s)]
+    m = float(s.mean())
+    return ServiceEstimate(m, float(s.var(ddof=1)) / m ** 2, "single_user_latency", 0.0, int(s.size))
+
+
+def _limit(v) -> float:
+    x = _num(v)
+    return math.inf if math.isnan(x) or x <= 0 else x
+
+
+def servers_for(threads, cores, spin_us=0.0, sleep_us=0.0) -> float:
+    """Effective number of servers c (a float; callers round). Missing/non-positive threads or
+    cores mean 'unlimited'; both unlimited gives inf. See the module docstring."""
+    t, c = _limit(threads), _limit(cores)
+    spin, sleep = max(_num(spin_us, 0.0), 0.0), max(_num(sleep_us, 0.0), 0.0)
+    if sleep == 0.0:              # CPU-bound (also: no work parameters at all)
+        return min(t, c)
+    if spin == 0.0:               # sleep-bound: every thread can sleep at once
+        return t
+    return min(t, c * (spin + sleep) / spin)
+
+
+def capacity_for(threads, backlog) -> float:
+    """Most requests the server holds: threads in service + backlog waiting (inf if unknown)."""
+    return _limit(threads) + _limit(backlog)
+
+
+def _threads_cores(row) -> tuple[float, float]:
+    """Threads and cores from a trial row, with the server's concurrency model when a column
+    names it: single -> 1 thread; thread/virtual -> one thread per connection; async -> one
+    loop (1 CPU, unlimited sleepers). Python servers run spin under the GIL: 1 CPU."""
+    threads, cores = _num(row.get("server_threads")), _num(row.get("server_cores"))
+    model = next((str(row[k]) for k in ("server_model", "concurrency_model", "model")
+                  if k in row and isinstance(row[k], str)), "")
+    if model == "single":
+        threads = 1.0
+    elif model in ("thread", "virtual"):
+        threads = _num(row.get("connections"), math.inf)
+    elif model == "async":
+        threads, cores = math.inf, 1.0
+    if "python" in str(row.get("server", "")).lower():
+        cores = 1.0
+    return threads, cores
+
+
+def _cand(mean_s, p99_s=math.nan, overhead=0.0, **extra) -> dict:
+    return {"mean_ms": (mean_s + overhead) * 1e3,
+            "p99_ms": (p99_s + overhead) * 1e3 if math.isfinite(p99_s) else math.nan, **extra}
+
+
+def _open_candidates(lam, S, scv, c, K, oh) -> tuple[dict, str]:
+    cands: dict[str, dict] = {}
+    if not math.isfinite(c):
+        cands["mginf"] = _cand(S, overhead=oh, model="M/G/inf", utilization=0.0)
+        return cands, "mginf"
+    c = max(1, int(round(c)))
+    stable = lam * S < c
+    if stable:
+        r = queues.mmc(lam, 1.0 / S, c)
+        cands["mmc"] = _cand(r.mean_response, r.response_percentile(0.99), oh, model=r.model,
+                             utilization=r.utilization)
+        r = queues.mg1(lam, S, scv) if c == 1 else queues.mgc(lam, S, c, scv)
+        cands["mgc"] = _cand(r.mean_response, overhead=oh, model=r.model, utilization=r.utilization)
+    blocking = 0.0
+    if math.isfinite(K) and K <= 1e6:
+        r = queues.mmck(lam, 1.0 / S, c, max(int(K), c))
+        blocking = r.p_block
+        cands["mmck"] = _cand(r.mean_response, r.response_percentile(0.99), oh, model=r.model,
+                              utilization=r.utilization, p_block=r.p_block)
+    if "mmck" in cands and (not stable or blocking > BLOCKING_MATTERS):
+        return cands, "mmck"
+    if not stable:
+        cands["unstable"] = {"mean_ms": math.inf, "p99_ms": math.inf, "model": "unstable (rho >= 1)",
+                             "utilization": lam * S / c}
+        return cands, "unstable"
+    return cands, ("mgc" if abs(scv - 1.0) > SCV_FAR_FROM_ONE else "mmc")
+
+
+def predict_cell(row, service: ServiceEstimate) -> dict:
+    """Predicted latency for one cell (a trials row or an aggregated cell row).
+    Returns model (human-readable), key, mean_ms, p99_ms (NaN where no closed form),
+    throughput_rps, utilization, servers, capacity and ``candidates`` {key: {...}} with every
+    applicable model's prediction."""
+    row = pd.Series(row) if isinstance(row, dict) else row
+    S, scv, oh = service.mean_s, service.scv, service.overhead_s
+    threads, cores = _threads_cores(row)
+    c = servers_for(threads, cores, row.get("work_spin_us"), row.get("work_sleep_us"))
+    K = capacity_for(threads, row.get("server_backlog"))
+    mode = str(row.get("load_mode", "open"))
+    if mode == "closed":
+        n = int(_num(row.get("connections"), 1.0))
+        z = max(_num(row.get("think_time_s"), 0.0), 0.0)
+        if math.isfinite(c):
+            cr = max(1, int(round(c)))
+            res = closed.mva([S, oh], n, z, delay_stations=[1], servers=[cr, 1])
+            name = f"MVA (exact, c={cr})"
+            seid = closed.mva([S / cr, S * (cr - 1) / cr, oh], n, z, delay_stations=[1, 2])
+        else:
+            res = seid = closed.mva([S, oh], n, z, delay_stations=[0, 1])
+            name = "MVA (delay only)"
+        x, r = float(res.throughput[-1]), float(res.response_time[-1])
+        cands = {"mva": {"mean_ms": r * 1e3, "p99_ms": math.nan, "model": name,
+                         "throughput_rps": x, "utilization": float(res.utilization[-1, 0])},
+                 "mva_seidmann": {"mean_ms": float(seid.response_time[-1]) * 1e3, "p99_ms": math.nan,
+                                  "model": "MVA (Seidmann S/c + delay)",
+                                  "throughput_rps": float(seid.throughput[-1])},
+                 "bounds": {"mean_ms": float(res.bound_response_time[-1]) * 1e3,
+                            "p99_ms": math.nan, "model": "asymptotic bound (lower)",
+                            "throughput_rps": float(res.bound_throughput[-1])}}
+        key = "mva"
+    else:
+        lam = _num(row.get("target_rate"))
+        for alt in ("achieved_rate", "throughput_rps"):
+            if not (lam > 0):
+                lam = _num(row.get(alt))
+        if not (lam > 0):
+            raise ValueError("open-mode row has no positive target_rate/achieved_rate/throughput_rps")
+        cands, key = _open_candidates(lam, S, scv, c, K, oh)
+        for v in cands.values():
+            v.setdefault("throughput_rps", lam * (1.0 - v.get("p_block", 0.0)))
+    best = cands[key]
+    return {"model": best["model"], "key": key, "mean_ms": best["mean_ms"], "p99_ms": best["p99_ms"],
+            "throughput_rps": best.get("throughput_rps", math.nan),
+            "utilization": best.get("utilization", math.nan), "servers": c, "capacity": K,
+            "candidates": cands}
+
+
+def _rel(pred: float, meas: float) -> float:
+    if not (math.isfinite(meas) and meas != 0) or math.isnan(pred):
+        return math.nan
+    return (pred - meas) / meas
+
+
+def _usl_groups(closed_trials: pd.DataFrame) -> list[pd.DataFrame]:
+    """Closed trials that differ only in concurrency (columns tied 1:1 to it are ignored)."""
+    if closed_trials.empty:
+        return []
+    conns = closed_trials["connections"]
+    keys = []
+    for col in closed_trials.columns:
+        if col in _MEASURED or col.startswith("latency_"):
+            continue
+        pair = closed_trials[[col]].assign(_n=conns).astype(str).drop_duplicates()
+        if pair[col].nunique() == conns.nunique() == len(pair):
+            continue  # an alias of the concurrency axis
+        keys.append(col)
+    if not keys:
+        return [closed_trials]
+    return [g for _, g in closed_trials.groupby(keys, dropna=False, sort=False)]
+
+
+def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: configuration, measured mean/p99 latency [ms] and throughput (pooled
+    over the cell's valid trials), the chosen model's prediction, every applicable model's
+    prediction (pred_<key>_mean_ms / _p99_ms) and signed relative errors (pred - meas) / meas
+    (err_<key>_mean / _p99). Closed cells also get USL columns when >= 4 concurrency levels."""
+    trials = trials_df
+    if "valid" in trials.columns:
+        trials = trials[trials["valid"].fillna(False).astype(bool)]
+    reqs = _ok(requests_df) if requests_df is not None else None
+    single_ref = None
+    if reqs is not None and {"connections", "load_mode"} <= set(trials.columns):
+        single_ref = trials[(trials["connections"] == 1) & (trials["load_mode"] == "closed")]
+    rows = []
+    for cell, g in trials.groupby("cell_id", sort=False):
+        first = g.iloc[0]
+        out = {k: first[k] for k in g.columns if k not in _MEASURED or k in ("cell_id", "connections",
+                                                                            "target_rate")}
+        out["trials"] = len(g)
+        out["measured_throughput_rps"] = float(g["throughput_rps"].mean())
+        cr = None
+        if reqs is not None:
+            cr = reqs[(reqs["cell_id"] == cell) & reqs["trial"].isin(g["trial"])]
+        if cr is not None and len(cr):
+            lat = cr["latency_ns"].to_numpy(dtype=float) / 1e6
+            out["measured_mean_ms"], out["measured_p99_ms"] = float(lat.mean()), float(np.percentile(lat, 99))
+        else:
+            out["measured_mean_ms"] = float(g["latency_mean_ms"].mean())
+            out["measured_p99_ms"] = float(g["latency_p99_ms"].mean())
+        svc = None
+        try:
+            if cr is not None and "svc_ms" in cr.columns and cr["svc_ms"].notna().sum() >= 2:
+                svc = estimate_service(cr)
+            elif single_ref is not None and len(single_ref):
+                ref = single_ref
+                for k in ("server", "work_spin_us", "work_sleep_us"):
+                    if k in ref.columns:
+                        ref = ref[ref[k].astype(str) == str(first[k])]
+                if len(ref):
+                    svc = estimate_service(reqs[reqs["cell_id"].isin(ref["cell_id"])], ref)
+        except ValueError:
+            svc = None
+        if svc is None:
+            out["model"] = "no service estimate"
+            rows.append(out)
+            continue
+        out.update(service_mean_ms=svc.mean_s * 1e3, service_scv=svc.scv, service_source=svc.source,
+                   overhead_ms=svc.overhead_s * 1e3)
+        try:
+            p = predict_cell(first, svc)
+        except ValueError as e:
+            out["model"] = f"error: {e}"
+            rows.append(out)
+            continue
+        out.update(model=p["model"], servers=p["servers"], capacity=p["capacity"],
+                   pred_mean_ms=p["mean_ms"], pred_p99_ms=p["p99_ms"],
+                   pred_throughput_rps=p["throughput_rps"], pred_utilization=p["utilization"],
+                   err_mean=_rel(p["mean_ms"], out["measured_mean_ms"]),
+                   err_p99=_rel(p["p99_ms"], out["measured_p99_ms"]))
+        for key, v in p["candidates"].items():
+            out[f"pred_{key}_mean_ms"], out[f"pred_{key}_p99_ms"] = v["mean_ms"], v["p99_ms"]
+            out[f"err_{key}_mean"] = _rel(v["mean_ms"], out["measured_mean_ms"])
+            out[f"err_{key}_p99"] = _rel(v["p99_ms"], out["measured_p99_ms"])
+        rows.append(out)
+    table = pd.DataFrame(rows)
+    if "load_mode" in trials.columns and "connections" in trials.columns:
+        _add_usl(table, trials[trials["load_mode"] == "closed"])
+    return table
+
+
+def _add_usl(table: pd.DataFrame, closed_trials: pd.DataFrame) -> None:
+    for g in _usl_groups(closed_trials):
+        g = g[np.isfinite(g["throughput_rps"].astype(float)) & (g["connections"] > 0)]
+        if g["connections"].nunique() < 4:
+            continue
+        try:
+            f = usl.fit(g["connections"], g["throughput_rps"])
+        except ValueError:
+            continue
+        for cell in g["cell_id"].unique():
+            i = table.index[table["cell_id"] == cell]
+            n = float(g.loc[g["cell_id"] == cell, "connections"].iloc[0])
+            z = max(_num(g.loc[g["cell_id"] == cell, "think_time_s"].iloc[0], 0.0), 0.0) \
+                if "think_time_s" in g.columns else 0.0
+            x = f.predict(n)
+            r_ms = (n / x - z) * 1e3 if x > 0 else math.inf
+            table.loc[i, ["usl_sigma", "usl_kappa", "usl_lam", "usl_peak_concurrency", "usl_r_squared",
+                          "pred_usl_throughput_rps", "pred_usl_mean_ms"]] = \
+                [f.sigma, f.kappa, f.lam, f.peak_concurrency, f.r_squared, x, r_ms]
+            meas = float(table.loc[i, "measured_mean_ms"].iloc[0])
+            table.loc[i, "err_usl_mean"] = _rel(r_ms, meas)
