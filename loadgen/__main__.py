@@ -6,7 +6,7 @@ files. Exit 0 on success, 2 on a bad spec, 1 on an unexpected failure.
 import sys
 
 from .spec import LoadSpec
-from .worker import run_to_dir
+from .parallel import run_to_dir
 
 
 def main(argv: list[str]) -> int:

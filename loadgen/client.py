@@ -2,7 +2,8 @@
 
 The hot path (write a request, parse its response, stamp the row) allocates nothing per
 request beyond what httptools does, and never raises: failures are written as error classes
-into the worker's Records and reported to the worker through `on_done` / `on_lost`.
+into the row and reported to the worker. httptools (llhttp) handles Content-Length, chunked
+transfer encoding and close-delimited bodies.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 
 import httptools
 
-from .records import PARSE, RESET, Records
+from .records import PARSE, RESET, Chunk
 
 _now = time.perf_counter_ns
 
@@ -36,27 +37,28 @@ def parse_server_timing(value: bytes) -> tuple[float, float]:
 
 
 class Connection(asyncio.Protocol):
-    """A keep-alive connection that carries one request at a time.
+    """A connection that carries one request at a time.
 
-    `row` is the Records index of the request in flight, or -1 when idle. The worker owns
-    scheduling: it calls `send(row)`; the connection calls worker.on_done(self) after each
-    complete response, worker.on_failed(self) when a request ends in an error, and
-    worker.on_lost(self) when the transport closes.
+    (`chunk`, `row`) locate the request in flight; row == -1 when idle. The worker owns
+    scheduling: it calls `send(chunk, row, request)`; the connection calls
+    worker.on_done(self) after each complete response, worker.on_failed(self) when a request
+    ends in an error, and worker.on_lost(self) when the transport closes.
     """
 
-    __slots__ = ("worker", "rec", "ident", "transport", "parser", "row", "nbytes", "request",
-                 "open", "status")
+    __slots__ = ("worker", "ident", "transport", "parser", "chunk", "row", "nbytes", "open",
+                 "headers_done", "framed")
 
-    def __init__(self, worker, rec: Records, ident: int, request: bytes) -> None:
+    def __init__(self, worker, ident: int) -> None:
         self.worker = worker
-        self.rec = rec
         self.ident = ident
-        self.request = request
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
+        self.chunk: Chunk | None = None
         self.row = -1
         self.nbytes = 0
         self.open = False
+        self.headers_done = False
+        self.framed = False     # the response declared Content-Length or chunked encoding
 
     # --- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -65,15 +67,19 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         row = self.row
-        if row >= 0 and self.rec.first_byte[row] == 0:
-            self.rec.first_byte[row] = _now()
+        if row >= 0 and self.chunk.first_byte[row] == 0:
+            self.chunk.first_byte[row] = _now()
         self.nbytes += len(data)
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail(PARSE)
         except httptools.HttpParserError:
             self._fail(PARSE)
+
+    def eof_received(self):
+        # A response with neither Content-Length nor chunked encoding ends at the peer's FIN.
+        if self.row >= 0 and self.headers_done and not self.framed:
+            self.on_message_complete()
+        return False
 
     def connection_lost(self, exc) -> None:
         self.open = False
@@ -82,33 +88,41 @@ class Connection(asyncio.Protocol):
 
     # --- httptools callbacks ----------------------------------------------------------
     def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) == 13 and name.lower() == b"server-timing" and self.row >= 0:
+        n = len(name)
+        if n == 13 and self.row >= 0 and name.lower() == b"server-timing":
             svc, queue = parse_server_timing(value)
-            self.rec.svc[self.row] = svc
-            self.rec.queue[self.row] = queue
+            self.chunk.svc[self.row] = svc
+            self.chunk.queue[self.row] = queue
+        elif (n == 14 or n == 17) and name.lower() in (b"content-length", b"transfer-encoding"):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
 
     def on_message_complete(self) -> None:
         row = self.row
         if row < 0:
             return
         self.row = -1
-        rec = self.rec
-        rec.done[row] = _now()
-        rec.status[row] = self.parser.get_status_code()
-        rec.nbytes[row] = self.nbytes
-        keep = self.parser.should_keep_alive()
-        if not keep:
+        c = self.chunk
+        c.done[row] = _now()
+        c.status[row] = self.parser.get_status_code()
+        c.nbytes[row] = self.nbytes
+        c.final += 1
+        if not self.parser.should_keep_alive():
             self.open = False
             self.transport.close()
         self.worker.on_done(self)
 
     # --- used by the worker -----------------------------------------------------------
-    def send(self, row: int) -> None:
+    def send(self, chunk: Chunk, row: int, request: bytes) -> None:
+        self.chunk = chunk
         self.row = row
         self.nbytes = 0
-        self.rec.sent[row] = _now()
-        self.rec.conn[row] = self.ident
-        self.transport.write(self.request)
+        self.headers_done = self.framed = False
+        chunk.sent[row] = _now()
+        chunk.conn[row] = self.ident
+        self.transport.write(request)
 
     def abort(self, error: int) -> None:
         """End the request in flight with `error` and drop the connection."""
@@ -125,6 +139,5 @@ class Connection(asyncio.Protocol):
         row = self.row
         if row >= 0:
             self.row = -1
-            self.rec.error[row] = error
-            self.rec.done[row] = _now()
+            self.chunk.end(row, error, _now())
             self.worker.on_failed(self)

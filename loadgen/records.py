@@ -1,8 +1,14 @@
-"""Per-request records kept as preallocated numpy columns (one row per request attempt).
+"""Per-request records kept as preallocated numpy columns, in fixed-size chunks.
 
-Times are perf_counter_ns values of the worker process; `intended_ns` is when the request
-should have been sent (open mode: the schedule; closed mode: when the connection became free
-after think time), so latency = done_ns - intended_ns has no coordinated omission.
+One row per request attempt. Times are perf_counter_ns values (CLOCK_MONOTONIC, so comparable
+across the worker processes of one machine). `intended_ns` is when the request should have
+been sent (open mode: the schedule; closed mode: when the connection became free after its
+think time; burst: the release instant), so latency = done_ns - intended_ns has no
+coordinated omission.
+
+Memory stays bounded on long runs: when a chunk is full a new one starts, and sealed chunks
+whose rows are all final (answered or failed) are handed to a sink (a parquet writer) and
+dropped, oldest first, so rows keep their order.
 """
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ import numpy as np
 
 # Error classes (column `error`); 0 means the exchange completed at the HTTP level.
 OK, CONNECT, RESET, TIMEOUT, PARSE, DROPPED, UNFINISHED = 0, 1, 2, 3, 4, 5, 6
-ERROR_NAMES = {OK: "ok", CONNECT: "connect", RESET: "reset", TIMEOUT: "timeout",
+ERROR_NAMES = {OK: "ok", CONNECT: "refused", RESET: "reset", TIMEOUT: "timeout",
                PARSE: "parse", DROPPED: "dropped", UNFINISHED: "unfinished"}
 
 COLUMNS = {
@@ -18,44 +24,86 @@ COLUMNS = {
     "done_ns": np.int64, "status": np.int16, "error": np.int8, "bytes": np.int32,
     "conn": np.int32, "svc_ms": np.float32, "queue_ms": np.float32,
 }
+CHUNK_ROWS = 1 << 18
+
+
+class Chunk:
+    """`cap` rows of every column. `n` rows used; `final` rows answered or failed."""
+
+    __slots__ = ("cap", "n", "final", "intended", "sent", "first_byte", "done", "status",
+                 "error", "nbytes", "conn", "svc", "queue")
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.n, self.final = cap, 0, 0
+        self.intended = np.zeros(cap, np.int64)
+        self.sent = np.zeros(cap, np.int64)
+        self.first_byte = np.zeros(cap, np.int64)
+        self.done = np.zeros(cap, np.int64)
+        self.status = np.zeros(cap, np.int16)
+        self.error = np.zeros(cap, np.int8)
+        self.nbytes = np.zeros(cap, np.int32)
+        self.conn = np.full(cap, -1, np.int32)
+        self.svc = np.full(cap, np.nan, np.float32)
+        self.queue = np.full(cap, np.nan, np.float32)
+
+    def end(self, i: int, error: int, t_ns: int) -> None:
+        """Row i failed with an error class at t_ns (it becomes final)."""
+        self.error[i] = error
+        self.done[i] = t_ns
+        self.final += 1
+
+    def frame(self) -> dict[str, np.ndarray]:
+        n = self.n
+        return {"intended_ns": self.intended[:n], "sent_ns": self.sent[:n],
+                "first_byte_ns": self.first_byte[:n], "done_ns": self.done[:n],
+                "status": self.status[:n], "error": self.error[:n], "bytes": self.nbytes[:n],
+                "conn": self.conn[:n], "svc_ms": self.svc[:n], "queue_ms": self.queue[:n]}
 
 
 class Records:
-    """Growable columns. `new()` returns a row index; fields are written in place."""
+    """All rows of one worker. `new()` returns (chunk, index); fields are written in place.
 
-    def __init__(self, capacity: int = 65536) -> None:
-        self.n = 0
-        self._cap = max(1024, capacity)
-        self.cols = {k: np.zeros(self._cap, dtype=t) for k, t in COLUMNS.items()}
-        self.cols["svc_ms"].fill(np.nan)
-        self.cols["queue_ms"].fill(np.nan)
-        self._bind()
+    sink: called with a chunk's frame when a sealed chunk is complete (spill); None keeps
+    every chunk in memory.
+    """
 
-    def _bind(self) -> None:
-        c = self.cols
-        self.intended, self.sent, self.first_byte = c["intended_ns"], c["sent_ns"], c["first_byte_ns"]
-        self.done, self.status, self.error = c["done_ns"], c["status"], c["error"]
-        self.nbytes, self.conn, self.svc, self.queue = c["bytes"], c["conn"], c["svc_ms"], c["queue_ms"]
+    def __init__(self, chunk_rows: int = CHUNK_ROWS, sink=None) -> None:
+        self.chunk_rows = chunk_rows
+        self.chunk = Chunk(chunk_rows)
+        self.sealed: list[Chunk] = []
+        self.sink = sink
+        self.total = 0
+        self.spilled = 0
 
-    def new(self, intended_ns: int) -> int:
-        i = self.n
-        if i == self._cap:
-            self._grow()
-        self.intended[i] = intended_ns
-        self.n = i + 1
-        return i
+    def new(self, intended_ns: int) -> tuple[Chunk, int]:
+        c = self.chunk
+        if c.n == c.cap:
+            self.sealed.append(c)
+            c = self.chunk = Chunk(self.chunk_rows)
+        i = c.n
+        c.intended[i] = intended_ns
+        c.n = i + 1
+        self.total += 1
+        return c, i
 
-    def _grow(self) -> None:
-        new_cap = self._cap * 2
-        for k, col in self.cols.items():
-            bigger = np.zeros(new_cap, dtype=col.dtype)
-            if col.dtype.kind == "f":
-                bigger.fill(np.nan)
-            bigger[: self._cap] = col
-            self.cols[k] = bigger
-        self._cap = new_cap
-        self._bind()
+    def spill(self) -> None:
+        """Hand complete sealed chunks to the sink, oldest first (keeps row order)."""
+        if self.sink is None:
+            return
+        while self.sealed and self.sealed[0].final >= self.sealed[0].n:
+            c = self.sealed.pop(0)
+            self.sink(c.frame())
+            self.spilled += c.n
+
+    def chunks(self) -> list[Chunk]:
+        """The chunks still in memory, in row order."""
+        return [*self.sealed, self.chunk]
 
     def frame(self) -> dict[str, np.ndarray]:
-        """The filled part of every column (views, no copy)."""
-        return {k: v[: self.n] for k, v in self.cols.items()}
+        """Every in-memory row as one set of columns (copies when there are several chunks)."""
+        frames = [c.frame() for c in self.chunks() if c.n]
+        if not frames:
+            return Chunk(1).frame()
+        if len(frames) == 1:
+            return frames[0]
+        return {k: np.concatenate([f[k] for f in frames]) for k in frames[0]}

@@ -5,7 +5,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-MODES = ("closed", "open")
+MODES = ("closed", "open", "burst", "ramp")
 ARRIVALS = ("poisson", "constant", "uniform")
 THINK_DISTS = ("fixed", "exp")
 
@@ -39,6 +39,14 @@ class LoadSpec:
     seed: int = 1
     cpus: tuple[int, ...] = ()       # pin the worker to these CPUs (empty: no pinning)
     max_requests: int = 50_000_000   # hard bound on requests per run, whatever the rate
+    processes: int = 1               # worker processes, each one uvloop loop, schedule split
+    bursts: int = 1                  # burst: how many releases of `connections` new connections
+    burst_interval_s: float = 1.0    # burst: time between releases
+    ramp_rates: tuple[float, ...] = ()   # ramp: arrival rates to step through, ascending
+    ramp_step_s: float = 5.0         # ramp: measured seconds per step (warm-up once, first)
+    slo_p99_ms: float = 10.0         # ramp: a step meets the SLO when p99 < this ...
+    slo_error_rate: float = 0.001    # ... and its error rate < this
+    start_at_ns: int = 0             # common start instant (perf_counter_ns) for several workers
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -51,8 +59,26 @@ class LoadSpec:
             raise ValueError("connections must be >= 1")
         if self.mode == "open" and self.rate_rps <= 0:
             raise ValueError("open mode needs rate_rps > 0")
+        if self.mode == "ramp" and (not self.ramp_rates or min(self.ramp_rates) <= 0):
+            raise ValueError("ramp mode needs ramp_rates, all > 0")
         if self.duration_s <= 0:
             raise ValueError("duration_s must be > 0")
+        if self.processes < 1 or self.bursts < 1:
+            raise ValueError("processes and bursts must be >= 1")
+
+    @property
+    def templated(self) -> bool:
+        """True when the target or body holds {seq}: each request gets its own number."""
+        return "{seq}" in self.target or b"{seq}" in self.body_bytes()
+
+    @property
+    def window_s(self) -> float:
+        """Length of the measured window (burst: all releases; ramp: all steps)."""
+        if self.mode == "burst":
+            return self.bursts * self.burst_interval_s
+        if self.mode == "ramp":
+            return len(self.ramp_rates) * self.ramp_step_s
+        return self.duration_s
 
     @property
     def outstanding_cap(self) -> int:
@@ -72,6 +98,7 @@ class LoadSpec:
         d["body"] = d.get("body", "").encode("latin-1")
         d["headers"] = tuple(tuple(h) for h in d.get("headers", ()))
         d["cpus"] = tuple(d.get("cpus", ()))
+        d["ramp_rates"] = tuple(d.get("ramp_rates", ()))
         return cls(**d)
 
     @classmethod

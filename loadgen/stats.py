@@ -12,7 +12,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from .records import DROPPED, OK
+from .records import DROPPED, ERROR_NAMES, OK
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 # Self-check limits: beyond them the trial is marked invalid with a reason.
@@ -56,15 +56,21 @@ def measured_mask(cols, summary: dict) -> np.ndarray:
     return (intended >= summary["measure_start_ns"]) & (intended < summary["measure_end_ns"])
 
 
-def summarize(cols, summary: dict, mode: str, duration_s: float,
+def summarize(cols, summary: dict, mode: str, duration_s: float | None = None,
               target_rate_rps: float | None = None) -> dict:
     """The trial's metrics and verdict from raw columns (requests intended in the window).
 
     Latency is done - intended (open mode: from the intended send time, so queueing inside
     the load generator counts; closed mode: intended = when the connection became free).
     `errors` counts transport errors (connect, reset, timeout, parse, dropped, unfinished)
-    and HTTP statuses >= 400.
+    and HTTP statuses >= 400; `errors_<class>` count each class. duration_s defaults to the
+    summary's measured window. Ramp runs are judged like open ones (on their chosen step).
     """
+    if duration_s is None:
+        duration_s = (summary["measure_end_ns"] - summary["measure_start_ns"]) / 1e9
+    if mode == "ramp":
+        mode = "open"
+        target_rate_rps = summary.get("ramp_rate_rps", target_rate_rps)
     m = measured_mask(cols, summary)
     err = np.asarray(cols["error"])[m]
     status = np.asarray(cols["status"])[m]
@@ -81,6 +87,7 @@ def summarize(cols, summary: dict, mode: str, duration_s: float,
         "errors": errors,
         "error_rate": errors / requests if requests else math.nan,
         "dropped": int(np.count_nonzero(err == DROPPED)),
+        "success_ratio": int(np.count_nonzero(ok & (status < 400))) / requests if requests else math.nan,
         "throughput_rps": completed / duration_s,
         "target_rate": target_rate_rps if mode == "open" else math.nan,
         "achieved_rate": (sent / duration_s) if mode == "open" else completed / duration_s,
@@ -90,12 +97,17 @@ def summarize(cols, summary: dict, mode: str, duration_s: float,
         "service_mean_ms": float(svc_ms.mean()) if svc_ms.size else math.nan,
         "service_p99_ms": percentile(svc_ms, 99.0),
     }
+    for code, name in ERROR_NAMES.items():
+        if code != OK:
+            row[f"errors_{name}"] = int(np.count_nonzero(err == code))
+    row["errors_http"] = int(np.count_nonzero(ok & (status >= 400)))
     for name, q in PERCENTILES.items():
         row[f"latency_{name}_ms"] = percentile(lat_ms, q)
     row["latency_p99_ci_low_ms"], row["latency_p99_ci_high_ms"] = percentile_ci(lat_ms, 99.0)
     for k in ("loop_lag_p99_ms", "loadgen_cpu_pct", "gc_pause_max_ms", "send_lateness_p99_ms",
-              "send_lateness_max_ms"):
-        row[k] = summary.get(k, math.nan)
+              "send_lateness_max_ms", "release_spread_ms_max", "sustainable_rps"):
+        if k in summary or not k.startswith(("release", "sustainable")):
+            row[k] = summary.get(k, math.nan)
     reasons = verdict(row, summary, mode)
     row["valid"] = not reasons
     row["invalid_reasons"] = "; ".join(reasons)
@@ -105,7 +117,7 @@ def summarize(cols, summary: dict, mode: str, duration_s: float,
 def verdict(row: dict, summary: dict, mode: str) -> list[str]:
     """Why this trial cannot be trusted (empty list: it can)."""
     reasons = []
-    if row["completed"] == 0:
+    if row["completed"] == 0 and mode != "burst":
         reasons.append("no request completed in the measured window")
     if mode == "open":
         scheduled = summary.get("scheduled_in_window", 0)

@@ -1,41 +1,50 @@
-"""One load-generator process: one uvloop event loop driving `connections` connections.
+"""One load-generator process: one uvloop event loop driving many connections.
 
-`run(spec)` returns (Records, summary dict); `run_to_dir(spec, out_dir)` also writes
-requests.parquet and summary.json. Every run is bounded: it stops issuing at
-warmup_s + duration_s, waits at most timeout_s for answers, then closes everything.
+`run(spec)` returns (Records, summary dict); `run_to_dir` (in parallel.py) writes the files.
+Every run is bounded: it stops issuing at the end of its window, waits at most timeout_s for
+answers, then closes everything; a hard limit on top of that ends the loop regardless.
 """
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
-import json
 import os
 import resource
+import socket
 import time
 from collections import deque
-from pathlib import Path
 
 import numpy as np
 
-from . import schedule
+from . import records, schedule
 from .client import Connection
-from .records import CONNECT, DROPPED, TIMEOUT, UNFINISHED, Records
+from .records import CONNECT, DROPPED, RESET, TIMEOUT, UNFINISHED, Chunk, Records
 from .spec import LoadSpec
 
 _now = time.perf_counter_ns
 LAG_TICK_S = 0.010
 SWEEP_S = 0.050
+SPILL_S = 1.0
 RECONNECT_PAUSE_S = 0.010
 SPIN_WINDOW_NS = 1_200_000   # closer than this to the next arrival: poll instead of a timer
+START_DELAY_NS = 50_000_000  # time to open the first connections before the start instant
 
 
-def build_request(spec: LoadSpec) -> bytes:
+def build_request(spec: LoadSpec, seq: int | None = None) -> bytes:
+    """The request bytes; with seq, {seq} in the target and body becomes that number."""
     body = spec.body_bytes()
-    lines = [f"{spec.method} {spec.target} HTTP/1.1", f"Host: {spec.host}:{spec.port}"]
+    target = spec.target
+    if seq is not None:
+        target = target.replace("{seq}", str(seq))
+        body = body.replace(b"{seq}", str(seq).encode())
+    lines = [f"{spec.method} {target} HTTP/1.1", f"Host: {spec.host}:{spec.port}"]
     lines += [f"{k}: {v}" for k, v in spec.headers]
     if body or spec.method in ("POST", "PUT"):
         lines.append(f"Content-Length: {len(body)}")
-    if not spec.keepalive:
+        if not any(k.lower() == "content-type" for k, _ in spec.headers):
+            lines.append("Content-Type: application/x-www-form-urlencoded")
+    if not spec.keepalive or spec.mode == "burst":
         lines.append("Connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
@@ -43,48 +52,59 @@ def build_request(spec: LoadSpec) -> bytes:
 class Worker:
     """Drives one mode of load on one loop. Callbacks only; no per-request coroutines."""
 
-    def __init__(self, spec: LoadSpec, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, spec: LoadSpec, loop: asyncio.AbstractEventLoop, sink=None,
+                 seq_base: int = 0) -> None:
         self.spec = spec
         self.loop = loop
         self.request = build_request(spec)
-        expected = int(spec.rate_rps * (spec.warmup_s + spec.duration_s) * 1.2) + 1024
-        self.rec = Records(capacity=min(expected, 4_000_000))
+        self.rec = Records(chunk_rows=records.CHUNK_ROWS, sink=sink)
+        self.seq = seq_base
         self.conns: list[Connection] = []
         self.idle: list[Connection] = []
-        self.pending: deque[int] = deque()
+        self.pending: deque[tuple[Chunk, int]] = deque()
         self.in_flight = 0
         self.running = False
         self.finishing = False
-        self.connecting = 0
         self.next_ident = 0
         self.lags_ns: list[int] = []
-        self.dispatch_late_ns: np.ndarray = np.empty(0, dtype=np.int64)
+        self.dispatch_late_ns = np.empty(0, dtype=np.int64)
+        self.sched_ns = np.empty(0, dtype=np.int64)
         self.dropped = 0
+        self.releases: list[list[tuple[Chunk, int]]] = []   # burst: the rows of each release
         self.finished = asyncio.Event()
+        self.keepalive = spec.keepalive and spec.mode != "burst"
+        info = socket.getaddrinfo(spec.host, spec.port, type=socket.SOCK_STREAM)[0]
+        self.family, self.addr = info[0], info[4]
+        # burst: sockets whose non-blocking connect is under way: fd -> (sock, chunk, row)
+        self.connecting: dict[int, tuple[socket.socket, Chunk, int]] = {}
+
+    def _request(self) -> bytes:
+        if not self.spec.templated:
+            return self.request
+        self.seq += 1
+        return build_request(self.spec, self.seq)
 
     # --- lifecycle ---------------------------------------------------------------------
     async def run(self) -> dict:
         spec = self.spec
         self.running = True
-        self.start_ns = _now() + 50_000_000  # 50 ms to open the first connections
+        self.start_ns = spec.start_at_ns or (_now() + START_DELAY_NS)
         self.measure_start_ns = self.start_ns + int(spec.warmup_s * 1e9)
-        self.end_ns = self.measure_start_ns + int(spec.duration_s * 1e9)
-        n_conn = spec.connections if spec.keepalive or spec.mode == "closed" else 0
-        await asyncio.gather(*(self._open() for _ in range(n_conn)))
+        self.end_ns = self.measure_start_ns + int(spec.window_s * 1e9)
+        if self.keepalive:
+            await asyncio.gather(*(self._open() for _ in range(spec.connections)))
         self.loop.call_later(LAG_TICK_S, self._lag_tick, _now() + int(LAG_TICK_S * 1e9))
         self.loop.call_later(SWEEP_S, self._sweep)
+        self.loop.call_later(SPILL_S, self._spill)
         if spec.mode == "open":
-            offsets = schedule.arrival_offsets_s(spec.arrivals, spec.rate_rps,
-                                                 spec.warmup_s + spec.duration_s, spec.seed,
-                                                 limit=spec.max_requests)
-            self.sched_ns = self.start_ns + (offsets * 1e9).astype(np.int64)
-            self.dispatch_late_ns = np.zeros(len(self.sched_ns), dtype=np.int64)
-            self.next_arrival = 0
+            self._plan_open(spec.rate_rps, spec.warmup_s + spec.duration_s)
             self.idle.extend(self.conns)
-            if spec.keepalive:
+            if self.keepalive:
                 for _ in range(spec.connections - len(self.conns)):
                     self._open_refill()
             self._at(self.start_ns, self._dispatch)
+        elif spec.mode == "burst":
+            self._plan_bursts()
         else:
             self._at(self.start_ns, self._start_closed)
         self._at(self.end_ns, self._stop_issuing)
@@ -92,28 +112,48 @@ class Worker:
         return self._summary()
 
     def _at(self, when_ns: int, fn, *args) -> None:
-        self.loop.call_later(max(0.0, (when_ns - _now()) / 1e9), fn, *args)
+        """Call fn at when_ns, never early: libuv timers have 1 ms resolution and may fire
+        up to a tick early, so the timer aims short and the last stretch is polled."""
+        wait_ns = when_ns - _now()
+        if wait_ns <= 0:
+            fn(*args)
+        elif wait_ns > SPIN_WINDOW_NS:
+            self.loop.call_later((wait_ns - SPIN_WINDOW_NS) / 1e9, self._at, when_ns, fn, *args)
+        else:
+            self.loop.call_soon(self._at, when_ns, fn, *args)
 
-    async def _open(self) -> Connection | None:
-        spec = self.spec
-        conn = Connection(self, self.rec, self.next_ident, self.request)
+    def _socket(self) -> socket.socket:
+        sock = socket.socket(self.family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    async def _open(self, sock: socket.socket | None = None) -> Connection | None:
+        """A new connection (resolved once, no per-connect name lookup), or None on failure.
+        With sock: a socket whose connect already completed."""
+        conn = Connection(self, self.next_ident)
         self.next_ident += 1
-        self.connecting += 1
         try:
-            await self.loop.create_connection(lambda: conn, spec.host, spec.port)
+            if sock is None:
+                sock = self._socket()
+                try:
+                    await self.loop.sock_connect(sock, self.addr)
+                except BaseException:
+                    sock.close()
+                    raise
+            await self.loop.create_connection(lambda: conn, sock=sock)
         except OSError:
-            self.connecting -= 1
             return None
-        self.connecting -= 1
         self.conns.append(conn)
         return conn
 
     def _stop_issuing(self) -> None:
         self.running = False
-        for row in self.pending:           # intended in the window, never got a connection
-            self.rec.error[row] = UNFINISHED
+        t = _now()
+        for chunk, row in self.pending:   # intended in the window, never got a connection
+            chunk.end(row, UNFINISHED, t)
         self.pending.clear()
-        if self.in_flight == 0:
+        if self.in_flight <= 0:
             self._finish()
         else:
             self.loop.call_later(self.spec.timeout_s, self._finish)
@@ -122,12 +162,18 @@ class Worker:
         if self.finishing:
             return
         self.finishing = True
+        self._expire_connects(_now() + 1, UNFINISHED)
         for conn in list(self.conns):
             if conn.row >= 0:
                 conn.abort(UNFINISHED)
             elif conn.transport is not None:
                 conn.transport.close()
         self.finished.set()
+
+    def _failed_attempt(self, intended_ns: int, t0: int, error: int) -> None:
+        chunk, row = self.rec.new(intended_ns)
+        chunk.sent[row] = t0
+        chunk.end(row, error, _now())
 
     # --- closed mode -------------------------------------------------------------------
     def _start_closed(self) -> None:
@@ -142,21 +188,27 @@ class Worker:
         if not conn.open:
             self.loop.create_task(self._closed_reopen())
             return
-        row = self.rec.new(_now())
+        chunk, row = self.rec.new(_now())
         self.in_flight += 1
-        conn.send(row)
+        conn.send(chunk, row, self._request())
 
     async def _closed_reopen(self) -> None:
         while self.running:
             t0 = _now()
             conn = await self._open()
-            if conn is not None:
-                self._closed_next(conn)
+            if conn is not None and not self.running:
+                conn.transport.close()      # the run ended while this connect was under way
                 return
-            row = self.rec.new(t0)
-            self.rec.sent[row] = t0
-            self.rec.done[row] = _now()
-            self.rec.error[row] = CONNECT
+            if conn is not None:
+                if not self.keepalive:     # the connect is part of this request's latency
+                    chunk, row = self.rec.new(t0)
+                    self.in_flight += 1
+                    conn.send(chunk, row, self._request())
+                    chunk.sent[row] = t0
+                else:
+                    self._closed_next(conn)
+                return
+            self._failed_attempt(t0, t0, CONNECT)
             await asyncio.sleep(RECONNECT_PAUSE_S)
 
     def _think(self, conn: Connection) -> None:
@@ -170,6 +222,14 @@ class Worker:
         self.loop.call_later(pause, self._closed_next, conn)
 
     # --- open mode ---------------------------------------------------------------------
+    def _plan_open(self, rate_rps: float, horizon_s: float) -> None:
+        spec = self.spec
+        offsets = schedule.arrival_offsets_s(spec.arrivals, rate_rps, horizon_s, spec.seed,
+                                             limit=spec.max_requests)
+        self.sched_ns = self.start_ns + (offsets * 1e9).astype(np.int64)
+        self.dispatch_late_ns = np.zeros(len(self.sched_ns), dtype=np.int64)
+        self.next_arrival = 0
+
     def _dispatch(self) -> None:
         if not self.running:
             return
@@ -178,21 +238,20 @@ class Worker:
         cap = self.spec.outstanding_cap
         rec = self.rec
         while i < n and sched[i] <= now:
-            row = rec.new(int(sched[i]))
+            chunk, row = rec.new(int(sched[i]))
             self.dispatch_late_ns[i] = now - sched[i]
             i += 1
             if self.in_flight + len(self.pending) >= cap:
-                rec.error[row] = DROPPED
-                rec.done[row] = now
+                chunk.end(row, DROPPED, now)
                 self.dropped += 1
             elif self.idle:
                 self.in_flight += 1
-                self.idle.pop().send(row)
-            elif not self.spec.keepalive:
+                self.idle.pop().send(chunk, row, self._request())
+            elif not self.keepalive:
                 self.in_flight += 1
-                self.loop.create_task(self._open_and_send(row))
+                self.loop.create_task(self._open_and_send(chunk, row))
             else:
-                self.pending.append(row)
+                self.pending.append((chunk, row))
         self.next_arrival = i
         if i < n:
             wait_ns = sched[i] - _now()
@@ -201,16 +260,19 @@ class Worker:
             else:
                 self.loop.call_soon(self._dispatch)
 
-    async def _open_and_send(self, row: int) -> None:
-        self.rec.sent[row] = _now()
+    async def _open_and_send(self, chunk: Chunk, row: int) -> None:
+        t0 = _now()
         conn = await self._open()
-        if conn is None:
-            self.rec.error[row] = CONNECT
-            self.rec.done[row] = _now()
+        if conn is None or self.finishing:
+            chunk.sent[row] = t0
+            chunk.end(row, CONNECT if conn is None else UNFINISHED, _now())
+            if conn is not None:
+                conn.transport.close()
             self.in_flight -= 1
             self._maybe_finish()
             return
-        conn.send(row)
+        conn.send(chunk, row, self._request())
+        chunk.sent[row] = t0          # the connect is part of the exchange
 
     def _open_refill(self) -> None:
         """Keep `connections` open in open mode after losses."""
@@ -226,9 +288,79 @@ class Worker:
     def _became_idle(self, conn: Connection) -> None:
         if self.pending and self.running:
             self.in_flight += 1
-            conn.send(self.pending.popleft())
+            chunk, row = self.pending.popleft()
+            conn.send(chunk, row, self._request())
         else:
             self.idle.append(conn)
+
+    # --- burst mode --------------------------------------------------------------------
+    def _plan_bursts(self) -> None:
+        spec = self.spec
+        for b in range(spec.bursts):
+            self._at(self.measure_start_ns + int(b * spec.burst_interval_s * 1e9), self._release)
+
+    def _release(self) -> None:
+        """Start `connections` non-blocking connects back to back, like threads waiting on a
+        countdown latch; each sends one request once connected. sent_ns is the connect call."""
+        if not self.running:
+            return
+        t_release = _now()
+        rows = [self.rec.new(t_release) for _ in range(self.spec.connections)]
+        self.in_flight += len(rows)
+        for chunk, row in rows:
+            try:
+                sock = self._socket()
+            except OSError:           # out of descriptors: this attempt fails at once
+                chunk.sent[row] = _now()
+                chunk.end(row, CONNECT, _now())
+                self.in_flight -= 1
+                continue
+            chunk.sent[row] = _now()
+            code = sock.connect_ex(self.addr)
+            if code not in (0, errno.EINPROGRESS):
+                sock.close()
+                chunk.end(row, CONNECT if code == errno.ECONNREFUSED else RESET, _now())
+                self.in_flight -= 1
+                continue
+            self.connecting[sock.fileno()] = (sock, chunk, row)
+            self.loop.add_writer(sock.fileno(), self._connected, sock.fileno())
+        self.releases.append(rows)
+        self._maybe_finish()
+
+    def _connected(self, fd: int) -> None:
+        entry = self.connecting.pop(fd, None)
+        self.loop.remove_writer(fd)
+        if entry is None:
+            return
+        sock, chunk, row = entry
+        code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code:
+            sock.close()
+            chunk.end(row, CONNECT if code == errno.ECONNREFUSED else RESET, _now())
+            self.on_failed(None)
+            return
+        self.loop.create_task(self._send_on(sock, chunk, row))
+
+    async def _send_on(self, sock: socket.socket, chunk: Chunk, row: int) -> None:
+        conn = await self._open(sock)
+        if conn is None or self.finishing:
+            chunk.end(row, RESET if conn is None else UNFINISHED, _now())
+            if conn is not None:
+                conn.transport.close()
+            self.on_failed(None)
+            return
+        t0 = chunk.sent[row]
+        conn.send(chunk, row, self._request())
+        chunk.sent[row] = t0
+
+    def _expire_connects(self, limit_ns: int, error: int) -> None:
+        for fd, (sock, chunk, row) in list(self.connecting.items()):
+            if chunk.sent[row] < limit_ns:
+                del self.connecting[fd]
+                self.loop.remove_writer(fd)
+                sock.close()
+                chunk.end(row, error, _now())
+                self.in_flight -= 1
 
     # --- connection callbacks ----------------------------------------------------------
     def on_done(self, conn: Connection) -> None:
@@ -236,20 +368,23 @@ class Worker:
         if not self.running:
             self._maybe_finish()
             return
-        if self.spec.mode == "closed":
-            if self.spec.keepalive and conn.open:
+        mode = self.spec.mode
+        if mode == "burst":
+            self._drop(conn)
+        elif mode == "closed":
+            if self.keepalive and conn.open:
                 self._think(conn)
             else:
                 self._drop(conn)
                 self.loop.create_task(self._closed_reopen())
-        elif self.spec.keepalive and conn.open:
+        elif self.keepalive and conn.open:
             self._became_idle(conn)
         else:
             self._drop(conn)
-            if self.spec.keepalive:
+            if self.keepalive:
                 self._open_refill()
 
-    def on_failed(self, conn: Connection) -> None:
+    def on_failed(self, conn: Connection | None) -> None:
         self.in_flight -= 1
         if not self.running:
             self._maybe_finish()
@@ -260,11 +395,13 @@ class Worker:
         if not self.running:
             self._maybe_finish()
             return
-        if was_member and self.spec.keepalive:
+        if was_member and self.keepalive:
             if self.spec.mode == "closed":
                 self.loop.create_task(self._closed_reopen())
-            else:
+            elif self.spec.mode == "open":
                 self._open_refill()
+        elif was_member and self.spec.mode == "closed":
+            self.loop.create_task(self._closed_reopen())
 
     def _drop(self, conn: Connection) -> None:
         if conn in self.conns:
@@ -276,7 +413,7 @@ class Worker:
         if not self.running and self.in_flight <= 0:
             self._finish()
 
-    # --- self-checks -------------------------------------------------------------------
+    # --- self-checks and housekeeping ----------------------------------------------------
     def _lag_tick(self, expected_ns: int) -> None:
         """Event-loop lag: how late a 10 ms timer fires (libuv timers have 1 ms resolution)."""
         now = _now()
@@ -286,23 +423,29 @@ class Worker:
 
     def _sweep(self) -> None:
         limit = _now() - int(self.spec.timeout_s * 1e9)
-        sent = self.rec.sent
+        self._expire_connects(limit, TIMEOUT)
         for conn in list(self.conns):
-            if conn.row >= 0 and sent[conn.row] < limit:
+            if conn.row >= 0 and conn.chunk.sent[conn.row] < limit:
                 conn.abort(TIMEOUT)
         if not self.finished.is_set():
             self.loop.call_later(SWEEP_S, self._sweep)
+
+    def _spill(self) -> None:
+        self.rec.spill()
+        if not self.finished.is_set():
+            self.loop.call_later(SPILL_S, self._spill)
 
     def _summary(self) -> dict:
         spec = self.spec
         lags = np.asarray(self.lags_ns, dtype=np.float64) / 1e6
         late = self.dispatch_late_ns / 1e6
         scheduled = 0
-        if spec.mode == "open":
+        if len(self.sched_ns):
             s = self.sched_ns
-            scheduled = int(np.count_nonzero((s >= self.measure_start_ns) & (s < self.end_ns)))
-            late = late[(s >= self.measure_start_ns) & (s < self.end_ns)]
-        return {
+            in_window = (s >= self.measure_start_ns) & (s < self.end_ns)
+            scheduled = int(np.count_nonzero(in_window))
+            late = late[in_window]
+        out = {
             "start_ns": self.start_ns, "measure_start_ns": self.measure_start_ns,
             "measure_end_ns": self.end_ns, "scheduled_in_window": scheduled,
             "dropped": self.dropped,
@@ -312,9 +455,19 @@ class Worker:
             "send_lateness_p99_ms": float(np.percentile(late, 99)) if late.size else 0.0,
             "send_lateness_max_ms": float(late.max()) if late.size else 0.0,
         }
+        if spec.mode == "burst":
+            spreads = []
+            for rows in self.releases:
+                sent = np.array([c.sent[r] for c, r in rows], dtype=np.int64)
+                sent = sent[sent > 0]
+                if sent.size:
+                    spreads.append((sent.max() - sent.min()) / 1e6)
+            out["release_spread_ms_max"] = max(spreads, default=0.0)
+            out["release_spread_ms_mean"] = float(np.mean(spreads)) if spreads else 0.0
+        return out
 
 
-def _pin(cpus: tuple[int, ...]) -> None:
+def pin(cpus: tuple[int, ...]) -> None:
     if cpus:
         try:
             os.sched_setaffinity(0, set(cpus))
@@ -322,14 +475,29 @@ def _pin(cpus: tuple[int, ...]) -> None:
             pass
 
 
-def run(spec: LoadSpec) -> tuple[Records, dict]:
-    """Run one load phase to completion in this process (uses uvloop when available)."""
-    _pin(spec.cpus)
-    try:
-        import uvloop
-        loop = uvloop.new_event_loop()
-    except ImportError:  # pragma: no cover - uvloop is a hard dependency; keep a fallback
-        loop = asyncio.new_event_loop()
+def raise_fd_limit() -> None:
+    """Burst and many-connection runs need descriptors: lift the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    import uvloop
+    return uvloop.new_event_loop()
+
+
+def run(spec: LoadSpec, sink=None, seq_base: int = 0) -> tuple[Records, dict]:
+    """Run one load phase to completion in this process on a fresh uvloop loop.
+
+    sink: where complete chunks of records are spilled (None: all kept in memory).
+    """
+    pin(spec.cpus)
+    raise_fd_limit()
+    loop = new_loop()
     gc_pauses: list[float] = []
     gc_t0 = [0.0]
 
@@ -344,9 +512,15 @@ def run(spec: LoadSpec) -> tuple[Records, dict]:
     gc.callbacks.append(gc_cb)
     ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     try:
-        worker = Worker(spec, loop)
-        hard_limit = spec.warmup_s + spec.duration_s + spec.timeout_s + 30.0
+        worker = Worker(spec, loop, sink, seq_base)
+        wait_s = max(0.0, (spec.start_at_ns - _now()) / 1e9) if spec.start_at_ns else 0.0
+        hard_limit = wait_s + spec.warmup_s + spec.window_s + spec.timeout_s + 30.0
         summary = loop.run_until_complete(asyncio.wait_for(worker.run(), hard_limit))
+        pending = asyncio.all_tasks(loop)     # reconnects still waiting when the run ended
+        for t in pending:
+            t.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.wait(pending))
     finally:
         gc.callbacks.remove(gc_cb)
         gc.unfreeze()
@@ -358,22 +532,6 @@ def run(spec: LoadSpec) -> tuple[Records, dict]:
         "gc_pauses": len(gc_pauses),
         "gc_pause_max_ms": max(gc_pauses, default=0.0),
         "gc_pause_total_ms": sum(gc_pauses),
-        "requests_recorded": worker.rec.n,
+        "requests_recorded": worker.rec.total,
     })
     return worker.rec, summary
-
-
-def run_to_dir(spec: LoadSpec, out_dir: str | Path) -> dict:
-    """Run and write requests.parquet and summary.json into out_dir; returns the summary."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    rec, summary = run(spec)
-    cols = rec.frame()
-    table = pa.table({k: pa.array(v) for k, v in cols.items()})
-    pq.write_table(table, out / "requests.parquet.tmp")
-    os.replace(out / "requests.parquet.tmp", out / "requests.parquet")
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    return summary

@@ -59,8 +59,11 @@ def plan(file: FileArg, profile: ProfileOpt = None, set_: SetOpt = None) -> None
     t.add_column("load")
     for c in p.cells:
         ld = c.load
-        load = (f"open {ld.arrivals} {ld.rate_rps:g}/s" if ld.mode == "open"
-                else f"closed {ld.connections} conn") + f", {ld.duration_s:g}s+{ld.warmup_s:g}s warm-up"
+        load = {"open": f"open {ld.arrivals} {ld.rate_rps or 0:g}/s",
+                "closed": f"closed {ld.connections} conn",
+                "burst": f"burst {ld.bursts}x{ld.connections} conn",
+                "ramp": f"ramp {len(ld.ramp.rates) if ld.ramp else 0} steps"}[ld.mode]
+        load += f", {ld.window_s:g}s+{ld.warmup_s:g}s warm-up"
         t.add_row(c.cell_id, *[str(c.values[a]) for a in p.axes], c.server.label, load)
     console.print(t)
     console.print(f"{p.trial_count} trials, estimated wall time {_fmt_s(p.estimated_seconds())}")
@@ -162,6 +165,14 @@ def serve(impl: Annotated[str, typer.Argument(help="c, java or python.")],
     argv = bundled.command(impl, model or bundled.MODELS[impl][0], port, threads, backlog,
                            buckets, layout)
     os.execv(argv[0], argv)
+
+
+def _register_commands() -> None:
+    from . import adhoc
+    adhoc.register(app)
+
+
+_register_commands()
 
 
 def _interrupted() -> None:

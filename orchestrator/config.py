@@ -124,8 +124,33 @@ class Workload(_Model):
         return float(self.params.get("sleep_us", 0) or 0)
 
 
+class Slo(_Model):
+    p99_ms: float = Field(10.0, gt=0, description="a ramp step meets the SLO when p99 < this")
+    error_rate: float = Field(0.001, ge=0, le=1)
+
+    @field_validator("p99_ms", mode="before")
+    @classmethod
+    def _ms(cls, v: Any) -> float:
+        return units.duration_ms(v) if isinstance(v, str) else v
+
+
+class Ramp(_Model):
+    """Ramp mode: open-loop steps at these rates until the SLO breaks."""
+
+    rates: list[float] = Field(min_length=1)
+    step_s: Seconds = Field(5.0, alias="step", gt=0)
+    slo: Slo = Slo()
+
+    @field_validator("rates")
+    @classmethod
+    def _positive(cls, v: list[float]) -> list[float]:
+        if min(v) <= 0:
+            raise ValueError("every ramp rate must be > 0")
+        return sorted(v)
+
+
 class Load(_Model):
-    mode: Literal["closed", "open"] = "closed"
+    mode: Literal["closed", "open", "burst", "ramp"] = "closed"
     connections: int = Field(1, ge=1, le=100_000)
     think_time_s: Seconds = Field(0.0, alias="think_time")
     think: Literal["fixed", "exp"] = "fixed"
@@ -137,12 +162,28 @@ class Load(_Model):
     timeout_s: Seconds = Field(5.0, alias="timeout", gt=0)
     keepalive: bool = True
     seed: int = 1
+    processes: int = Field(1, ge=1, le=64, description="load-generator worker processes")
+    bursts: int = Field(1, ge=1, le=10_000, description="burst: releases of `connections`")
+    burst_interval_s: Seconds = Field(1.0, alias="burst_interval", gt=0)
+    ramp: Ramp | None = None
 
     @model_validator(mode="after")
     def _rate(self) -> "Load":
         if self.mode == "open" and self.rate_rps is None:
             raise ValueError("open mode needs `rate` (arrivals per second), e.g. rate: 1000")
+        if self.mode == "ramp" and self.ramp is None:
+            raise ValueError("ramp mode needs `ramp: {rates: [...], step: 5s, "
+                             "slo: {p99_ms: 10, error_rate: 0.001}}`")
         return self
+
+    @property
+    def window_s(self) -> float:
+        """The measured time of one trial (burst: all releases; ramp: all steps at most)."""
+        if self.mode == "burst":
+            return self.bursts * self.burst_interval_s
+        if self.mode == "ramp":
+            return len(self.ramp.rates) * self.ramp.step_s
+        return self.duration_s
 
 
 class Placement(_Model):
@@ -220,7 +261,7 @@ class Plan(_Model):
         total = 0.0
         for c in self.cells:
             start = 2.0 if isinstance(c.server, BundledServer) and c.server.impl == "java" else 0.8
-            total += self.repeats * (c.load.warmup_s + c.load.duration_s + start + 0.7)
+            total += self.repeats * (c.load.warmup_s + c.load.window_s + start + 0.7)
         return total
 
 

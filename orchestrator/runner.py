@@ -48,7 +48,12 @@ def load_spec(cell: Cell, host: str, port: int, trial: int) -> LoadSpec:
         think_dist=ld.think, rate_rps=ld.rate_rps or 0.0, arrivals=ld.arrivals,
         max_outstanding=ld.max_outstanding, duration_s=ld.duration_s, warmup_s=ld.warmup_s,
         timeout_s=ld.timeout_s, keepalive=ld.keepalive, seed=ld.seed + 1000 * trial,
-        cpus=tuple(cell.placement.loadgen_cpus or ()))
+        cpus=tuple(cell.placement.loadgen_cpus or ()), processes=ld.processes,
+        bursts=ld.bursts, burst_interval_s=ld.burst_interval_s,
+        ramp_rates=tuple(ld.ramp.rates) if ld.ramp else (),
+        ramp_step_s=ld.ramp.step_s if ld.ramp else 5.0,
+        slo_p99_ms=ld.ramp.slo.p99_ms if ld.ramp else 10.0,
+        slo_error_rate=ld.ramp.slo.error_rate if ld.ramp else 0.001)
 
 
 def describe(cell: Cell) -> dict:
@@ -65,7 +70,7 @@ def describe(cell: Cell) -> dict:
         "load_mode": cell.load.mode,
         "connections": cell.load.connections,
         "think_time_s": cell.load.think_time_s,
-        "duration_s": cell.load.duration_s,
+        "duration_s": cell.load.window_s,
         "work_spin_us": cell.workload.spin_us,
         "work_sleep_us": cell.workload.sleep_us,
     }
@@ -87,7 +92,7 @@ def run_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         sampler = ResourceSampler(server.pid).start()
         loadgen_proc = servers.spawn([sys.executable, "-m", "loadgen", str(tdir / "spec.json"),
                                       str(tdir)], tdir / "loadgen.log", cwd=bundled.ROOT)
-        limit = spec.warmup_s + spec.duration_s + spec.timeout_s + LOADGEN_GRACE_S
+        limit = spec.warmup_s + spec.window_s + spec.timeout_s + LOADGEN_GRACE_S
         try:
             code = loadgen_proc.wait(limit)
         except subprocess.TimeoutExpired:
@@ -111,7 +116,10 @@ def run_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         cols = pd.read_parquet(tdir / "requests.parquet")
         summary = json.loads((tdir / "summary.json").read_text())
         metrics = lstats.summarize({k: cols[k].to_numpy() for k in cols.columns}, summary,
-                                   spec.mode, spec.duration_s, spec.rate_rps or None)
+                                   spec.mode, target_rate_rps=spec.rate_rps or None)
+        if "ramp_steps" in summary:
+            results.write_json(tdir / "ramp.json", {"steps": summary["ramp_steps"],
+                                                    "slo": summary["slo"]})
         if metrics["invalid_reasons"]:
             reasons.append(metrics["invalid_reasons"])
         row.update({k: v for k, v in metrics.items() if k not in ("valid", "invalid_reasons")})

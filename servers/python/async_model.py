@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
-import signal
 import socket
-import sys
 import time
 
 import uvloop
@@ -136,20 +133,14 @@ class Conn(asyncio.Protocol):
 
 
 def run(state: State, sock: socket.socket, announce) -> int:
+    """Serve forever; server.py's signal thread ends the process."""
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
-    stop = loop.create_future()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
 
     async def main():
-        server = await loop.create_server(lambda: Conn(state, loop), sock=sock,
-                                          backlog=state.backlog)
+        await loop.create_server(lambda: Conn(state, loop), sock=sock, backlog=state.backlog)
         announce()
-        await stop
-        server.close()
 
     loop.run_until_complete(main())
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    loop.run_forever()
+    return 0

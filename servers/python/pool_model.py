@@ -4,9 +4,7 @@ pipelining in order) until it closes. sleep_us is a time.sleep.
 """
 from __future__ import annotations
 
-import os
 import queue
-import signal
 import socket
 import sys
 import threading
@@ -80,23 +78,12 @@ def _acceptor(st: State, sock: socket.socket, q: queue.Queue) -> None:
 
 
 def run(state: State, sock: socket.socket, announce) -> int:
+    """Serve forever (the main thread accepts); server.py's signal thread ends the process."""
     q: queue.Queue = queue.Queue(maxsize=max(1, state.backlog))
     state.queue_length = q.qsize
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     for i in range(state.threads):
         threading.Thread(target=_worker, args=(state, q), name=f"worker-{i}",
                          daemon=True).start()
-    threading.Thread(target=_acceptor, args=(state, sock, q), name="acceptor",
-                     daemon=True).start()
     announce()
-    while not stop.wait(0.2):
-        pass
-    try:
-        sock.close()
-    except OSError:
-        pass
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    _acceptor(state, sock, q)
+    return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import sys
 import threading
 import time
 from urllib.parse import parse_qsl
@@ -25,7 +26,8 @@ IDLE_TIMEOUT_S = 10.0
 
 _now = time.perf_counter_ns
 _DECIMAL = re.compile(r"[0-9]+\Z")
-_REAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\Z")
+_REAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+_TOKEN_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) ([!-~]+) HTTP/1\.[01]\r?\n")
 REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found",
            405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large",
            500: "Internal Server Error", 501: "Not Implemented"}
@@ -92,10 +94,10 @@ class Request:
 
 class Reject:
     """A request that could not be parsed: answered with `status` and the connection closed."""
-    __slots__ = ("status", "why", "t_done")
+    __slots__ = ("status", "why", "t_done", "extra")
 
-    def __init__(self, status: int, why: str):
-        self.status, self.why, self.t_done = status, why, _now()
+    def __init__(self, status: int, why: str, extra: str = ""):
+        self.status, self.why, self.t_done, self.extra = status, why, _now(), extra
 
 
 class _Abort(Exception):
@@ -114,6 +116,7 @@ class Session:
         self.done = False                # a close-ending item was produced: ignore the rest
         self.abort: tuple[int, str] | None = None
         self.in_head = False
+        self.in_message = False
         self.raw_head = 0
         self.window = b""
         self._reset()
@@ -127,7 +130,7 @@ class Session:
     # -- httptools callbacks --
     def on_message_begin(self):
         self._reset()
-        self.in_head = True
+        self.in_head = self.in_message = True
         self.raw_head = 0
 
     def _grow(self, n: int):
@@ -149,7 +152,7 @@ class Session:
 
     def on_headers_complete(self):
         self.in_head = False
-        self._grow(len(self.parser.get_method()) + 13)  # " ", " HTTP/x.y\r\n", "\r\n"
+        self._grow(len(self.parser.get_method()) + 14)  # " ", " HTTP/x.y\r\n", "\r\n"
         version = self.parser.get_http_version()
         if version == "0.9":
             # llhttp reads a request line without a version as HTTP/0.9
@@ -169,6 +172,7 @@ class Session:
         self.body.append(body)
 
     def on_message_complete(self):
+        self.in_message = False
         keep = self.parser.should_keep_alive()
         self.items.append(Request(self.parser.get_method().decode("latin-1"),
                                   b"".join(self.url).decode("latin-1"), self.headers,
@@ -182,6 +186,7 @@ class Session:
     def feed(self, data: bytes) -> list:
         if self.done:
             return []
+        fresh = not self.in_message
         if self.in_head:
             self.raw_head += len(data)
         self.window = self.window[-16:] + data
@@ -191,6 +196,19 @@ class Session:
         except httptools.HttpParserUpgrade:
             if self.items and isinstance(self.items[-1], Request):
                 self.items[-1].keep_alive = False
+            self.done = True
+        except httptools.HttpParserInvalidMethodError:
+            # llhttp knows only registered methods. A well-formed request line with another
+            # token method gets what an unknown method on that path gets (405 or 404), but the
+            # rest of the request cannot be parsed, so the connection closes.
+            m = _TOKEN_LINE.match(data) if fresh and not self.items else None
+            if m:
+                path = m.group(2).decode("latin-1").partition("?")[0]
+                allow = ALLOW.get(_origin_path(path))
+                self.items.append(Reject(405, "method not allowed", f"Allow: {allow}\r\n")
+                                  if allow else Reject(404, "not found"))
+            else:
+                self.items.append(Reject(400, "malformed request: invalid method"))
             self.done = True
         except httptools.HttpParserError as e:
             if not self.done:
@@ -214,6 +232,14 @@ def render(status: int, ctype: str, body: bytes, q_ns: int, svc_ns: int, close: 
     elif keep_alive_10:
         head += "Connection: keep-alive\r\n"
     return (head + "\r\n").encode("latin-1") + body
+
+
+def _origin_path(path: str) -> str:
+    """The path of an origin-form or absolute-form (http://host/path) request target."""
+    if path.startswith(("http://", "https://")):
+        rest = path.split("//", 1)[1]
+        return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+    return path
 
 
 class Response:
@@ -250,6 +276,8 @@ def finish(resp: Response, req, q_ns: int, t_start: int) -> tuple[bytes, bool]:
     keep = isinstance(req, Request) and req.keep_alive and not resp.close
     data = render(resp.status, resp.ctype, resp.body, q_ns, _now() - t_start, not keep,
                   keep and req.http10, resp.extra)
+    if isinstance(req, Request) and req.method == "HEAD" and resp.body:
+        data = data[:-len(resp.body)]      # a HEAD response has no body (RFC 9110 9.3.2)
     return data, not keep
 
 
@@ -337,11 +365,21 @@ def _register(st: State, req: Request) -> Response:
 
 
 def handle(st: State, item, q_ns: int, t_start: int):
-    """Serve one item: returns (bytes, close) or a Pending (/work; spin already done)."""
+    """Serve one item: returns (bytes, close) or a Pending (/work; spin already done).
+    A bug here answers 500 and closes instead of killing the connection's handler."""
+    try:
+        return _handle(st, item, q_ns, t_start)
+    except Exception as e:               # noqa: BLE001
+        print(f"perfctl-server: internal error: {e!r}", file=sys.stderr, flush=True)
+        return finish(Response(500, b"internal error\n", close=True), item, q_ns, t_start)
+
+
+def _handle(st: State, item, q_ns: int, t_start: int):
     if isinstance(item, Reject):
-        return finish(Response(item.status, f"{item.why}\n".encode(), close=True),
-                      item, q_ns, t_start)
+        return finish(Response(item.status, f"{item.why}\n".encode(), extra=item.extra,
+                               close=True), item, q_ns, t_start)
     path, _, query = item.target.partition("?")
+    path = _origin_path(path)
     allow = ALLOW.get(path)
     if allow is None:
         resp = Response(404, b"not found\n")

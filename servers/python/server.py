@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import sys
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -57,6 +59,23 @@ def parse_args(argv):
     return args
 
 
+def _exit_on_signal() -> None:
+    """SIGTERM/SIGINT: exit 0 at once (closing the listening socket with everything else),
+    even while a handler busy-spins. The signals are blocked in every thread and taken by
+    sigwait in one helper thread, so neither a spinning event loop nor blocked workers delay
+    the exit."""
+    sigs = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+
+    def wait():
+        signal.sigwait(sigs)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    threading.Thread(target=wait, name="signals", daemon=True).start()
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     threads = 1 if args.model == "async" else args.threads
@@ -78,6 +97,7 @@ def main(argv=None) -> int:
         print(f"perfctl-server listening on {args.host}:{port} impl=python "
               f"model={args.model} threads={threads} backlog={args.backlog}", flush=True)
 
+    _exit_on_signal()
     if args.model == "async":
         import async_model
         return async_model.run(state, sock, announce)

@@ -61,14 +61,33 @@ def test_server_timing_parse():
     assert math.isnan(svc)
 
 
-def test_records_grow_without_losing_rows():
-    r = Records(capacity=1024)
+def test_records_chunk_without_losing_rows():
+    r = Records(chunk_rows=1024)
     for i in range(5000):
-        row = r.new(i)
-        r.done[row] = i + 10
+        c, row = r.new(i)
+        c.end(row, 0, i + 10)
     f = r.frame()
     assert len(f["intended_ns"]) == 5000 and f["done_ns"][4999] == 5009
     assert np.isnan(f["svc_ms"]).all()
+
+
+def test_records_spill_final_chunks_in_order_and_keep_memory_bounded():
+    spilled = []
+    r = Records(chunk_rows=100, sink=lambda cols: spilled.append(cols["intended_ns"].copy()))
+    held = []
+    for i in range(1000):
+        c, row = r.new(i)
+        if i == 150:
+            held.append((c, row))       # an unanswered request holds its chunk (and later ones)
+        else:
+            c.end(row, 0, i)
+        r.spill()
+    assert sum(len(s) for s in spilled) == 100           # only the chunk before the held one
+    c, row = held[0]
+    c.end(row, 0, 1)
+    r.spill()
+    assert sum(len(s) for s in spilled) == 900 and len(r.chunks()) == 1
+    assert np.array_equal(np.concatenate(spilled), np.arange(900))
 
 
 def test_summarize_counts_errors_and_flags_drops():

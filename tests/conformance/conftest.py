@@ -1,0 +1,41 @@
+"""Fixtures of the cross-language conformance suite (servers/PROTOCOL.md).
+
+`server` is session-scoped and parametrized over every bundled impl x model; pytest groups the
+tests by it, so one server runs at a time. An impl whose build fails (or whose binary/classes are
+missing) is skipped with the reason, so the suite picks up C and Java as soon as they build.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conformance_client import IMPL_MODELS, Server, server_argv  # noqa: E402
+
+
+@pytest.fixture(scope="session", params=IMPL_MODELS, ids=[f"{i}-{m}" for i, m in IMPL_MODELS])
+def server(request):
+    impl, model = request.param
+    argv = server_argv(impl, model)
+    try:
+        srv = Server(impl, model, argv)
+    except RuntimeError as e:
+        pytest.fail(f"{impl}/{model} did not start: {e}")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def srv(server):
+    """The session's server for one test: restarted if an earlier test crashed it, and checked
+    to be alive after the test (a crash is blamed on the test that caused it)."""
+    if not server.alive():
+        server.stop()
+        server.start()
+    yield server
+    if not server.alive():
+        pytest.fail(f"{server.impl}/{server.model} died (exit {server.proc.returncode}); "
+                    f"stderr: {server.stderr_tail()}")

@@ -1,0 +1,193 @@
+"""Connection handling: keep-alive, pipelining, close, slowloris, resets, descriptor leaks."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from conformance_client import Conn, build, exchange, get, settle, slow_enabled
+from conformance_vectors import MALFORMED
+
+
+def test_keepalive_reuse(srv):
+    with Conn(srv.port) as c:
+        for i in range(20):
+            r = c.request(f"/work?size={i}")
+            assert (r.status, r.body) == (200, b"x" * i)
+            assert (r.header("connection") or "").lower() != "close"
+
+
+def test_pipelining_in_order(srv):
+    with Conn(srv.port) as c:
+        # the first is slow (it sleeps), the second is fast: answers must still be in order
+        c.send(build("GET", "/work?sleep_us=50000&size=3") + build("GET", "/work?size=5"))
+        a, b = c.read_response(), c.read_response()
+        assert (a.status, a.body, b.status, b.body) == (200, b"xxx", 200, b"xxxxx")
+
+
+def test_pipelining_mixed(srv):
+    reqs = [("GET", "/health", 200), ("GET", "/nope", 404), ("GET", "/work?size=7", 200),
+            ("PUT", "/stats", 405), ("GET", "/search?type=1&re=alpha", 200),
+            ("GET", "/stats", 200), ("POST", "/health", 405), ("GET", "/health", 200)]
+    with Conn(srv.port) as c:
+        c.send(b"".join(build(m, t) for m, t, _ in reqs))
+        got = [c.read_response().status for _ in reqs]
+        assert got == [s for _, _, s in reqs]
+        assert c.request("/health").status == 200
+
+
+def test_pipelining_stops_at_close(srv):
+    with Conn(srv.port) as c:
+        c.send(build("GET", "/health") + build("GET", "/work?size=4", headers={"Connection": "close"})
+               + build("GET", "/health"))
+        a, b = c.read_response(), c.read_response()
+        assert (a.status, b.status, b.body) == (200, 200, b"xxxx")
+        assert (b.header("connection") or "").lower() == "close"
+        assert c.peer_closed(3.0), "no close after Connection: close"
+
+
+def test_pipelining_then_error(srv):
+    with Conn(srv.port) as c:
+        c.send(build("GET", "/health") + b"\x01\x02 garbage\r\n\r\n")
+        a, b = c.read_response(), c.read_response()
+        assert (a.status, b.status) == (200, 400)
+        assert c.peer_closed(3.0)
+
+
+def test_request_split_into_bytes(srv):
+    raw = build("GET", "/work?size=3&bucket=1", headers={"X-A": "b"})
+    with Conn(srv.port) as c:
+        for i in range(len(raw)):
+            c.send(raw[i:i + 1])
+        r = c.read_response()
+        assert (r.status, r.body) == (200, b"xxx")
+
+
+def test_body_split_across_writes(srv):
+    user = f"split-{srv.impl}-{srv.model}-{srv.restarts}-{time.monotonic_ns()}".encode()
+    body = b"user=" + user + b"&pass=secret"
+    head = b"POST /register HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with Conn(srv.port) as c:
+        c.send(head)
+        time.sleep(0.05)
+        c.send(body[:7])
+        time.sleep(0.05)
+        c.send(body[7:] + build("GET", "/health"))
+        r, h = c.read_response(), c.read_response()
+        assert (r.status, r.body, h.status) == (201, b"created\n", 200)
+
+
+def test_http10(srv):
+    out, closed, _ = exchange(srv.port, build("GET", "/health", version="HTTP/1.0"))
+    assert [r.status for r in out] == [200] and closed
+    with Conn(srv.port) as c:
+        for _ in range(3):
+            r = c.request("/health", version="HTTP/1.0", headers={"Connection": "keep-alive"})
+            assert r.status == 200
+        c.send(build("GET", "/health", version="HTTP/1.0"))
+        assert c.read_response().status == 200
+        assert c.peer_closed(3.0)
+
+
+def test_slowloris_does_not_block_others(srv):
+    if srv.model == "single":
+        pytest.skip("single serves one connection at a time: a stalled client holds it until "
+                    "the 10 s idle timeout (test_idle_timeout, PERFCTL_CONFORMANCE_SLOW=1)")
+    with Conn(srv.port) as stalled:
+        stalled.send(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: a")
+        time.sleep(0.1)
+        for i in range(5):
+            t0 = time.monotonic()
+            r = get(srv.port, f"/work?size={i}", timeout=3)
+            assert r.status == 200
+            assert time.monotonic() - t0 < 2.0
+        stalled.send(b"b\r\n")           # still accepted: the stalled request is its own affair
+        with Conn(srv.port, timeout=3) as other:
+            assert other.request("/health").status == 200
+
+
+def test_idle_timeout(srv):
+    """PROTOCOL.md: a stalled request ties up `single` until an idle timeout of 10 s, and the
+    server then drops it. Takes ~10 s per server: only with PERFCTL_CONFORMANCE_SLOW=1."""
+    if not slow_enabled():
+        pytest.skip("10 s idle timeout: set PERFCTL_CONFORMANCE_SLOW=1 to run it")
+    with Conn(srv.port, timeout=15) as stalled:
+        stalled.send(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: a")
+        t0 = time.monotonic()
+        r = get(srv.port, "/health", timeout=15)
+        assert r.status == 200
+        if srv.model == "single":
+            assert time.monotonic() - t0 < 13.0
+        assert stalled.peer_closed(15.0), "the stalled connection was never closed"
+        assert 8.0 < time.monotonic() - t0 < 14.0
+
+
+def _run_malformed(port: int) -> None:
+    for _id, raw, how in MALFORMED:
+        c = Conn(port, timeout=3)
+        try:
+            try:
+                c.send(raw)
+            except OSError:
+                continue
+            if how == "reset":
+                time.sleep(0.005)
+                c.reset()
+            elif how == "read":
+                c.sock.settimeout(3)
+                for _ in range(64):            # read until the server closes or goes quiet
+                    try:
+                        if not c.sock.recv(1 << 20):
+                            break
+                    except OSError:
+                        break
+        finally:
+            c.close()
+
+
+def _settled_fds(srv, ceiling: int | None = None, timeout: float = 5.0) -> int:
+    """The server's descriptor count once it is idle: no other connection, nothing queued, and
+    (after our /stats connection closed) the count steady or at most `ceiling`."""
+    with Conn(srv.port) as c:
+        settle(c, timeout)
+    deadline = time.monotonic() + timeout
+    prev = srv.fd_count()
+    while time.monotonic() < deadline:
+        time.sleep(0.03)
+        n = srv.fd_count()
+        if (ceiling is not None and n <= ceiling) or (ceiling is None and n == prev):
+            return n
+        prev = n
+    return prev
+
+
+def test_malformed_corpus_no_crash_no_leak(srv):
+    _run_malformed(srv.port)              # warm-up: lazily opened descriptors (JVM, epoll)
+    assert get(srv.port, "/health").status == 200
+    base = _settled_fds(srv)
+    for _ in range(3):
+        _run_malformed(srv.port)
+        assert srv.alive(), f"server died: {srv.stderr_tail()}"
+    n = _settled_fds(srv, ceiling=base + 2)
+    assert n <= base + 2, f"descriptor count grew from {base} to {n} after 3 rounds of " \
+                          f"{len(MALFORMED)} malformed connections"
+    with Conn(srv.port) as c:
+        r = c.request("/health")
+        assert r.status == 200 and r.body == b"ok\n"
+        s = settle(c)
+    assert s["connections"] == 1, f"stats still counts {s['connections']} connections"
+    assert s["queue_length"] == 0
+    assert s["bucket_sum"] == s["work_requests"]
+
+
+def test_reset_mid_request_then_healthy(srv):
+    for raw in (b"GET /work?spin_us=1000 HTTP/1.1\r\nHo", build("GET", "/work?sleep_us=20000")):
+        for _ in range(10):
+            c = Conn(srv.port)
+            c.send(raw)
+            c.reset()
+    with Conn(srv.port) as c:
+        assert c.request("/health").status == 200
+        s = settle(c)
+    assert s["bucket_sum"] == s["work_requests"]
+    assert s["connections"] == 1 and s["queue_length"] == 0, s

@@ -1,0 +1,123 @@
+"""Servers for load-generator tests: the bundled Python and C servers, nginx, a stalling one."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator import bundled, servers
+
+HERE = Path(__file__).resolve().parent
+
+
+def _wait_port(port: int, proc, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server did not start")
+
+
+class Running:
+    def __init__(self, argv, cpus=None, cwd=None):
+        self.port = servers.free_port()
+        argv = [a.replace("{port}", str(self.port)) for a in argv]
+        self.proc = servers.spawn(argv, cpus=cpus, cwd=cwd)
+        _wait_port(self.port, self.proc)
+
+    def url(self, path="/"):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def stop(self):
+        servers.terminate(self.proc)
+
+
+def _bundled(impl, model, **kw):
+    bundled.build(impl)
+    return Running(bundled.command(impl, model, "{port}", **kw), cpus=[0])
+
+
+@pytest.fixture(scope="module")
+def py_server():
+    s = _bundled("python", "async")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def c_server():
+    try:
+        s = _bundled("c", "epoll", threads=1)
+    except Exception as e:  # noqa: BLE001 - the C server may not be built on this machine
+        pytest.skip(f"bundled C server unavailable: {e}")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def stall_server():
+    """Answers at once, except that it freezes for 500 ms once every second."""
+    s = Running([sys.executable, str(HERE / "stall_server.py"), "{port}"], cpus=[0])
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def odd_server():
+    """Chunked and close-delimited responses (see odd_server.py)."""
+    s = Running([sys.executable, str(HERE / "odd_server.py"), "{port}"])
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def nginx_server(tmp_path_factory):
+    exe = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(exe).exists():
+        pytest.skip("nginx is not installed (make setup installs nginx-light)")
+    d = tmp_path_factory.mktemp("nginx")
+    (d / "www").mkdir()
+    (d / "www" / "index.html").write_text("ok")
+    (d / "logs").mkdir()
+    port = servers.free_port()
+    (d / "nginx.conf").write_text(nginx_conf(d, port))
+    proc = servers.spawn([exe, "-p", str(d), "-c", str(d / "nginx.conf")], cpus=[0])
+    _wait_port(port, proc)
+    s = Running.__new__(Running)
+    s.port, s.proc = port, proc
+    yield s
+    s.stop()
+
+
+def nginx_conf(prefix: Path, port: int, workers: int = 1) -> str:
+    user = "user root;\n" if os.geteuid() == 0 else ""   # pytest's tmp dirs are 0700
+    return f"""daemon off;
+{user}master_process on;
+worker_processes {workers};
+pid {prefix}/nginx.pid;
+error_log {prefix}/logs/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  keepalive_requests 1000000;
+  client_body_temp_path {prefix}/tmp;
+  proxy_temp_path {prefix}/tmp;
+  fastcgi_temp_path {prefix}/tmp;
+  uwsgi_temp_path {prefix}/tmp;
+  scgi_temp_path {prefix}/tmp;
+  server {{
+    listen 127.0.0.1:{port};
+    root {prefix}/www;
+    location / {{ try_files /index.html =404; }}
+  }}
+}}
+"""

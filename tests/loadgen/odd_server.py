@@ -1,0 +1,42 @@
+"""A test server with the response framings real servers use: /chunked answers with chunked
+transfer encoding, /close with a body delimited by closing the connection, anything else with
+Content-Length. Usage: odd_server.py PORT"""
+import asyncio
+import sys
+
+import uvloop
+
+CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+CLOSE = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbody until close"
+PLAIN = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+class Odd(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.t = transport
+        self.buf = b""
+
+    def data_received(self, data):
+        self.buf += data
+        while b"\r\n\r\n" in self.buf:
+            head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+            path = head.split(b" ", 2)[1]
+            if path.startswith(b"/chunked"):
+                self.t.write(CHUNKED)
+            elif path.startswith(b"/close"):
+                self.t.write(CLOSE)
+                self.t.close()
+                return
+            else:
+                self.t.write(PLAIN)
+
+
+async def main(port):
+    server = await asyncio.get_running_loop().create_server(Odd, "127.0.0.1", port)
+    async with server:
+        await asyncio.sleep(300)
+
+
+if __name__ == "__main__":
+    uvloop.run(main(int(sys.argv[1])))

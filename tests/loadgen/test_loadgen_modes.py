@@ -1,0 +1,206 @@
+"""Every load mode against real servers: the bundled Python and C servers, nginx, and test
+servers that stall or use unusual framings. Bounds are loose: the machine is shared."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from loadgen import records as lrec
+from loadgen import stats
+from loadgen.parallel import run_to_dir
+from loadgen.spec import LoadSpec
+
+pytestmark = pytest.mark.slow
+
+
+def run(tmp_path, server, path="/work", **kw):
+    kw.setdefault("duration_s", 1.5)
+    kw.setdefault("warmup_s", 0.3)
+    spec = LoadSpec(host="127.0.0.1", port=server.port, target=path, **kw)
+    out = tmp_path / f"run-{len(list(tmp_path.iterdir()))}"
+    summary = run_to_dir(spec, out)
+    df = pd.read_parquet(out / "requests.parquet")
+    row = stats.summarize({k: df[k].to_numpy() for k in df.columns}, summary, spec.mode,
+                          target_rate_rps=spec.rate_rps or None)
+    assert_consistent(df)
+    return df, summary, row
+
+
+def assert_consistent(df):
+    """No row may claim success without a completion time, or finish before it was meant."""
+    ok = df["error"] == 0
+    assert (df.loc[ok, "done_ns"] > 0).all()
+    assert (df.loc[ok, "done_ns"] >= df.loc[ok, "intended_ns"]).all()
+    assert (df.loc[ok, "done_ns"] >= df.loc[ok, "sent_ns"]).all()
+    assert (df.loc[ok, "status"] > 0).all()
+    assert ((df["error"] != 0) | (df["sent_ns"] >= df["intended_ns"])).all()
+
+
+def test_closed_keepalive(tmp_path, py_server):
+    df, _, row = run(tmp_path, py_server, "/work?spin_us=100", mode="closed", connections=8)
+    assert row["requests"] > 200 and row["errors"] == 0
+    assert df["conn"].nunique() == 8
+    assert df["svc_ms"].notna().mean() > 0.99        # Server-Timing kept per request
+
+
+def test_closed_new_connection_per_request(tmp_path, py_server):
+    df, _, row = run(tmp_path, py_server, mode="closed", connections=2, keepalive=False)
+    assert row["requests"] > 50 and row["errors"] == 0
+    assert df["conn"].nunique() == len(df)           # one connection per request
+
+
+def test_closed_think_time_sets_the_rate(tmp_path, py_server):
+    _, _, row = run(tmp_path, py_server, mode="closed", connections=4, think_time_s=0.05,
+                    duration_s=2.0)
+    assert 4 / 0.05 * 0.6 < row["throughput_rps"] < 4 / 0.05 * 1.05
+
+
+def test_open_poisson_keeps_rate_and_measures_from_intended(tmp_path, py_server):
+    df, summary, row = run(tmp_path, py_server, mode="open", rate_rps=400, connections=8,
+                           duration_s=2.0)
+    scheduled = summary["scheduled_in_window"]
+    assert row["requests"] == scheduled
+    assert abs(row["achieved_rate"] - scheduled / 2.0) / (scheduled / 2.0) < 0.02
+    lat = df["done_ns"] - df["intended_ns"]
+    svc = df["done_ns"] - df["sent_ns"]
+    assert (lat >= svc).all()
+
+
+def test_open_replays_the_same_schedule(tmp_path, py_server):
+    a, _, _ = run(tmp_path, py_server, mode="open", rate_rps=200, connections=4, seed=5)
+    b, _, _ = run(tmp_path, py_server, mode="open", rate_rps=200, connections=4, seed=5)
+    ga, gb = np.diff(a["intended_ns"].to_numpy()), np.diff(b["intended_ns"].to_numpy())
+    n = min(len(ga), len(gb))
+    assert n > 100 and np.abs(ga[:n] - gb[:n]).max() < 2   # identical gaps (ns rounding)
+
+
+def test_open_without_keepalive(tmp_path, py_server):
+    df, _, row = run(tmp_path, py_server, mode="open", rate_rps=150, connections=4,
+                     keepalive=False)
+    assert row["errors"] == 0 and df["conn"].nunique() == len(df)
+
+
+def test_open_overload_drops_arrivals_loudly(tmp_path, py_server):
+    _, summary, row = run(tmp_path, py_server, "/work?sleep_us=200000", mode="open",
+                          rate_rps=200, connections=1, max_outstanding=5, duration_s=1.0)
+    assert row["dropped"] > 0 and summary["dropped"] > 0
+    assert not row["valid"] and "dropped" in row["invalid_reasons"]
+
+
+def test_timeouts_are_errors(tmp_path, py_server):
+    _, _, row = run(tmp_path, py_server, "/work?sleep_us=3000000", mode="closed",
+                    connections=2, timeout_s=0.3, duration_s=1.0, warmup_s=0.0)
+    assert row["errors_timeout"] > 0 and row["completed"] == 0
+
+
+def test_refused_connections_are_counted(tmp_path):
+    from orchestrator.servers import free_port
+
+    class Nothing:
+        port = free_port()
+    _, _, row = run(tmp_path, Nothing, mode="closed", connections=2, duration_s=0.5)
+    assert row["errors_refused"] > 0 and row["completed"] == 0 and not row["valid"]
+
+
+def test_burst_releases_together_and_reports_outcomes(tmp_path, py_server):
+    df, summary, row = run(tmp_path, py_server, "/register", mode="burst", method="POST",
+                           body="user=burst{seq}&pass=x", connections=200, bursts=2,
+                           burst_interval_s=0.5, warmup_s=0.0)
+    assert row["requests"] == 400
+    assert (df["status"] == 201).sum() == 400           # {seq} made every user unique
+    assert summary["release_spread_ms_max"] > 0
+    assert row["success_ratio"] == 1.0
+
+
+def test_burst_against_closed_port_is_all_refused(tmp_path):
+    from orchestrator.servers import free_port
+
+    class Nothing:
+        port = free_port()
+    _, _, row = run(tmp_path, Nothing, mode="burst", connections=50, warmup_s=0.0)
+    assert row["errors_refused"] == 50 and row["success_ratio"] == 0.0
+
+
+def test_ramp_finds_a_sustainable_rate(tmp_path, py_server):
+    _, summary, row = run(tmp_path, py_server, "/work?spin_us=2000", mode="ramp",
+                          ramp_rates=(20, 40, 5000), ramp_step_s=1.0, slo_p99_ms=200.0,
+                          connections=16, warmup_s=0.2)
+    steps = summary["ramp_steps"]
+    assert [s["rate_rps"] for s in steps] == [20, 40, 5000]     # stops at the first miss
+    assert steps[1]["meets_slo"] and not steps[-1]["meets_slo"]
+    assert summary["sustainable_rps"] == 40
+    assert row["sustainable_rps"] == summary["sustainable_rps"]
+
+
+def test_processes_split_the_schedule_and_merge(tmp_path, py_server):
+    df, summary, row = run(tmp_path, py_server, mode="open", rate_rps=600, connections=8,
+                           processes=2, duration_s=1.5)
+    assert sorted(df["worker"].unique()) == [0, 1]
+    assert summary["processes"] == 2
+    assert abs(row["requests"] - 600 * 1.5) < 0.15 * 600 * 1.5
+
+
+def test_chunked_and_close_delimited_responses(tmp_path, odd_server):
+    for path in ("/chunked", "/close", "/plain"):
+        df, _, row = run(tmp_path, odd_server, path, mode="closed", connections=2,
+                         duration_s=0.5, warmup_s=0.0)
+        assert row["completed"] > 10 and row["errors"] == 0, path
+        assert (df["status"] == 200).all()
+
+
+def test_spills_in_chunks_and_keeps_every_row(tmp_path, py_server, monkeypatch):
+    monkeypatch.setattr(lrec, "CHUNK_ROWS", 256)
+    spec = LoadSpec(port=py_server.port, target="/work", mode="open", rate_rps=1000,
+                    connections=8, duration_s=1.5, warmup_s=0.2)
+    summary = run_to_dir(spec, tmp_path / "spill")
+    import pyarrow.parquet as pq
+    meta = pq.ParquetFile(tmp_path / "spill" / "requests.parquet").metadata
+    assert meta.num_row_groups > 2
+    df = pd.read_parquet(tmp_path / "spill" / "requests.parquet")
+    assert len(df) == summary["requests_recorded"]
+    assert (np.diff(df["intended_ns"].to_numpy()) >= 0).all()     # order kept
+    assert_consistent(df)
+
+
+def test_coordinated_omission_is_not_hidden(tmp_path, stall_server):
+    """A server freezing 500 ms every second: open load sees it in its p99, while a closed
+    single connection (the classic benchmark view) hides it."""
+    _, _, open_row = run(tmp_path, stall_server, "/", mode="open", rate_rps=200,
+                         connections=64, duration_s=4.0, warmup_s=0.5)
+    _, _, closed_row = run(tmp_path, stall_server, "/", mode="closed", connections=1,
+                           duration_s=4.0, warmup_s=0.5)
+    assert open_row["latency_p99_ms"] >= 250
+    assert closed_row["latency_p99_ms"] < 100
+    assert closed_row["latency_max_ms"] >= 250      # the stall is there, just hidden
+
+
+def test_against_nginx(tmp_path, nginx_server):
+    _, _, closed = run(tmp_path, nginx_server, "/", mode="closed", connections=16)
+    _, _, opened = run(tmp_path, nginx_server, "/", mode="open", rate_rps=500, connections=8)
+    assert closed["errors"] == 0 and closed["throughput_rps"] > 500
+    assert opened["errors"] == 0 and opened["requests"] > 500
+
+
+def test_against_the_c_server(tmp_path, c_server):
+    _, _, row = run(tmp_path, c_server, "/work?spin_us=50", mode="closed", connections=8)
+    assert row["errors"] == 0 and row["completed"] > 100
+
+
+def test_perfctl_load_json(tmp_path, py_server):
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "load",
+                        py_server.url("/work?spin_us=10"), "-c", "4", "-d", "1s", "--warmup",
+                        "0.2s", "--json"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["requests"] > 0 and out["throughput_rps"] > 0
+    assert set(out["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
+    assert isinstance(out["valid"], bool) and "selfcheck" in out
+    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "load",
+                          "ftp://x", "--json"], cwd=root, capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "http://" in bad.stderr and "Traceback" not in bad.stderr
