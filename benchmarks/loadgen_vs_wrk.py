@@ -1,0 +1,126 @@
+"""Load generator vs wrk (and Locust), side by side in one run, printed as ratios.
+
+  .venv/bin/python benchmarks/loadgen_vs_wrk.py [--duration 5] [--locust]
+
+Goals (issue 4): closed, 1 process on 1 core, 50 connections against nginx with one worker
+on the other core: >= 0.9x wrk's requests/s and >= 10x Locust FastHttpUser; open Poisson at
+10k req/s: achieved rate within 1%, inter-send times exponential (KS p > 0.01), send
+lateness p99 <= 1 ms; one connection at low load: p50 within 30 us of wrk's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from _common import ROOT, Nginx, perfctl_load, wrk
+
+SERVER_CPU, CLIENT_CPU = 0, 1
+
+
+LOCUST_VENV = ROOT / ".venv-locust"
+
+
+def locust_python() -> str:
+    """A separate venv for Locust (gevent patches the world; keep it out of perfctl's)."""
+    py = LOCUST_VENV / "bin" / "python"
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(LOCUST_VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "locust==2.47.0"], check=True)
+    return str(py)
+
+
+def locust_rps(url: str, duration_s: int) -> float | None:
+    """Locust FastHttpUser, one process pinned to the client CPU, 50 users; None if absent."""
+    locustfile = Path(tempfile.mkdtemp()) / "lf.py"
+    locustfile.write_text("from locust import FastHttpUser, task, constant\n"
+                          "class U(FastHttpUser):\n    wait_time = constant(0)\n"
+                          "    @task\n    def get(self):\n        self.client.get('/')\n")
+    csv = locustfile.parent / "out"
+    p = subprocess.run(["taskset", "-c", str(CLIENT_CPU), locust_python(), "-m", "locust", "-f",
+                        str(locustfile), "--headless", "-u", "50", "-r", "50", "-t",
+                        f"{duration_s}s", "-H", url, "--csv", str(csv), "--only-summary"],
+                       capture_output=True, text=True, timeout=duration_s + 60)
+    stats_csv = Path(f"{csv}_stats.csv")
+    if p.returncode not in (0, 1) or not stats_csv.is_file():
+        print(f"  locust did not run: {p.stderr.strip()[-300:]}")
+        return None
+    df = pd.read_csv(stats_csv)
+    return float(df[df["Name"] == "Aggregated"]["Requests/s"].iloc[0])
+
+
+def open_accuracy(url: str, rate: int, duration_s: int) -> dict:
+    out = Path(tempfile.mkdtemp())
+    res = perfctl_load(url, "--rate", str(rate), "-c", "64", "-d", f"{duration_s}s",
+                       "--warmup", "1s", "--cpus", str(CLIENT_CPU), "--out", str(out))
+    df = pd.read_parquet(out / "requests.parquet")
+    summary = json.loads((out / "summary.json").read_text())
+    win = df[(df.intended_ns >= summary["measure_start_ns"]) &
+             (df.intended_ns < summary["measure_end_ns"])]
+    gaps = np.diff(np.sort(win.sent_ns.to_numpy())) / 1e9
+    planned = np.diff(np.sort(win.intended_ns.to_numpy())) / 1e9
+    return {"achieved": res["achieved_rate"], "error_pct": 100 * (res["achieved_rate"] - rate) / rate,
+            "ks_p": sps.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue,
+            "ks_p_planned": sps.kstest(planned, "expon", args=(0, 1 / rate)).pvalue,
+            "min_gap_us": gaps.min() * 1e6, "short_planned": float((planned < 5e-6).mean()),
+            "lateness_p50_us": float(np.percentile(win.sent_ns - win.intended_ns, 50) / 1e3),
+            "lateness_p99_ms": summary["send_lateness_p99_ms"],
+            "valid": res["valid"], "reasons": res["invalid_reasons"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--locust", action="store_true", help="also run Locust (installs it)")
+    args = ap.parse_args()
+    d = args.duration
+    nginx = Nginx(cpus=[SERVER_CPU], workers=1)
+    try:
+        url = nginx.url("/")
+        print(f"nginx 1 worker on CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU}; {d}s each\n")
+        ratios = []
+        print(f"closed, 50 connections, 1 process ({args.rounds} alternating rounds):")
+        for r in range(args.rounds):
+            w = wrk(url, 50, d, CLIENT_CPU)
+            p = perfctl_load(url, "-c", "50", "-d", f"{d}s", "--warmup", "1s", "--cpus",
+                             str(CLIENT_CPU))
+            ratios.append(p["throughput_rps"] / w["rps"])
+            print(f"  round {r + 1}: wrk {w['rps']:>9,.0f} req/s   perfctl "
+                  f"{p['throughput_rps']:>9,.0f} req/s   ratio {ratios[-1]:.2f}")
+        print(f"  median ratio perfctl/wrk = {np.median(ratios):.2f}  (goal >= 0.90)")
+        if args.locust:
+            lr = locust_rps(url, d)
+            if lr:
+                print(f"  locust     {lr:>10,.0f} req/s   ratio perfctl/locust = "
+                      f"{p['throughput_rps'] / lr:.1f}  (goal >= 10)")
+        w1 = wrk(url, 1, d, CLIENT_CPU)
+        p1 = perfctl_load(url, "-c", "1", "-d", f"{d}s", "--warmup", "1s", "--cpus", str(CLIENT_CPU))
+        diff_us = (p1["latency_ms"]["p50"] - w1["p50"]) * 1e3
+        print("\n1 connection (closed, back to back):")
+        print(f"  p50 wrk {w1['p50'] * 1e3:.1f} us, perfctl {p1['latency_ms']['p50'] * 1e3:.1f} us, "
+              f"difference {diff_us:+.1f} us  (goal |diff| <= 30 us)")
+        for rate in (10000,):
+            acc = open_accuracy(url, rate, d)
+            print(f"\nopen Poisson at {rate:,}/s:")
+            print(f"  achieved {acc['achieved']:,.1f}/s ({acc['error_pct']:+.2f}%, goal within 1%)")
+            print(f"  inter-send KS vs exponential p = {acc['ks_p']:.3g} (goal > 0.01); the planned "
+                  f"schedule's p = {acc['ks_p_planned']:.3f}")
+            print(f"  ({100 * acc['short_planned']:.1f}% of planned gaps are < 5 us, but no two "
+                  f"sends were closer than {acc['min_gap_us']:.1f} us: one writer's dead time)")
+            print(f"  send lateness p50 {acc['lateness_p50_us']:.1f} us")
+            print(f"  send lateness p99 {acc['lateness_p99_ms']:.3f} ms (goal <= 1 ms); "
+                  f"self-check {'ok' if acc['valid'] else acc['reasons']}")
+    finally:
+        nginx.stop()
+
+
+if __name__ == "__main__":
+    main()

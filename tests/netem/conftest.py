@@ -1,0 +1,151 @@
+"""Fixtures for the netem tests: the built proxy, a local echo server, a proxy launcher."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+
+import pytest
+
+# An echo server in its own process (so its latency does not fight the test for the GIL):
+# prints its port, echoes every byte, backlog 4096, exits on SIGTERM or after 120 s.
+ECHO_CODE = r"""
+import asyncio, signal, sys
+try:
+    import uvloop; uvloop.install()
+except ImportError:
+    pass
+async def handle(r, w):
+    try:
+        while True:
+            b = await r.read(65536)
+            if not b:
+                break
+            w.write(b)
+            await w.drain()
+        w.close()
+    except (ConnectionError, OSError):
+        w.transport.abort()
+async def main():
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
+    print(srv.sockets[0].getsockname()[1], flush=True)
+    loop = asyncio.get_running_loop()
+    stop = loop.create_future()
+    loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
+    await asyncio.wait_for(stop, 120)
+asyncio.run(main())
+"""
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+@pytest.fixture(scope="session")
+def proxy_bin() -> str:
+    from orchestrator.netem import build_proxy
+    return str(build_proxy())
+
+
+@pytest.fixture(scope="module")
+def echo_port():
+    proc = subprocess.Popen([sys.executable, "-c", ECHO_CODE], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        yield port
+    finally:
+        _stop(proc)
+
+
+class Proxy:
+    def __init__(self, proc: subprocess.Popen, line: str, err):
+        self.proc = proc
+        self.line = line
+        self._err = err
+        m = re.search(r"listening on ([\d.]+):(\d+) to \S+(?: echo ([\d.]+):(\d+))?", line)
+        assert m, line
+        self.port = int(m.group(2))
+        self.echo_port = int(m.group(4)) if m.group(4) else None
+        self.rc: int | None = None
+        self.stats: dict[str, int] = {}
+
+    def stderr(self) -> str:
+        self._err.seek(0)
+        return self._err.read().decode(errors="replace")
+
+    def live_stats(self) -> dict[str, int]:
+        """SIGUSR1 -> the proxy prints its counters; parse the latest line."""
+        before = self.stderr().count("stats:")
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 5
+        while self.stderr().count("stats:") == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return _parse_stats(self.stderr())
+
+    def stop(self) -> int:
+        if self.rc is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.rc = self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.rc = self.proc.wait(5)
+            self.stats = _parse_stats(self.stderr())
+            self.proc.stdout.close()
+        return self.rc
+
+
+def _parse_stats(text: str) -> dict[str, int]:
+    lines = [line for line in text.splitlines() if "stats:" in line]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", lines[-1])} if lines else {}
+
+
+@pytest.fixture
+def run_proxy(proxy_bin):
+    """run_proxy(to_port, *flags, echo=False) -> Proxy; every proxy is stopped at teardown."""
+    started: list[Proxy] = []
+
+    def start(to_port: int, *flags: str, echo: bool = False) -> Proxy:
+        argv = [proxy_bin, "--listen", "127.0.0.1:0", "--to", f"127.0.0.1:{to_port}", *flags]
+        if echo:
+            argv += ["--echo-listen", "127.0.0.1:0"]
+        err = tempfile.TemporaryFile()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
+        line = proc.stdout.readline()
+        p = Proxy(proc, line, err)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+        p._err.close()
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+@contextmanager
+def deadline(seconds: float):
+    """Fail instead of hanging: SIGALRM after `seconds`."""
+    def boom(*_):
+        raise TimeoutError(f"test exceeded {seconds} s")
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
