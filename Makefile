@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 # Debian packages the tool and its tests use (installed only when missing; we are root).
-APT_PACKAGES := gcc make iproute2 nginx-light wrk clang chromium
+APT_PACKAGES := gcc make libc6-dev iproute2 nginx-light wrk clang libclang-rt-14-dev clang-format chromium
 EXPERIMENT ?= experiments.yaml
 
 .PHONY: setup apt servers run test test-fast clean
