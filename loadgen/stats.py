@@ -16,8 +16,9 @@ from .records import DROPPED, ERROR_NAMES, OK
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 # Self-check limits: beyond them the trial is marked invalid with a reason.
-MAX_SEND_LATENESS_P99_MS = 1.0
-MAX_LOOP_LAG_P99_MS = 5.0
+MAX_SEND_LATENESS_P99_MS = 1.0     # open mode; or 10% of the mean gap between arrivals
+MAX_LOOP_LAG_P99_MS = 5.0          # or 25% of the trial's p99 latency, whichever is larger
+MAX_GC_PAUSE_MS = 10.0             # or 25% of the trial's p99 latency
 MAX_LOADGEN_CPU_PCT = 95.0
 MIN_SCHEDULE_KEPT = 0.99
 
@@ -127,12 +128,23 @@ def verdict(row: dict, summary: dict, mode: str) -> list[str]:
                            f"({100 * sent / scheduled:.1f}% < {100 * MIN_SCHEDULE_KEPT:.0f}%)")
         if row["dropped"]:
             reasons.append(f"{row['dropped']} arrivals dropped past the outstanding-request cap")
-        if summary.get("send_lateness_p99_ms", 0.0) > MAX_SEND_LATENESS_P99_MS:
+        rate = row.get("target_rate") or 0.0
+        limit = max(MAX_SEND_LATENESS_P99_MS, 0.1 * 1e3 / rate if rate > 0 else 0.0)
+        if summary.get("send_lateness_p99_ms", 0.0) > limit:
             reasons.append(f"send lateness p99 {summary['send_lateness_p99_ms']:.2f} ms > "
-                           f"{MAX_SEND_LATENESS_P99_MS} ms: the load generator fell behind its schedule")
-    if summary.get("loop_lag_p99_ms", 0.0) > MAX_LOOP_LAG_P99_MS:
+                           f"{limit:.2f} ms: the load generator fell behind its schedule")
+    # A stalled loop stamps responses late: a stall long against the latencies measured
+    # distorts them; one short against them does not.
+    p99 = row.get("latency_p99_ms")
+    p99 = p99 if p99 == p99 and p99 is not None else 0.0
+    lag_limit = max(MAX_LOOP_LAG_P99_MS, 0.25 * p99)
+    if summary.get("loop_lag_p99_ms", 0.0) > lag_limit:
         reasons.append(f"load-generator event-loop lag p99 {summary['loop_lag_p99_ms']:.1f} ms "
-                       f"> {MAX_LOOP_LAG_P99_MS} ms")
+                       f"> {lag_limit:.1f} ms (host busy or load generator saturated)")
+    gc_limit = max(MAX_GC_PAUSE_MS, 0.25 * p99)
+    if summary.get("gc_pause_max_ms", 0.0) > gc_limit:
+        reasons.append(f"load-generator GC pause {summary['gc_pause_max_ms']:.1f} ms > "
+                       f"{gc_limit:.1f} ms")
     # In open mode the dispatcher polls between close arrivals, so CPU says little there;
     # send lateness above is the direct measure. In closed mode CPU is the only witness.
     if mode == "closed" and summary.get("loadgen_cpu_pct", 0.0) > MAX_LOADGEN_CPU_PCT:

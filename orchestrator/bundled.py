@@ -124,10 +124,10 @@ def check_impl(impl: str, model: str | None = None) -> None:
 
 def command(impl: str, model: str, port: int, threads: int = 4, backlog: int = 128,
             buckets: int = 1024, layout: str = "flat", corpus: Path | None = None,
-            seed: int = 1, variant: str = "") -> list[str]:
+            seed: int = 1, variant: str = "", host: str = "127.0.0.1") -> list[str]:
     """The argv that starts one bundled server (see servers/PROTOCOL.md). Does not build."""
     check_impl(impl, model)
-    flags = ["--port", str(port), "--model", model, "--threads", str(threads),
+    flags = ["--port", str(port), "--host", host, "--model", model, "--threads", str(threads),
              "--backlog", str(backlog), "--buckets", str(buckets), "--layout", layout,
              "--corpus", str(corpus or CORPUS), "--seed", str(seed)]
     if impl == "c":

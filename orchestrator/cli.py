@@ -137,7 +137,15 @@ def run(file: Annotated[Optional[Path], typer.Argument(help="Experiment YAML fil
         finally:
             servers.stop_all()
     trials = results.read_trials(run_dir)
+    info = results.load(run_dir).info
+    if "network_backend" in trials.columns:
+        info["network_backend"] = sorted(set(trials["network_backend"].astype(str)))
+        results.write_json(run_dir / "run.json", info)
     console.print(_summary_table(trials, p.axes))
+    if p.experiment.models:
+        from . import modeling
+        modeling.model_run(run_dir, plots=not no_plots)
+        console.print(f"models: {run_dir / 'models.json'} (perfctl model {run_dir} for the table)")
     if not no_plots:
         for path in plots.draw_basic(trials, p.axes, run_dir / "plots"):
             if path.suffix == ".png":
@@ -168,8 +176,15 @@ def serve(impl: Annotated[str, typer.Argument(help="c, java or python.")],
 
 
 def _register_commands() -> None:
-    from . import adhoc
+    from . import adhoc, cli_analysis
+    from .netem.cli import app as netem_app
+    from .netem.doctor import doctor
+
     adhoc.register(app)
+    cli_analysis.register(app)
+    app.add_typer(netem_app, name="netem", help="Network emulation tools (the latency proxy).")
+    app.command("doctor", help="What this host can do: injection backends, settings that "
+                               "change results.")(doctor)
 
 
 _register_commands()

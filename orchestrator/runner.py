@@ -24,6 +24,7 @@ from loadgen.spec import LoadSpec
 
 from . import bundled, results, servers
 from .config import BundledServer, Cell, Plan
+from .netem import NetworkSpec, make_injector
 from .sampler import ResourceSampler
 
 LOADGEN_GRACE_S = 30.0
@@ -76,18 +77,50 @@ def describe(cell: Cell) -> dict:
     }
 
 
+def _network_row(net: NetworkSpec, injector, probes: list) -> tuple[dict, list[str]]:
+    """trials.csv columns about the injected network, and reasons to distrust the trial."""
+    row = {"network_backend": injector.backend if injector else "none",
+           "rtt_expected_ms": net.expected_rtt_p50_ms() if injector else 0.0,
+           "rtt_measured_ms": math.nan, "rtt_measured_before_ms": math.nan,
+           "rtt_measured_after_ms": math.nan}
+    reasons = []
+    for when, probe in probes:
+        row[f"rtt_measured_{when}_ms"] = probe.added_p50_ms
+        if probe.throughput_bps:
+            row[f"bandwidth_measured_{when}_mbit"] = probe.throughput_bps / 1e6
+        ok, why = injector.check(probe)
+        if not ok:
+            reasons.append(f"network injection off {when} the load: {why}")
+    measured = [p.added_p50_ms for _, p in probes]
+    if measured:
+        row["rtt_measured_ms"] = float(sum(measured) / len(measured))
+    return row, reasons
+
+
 def run_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
-    """One trial: fresh server, load, teardown. Returns the trial's row."""
+    """One trial: fresh server (and network injector), load, teardown. Returns its row."""
     tdir = results.trial_dir(run_dir, cell.cell_id, trial)
     tdir.mkdir(parents=True, exist_ok=True)
-    server = servers.ServerProcess(cell.server_name, cell.server, tdir,
-                                   cell.placement.server_cpus, plan.source)
+    net = NetworkSpec.model_validate(cell.network)
+    injector = make_injector(net, seed=cell.load.seed + trial) if net.shapes else None
+    probes: list = []
     loadgen_proc = None
     sampler = None
+    server = None
     try:
+        if injector is not None:
+            injector.prepare()
+        server = servers.ServerProcess(
+            cell.server_name, cell.server, tdir, cell.placement.server_cpus, plan.source,
+            host=injector.bind_host if injector else "127.0.0.1",
+            wrap=injector.wrap_command if injector else None)
         server.start()
         startup_s = server.wait_ready()
-        spec = load_spec(cell, server.host, server.port, trial)
+        host, port = server.host, server.port
+        if injector is not None:
+            host, port = injector.start(server.host, server.port)
+            probes.append(("before", injector.probe()))
+        spec = load_spec(cell, host, port, trial)
         (tdir / "spec.json").write_text(spec.to_json())
         sampler = ResourceSampler(server.pid).start()
         loadgen_proc = servers.spawn([sys.executable, "-m", "loadgen", str(tdir / "spec.json"),
@@ -99,15 +132,20 @@ def run_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
             code = None
         sampler.stop()
         alive = server.proc is not None and server.proc.poll() is None
+        if injector is not None and alive:
+            probes.append(("after", injector.probe()))
     finally:
         if sampler is not None:
             sampler.stop()
         if loadgen_proc is not None:
             servers.terminate(loadgen_proc)
-        server_code = server.stop()
+        server_code = server.stop() if server is not None else None
+        if injector is not None:
+            injector.stop()
     row = {"cell_id": cell.cell_id, "trial": trial, **cell.values, **describe(cell),
            "startup_s": startup_s}
-    reasons = []
+    net_row, reasons = _network_row(net, injector, probes)
+    row.update(net_row)
     if code != 0 or not (tdir / "requests.parquet").is_file():
         why = "timed out" if code is None else f"exited {code}"
         reasons.append(f"load generator {why}: {servers.tail(tdir / 'loadgen.log', 3)}")

@@ -107,13 +107,16 @@ class ServerProcess:
     """One running server for one trial: start() -> wait_ready() -> stop()."""
 
     def __init__(self, name: str, spec: BundledServer | CommandServer, workdir: Path,
-                 cpus: list[int] | None, source: str = "experiment") -> None:
+                 cpus: list[int] | None, source: str = "experiment", host: str = "127.0.0.1",
+                 wrap=None) -> None:
+        """host: the address to listen on; wrap: argv -> argv (e.g. run in a namespace)."""
         self.name = name
         self.spec = spec
         self.workdir = workdir
         self.cpus = cpus
         self.source = source
-        self.host = "127.0.0.1"
+        self.host = host
+        self.wrap = wrap or (lambda argv: argv)
         self.port = 0
         self.log_path = workdir / "server.log"
         self.proc: subprocess.Popen | None = None
@@ -130,12 +133,12 @@ class ServerProcess:
                     "perfctl picks a free port.")
             self.port = spec.port
         else:
-            self.port = free_port()
+            self.port = free_port(self.host) if self.host.startswith("127.") else free_port()
         if isinstance(spec, BundledServer):
             bundled.build(spec.impl, spec.variant)
             self.argv = bundled.command(spec.impl, spec.model_name, self.port, spec.threads,
                                         spec.backlog, spec.buckets, spec.layout,
-                                        variant=spec.variant)
+                                        variant=spec.variant, host=self.host)
         else:
             for rel, content in spec.files.items():
                 f = self.workdir / rel
@@ -145,7 +148,7 @@ class ServerProcess:
             cmd = (spec.cmd.replace("{port}", str(self.port))
                    .replace("{workdir}", str(self.workdir)).replace("{host}", self.host))
             self.argv = shlex.split(cmd)
-        self.proc = spawn(self.argv, self.log_path, self.cpus, cwd=self.workdir)
+        self.proc = spawn(self.wrap(self.argv), self.log_path, self.cpus, cwd=self.workdir)
 
     def wait_ready(self) -> float:
         """Block until the server answers; returns seconds taken. Raises PerfctlError when it

@@ -325,4 +325,6 @@ void hd_serve(const struct hd_req *rq, int64_t queue_ns, int64_t t_start, struct
 	if (hd_closing_status(r->status))
 		r->close = 1;
 	hd_finish(r, ctype, allow, rq->http10, queue_ns, t_start);
+	if (hd_is(rq->method, rq->method_len, "HEAD"))
+		r->body_len = 0; /* a HEAD response has a head only (RFC 9110 9.3.2) */
 }
