@@ -90,6 +90,8 @@ def summarize(cols, summary: dict, mode: str, duration_s: float | None = None,
         "dropped": int(np.count_nonzero(err == DROPPED)),
         "success_ratio": int(np.count_nonzero(ok & (status < 400))) / requests if requests else math.nan,
         "throughput_rps": completed / duration_s,
+        "throughput_kib_s": float(np.asarray(cols["bytes"])[m][ok].sum()) / 1024 / duration_s
+        if "bytes" in cols else math.nan,
         "target_rate": target_rate_rps if mode == "open" else math.nan,
         "achieved_rate": (sent / duration_s) if mode == "open" else completed / duration_s,
         "latency_mean_ms": float(lat_ms.mean()) if lat_ms.size else math.nan,

@@ -61,7 +61,7 @@ def describe(cell: Cell) -> dict:
     """Config-derived columns every trial row carries (models and plots use them)."""
     s = cell.server
     bundled_ = isinstance(s, BundledServer)
-    cpus = cell.placement.server_cpus
+    cpus = cell.placement.server_cpu_list
     return {
         "server_impl": s.impl if bundled_ else "cmd",
         "server_model": s.model_name if bundled_ else "",
@@ -111,7 +111,7 @@ def run_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         if injector is not None:
             injector.prepare()
         server = servers.ServerProcess(
-            cell.server_name, cell.server, tdir, cell.placement.server_cpus, plan.source,
+            cell.server_name, cell.server, tdir, cell.placement.server_cpu_list, plan.source,
             host=injector.bind_host if injector else "127.0.0.1",
             wrap=injector.wrap_command if injector else None)
         server.start()

@@ -118,3 +118,17 @@ def test_bandwidth_and_fraction():
             units.duration_s(bad)
     with pytest.raises(ValueError):
         units.fraction("150%")
+
+
+def test_server_cores_as_an_axis(write_yaml):
+    text = BASE.replace("repeats: 2", "repeats: 1\nplacement: {server_cores: \"{cores}\"}").replace(
+        "spin: [10]}", "spin: [10], cores: [1, 2]}")
+    plan = config.load_plan(write_yaml(text))
+    cores = {c.values["cores"]: c.placement.server_cpu_list for c in plan.cells}
+    assert len(cores[1]) == 1 and len(cores[2]) == 2
+
+
+def test_unavailable_cpu_is_an_error(write_yaml):
+    text = BASE + "placement: {server_cpus: [4096]}\n"
+    with pytest.raises(PerfctlError, match="not available here"):
+        config.load_plan(write_yaml(text))
