@@ -24,7 +24,8 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
 from . import bundled, units
 from .errors import PerfctlError
 
-RUNTIME_PLACEHOLDERS = {"port", "workdir", "host"}   # filled when the server starts
+RUNTIME_PLACEHOLDERS = {"port", "workdir", "host",   # filled when the server starts
+                        "seq"}                         # by the load generator, per request
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NOT_SUBSTITUTED = ("matrix", "exclude", "include", "profiles")
 

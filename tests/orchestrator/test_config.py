@@ -132,3 +132,10 @@ def test_unavailable_cpu_is_an_error(write_yaml):
     text = BASE + "placement: {server_cpus: [4096]}\n"
     with pytest.raises(PerfctlError, match="not available here"):
         config.load_plan(write_yaml(text))
+
+
+def test_seq_placeholder_reaches_the_load_generator(write_yaml):
+    text = BASE.replace("workload: {path: /work, params: {spin_us: \"{spin}\"}}",
+                        "workload: {path: /register, method: POST, body: \"user=u{seq}&pass=x\"}")
+    plan = config.load_plan(write_yaml(text))
+    assert all(c.workload.body == "user=u{seq}&pass=x" for c in plan.cells)

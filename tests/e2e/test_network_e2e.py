@@ -1,0 +1,61 @@
+"""A delay axis end to end: the proxy injects it, every trial proves it took effect."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+DELAYS = """
+name: delays
+servers:
+  py: {impl: python, model: async}
+workload: {path: /work, params: {spin_us: 50}}
+load: {mode: closed, connections: 2, duration: 1500ms, warmup: 300ms}
+network: {delay: "{delay}"}
+matrix: {delay: [0ms, 10ms, 50ms]}
+placement: {server_cpus: [0], loadgen_cpus: [1]}
+"""
+
+
+def test_delay_axis_is_injected_and_verified(write_yaml, perfctl_env, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run",
+                           str(write_yaml(DELAYS)), "--out", str(out)], cwd=ROOT,
+                          env=perfctl_env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    t = pd.read_csv(out / "trials.csv").set_index("delay")
+    assert t.loc["0ms", "network_backend"] == "none"
+    for delay, rtt in (("10ms", 20.0), ("50ms", 100.0)):
+        row = t.loc[delay]
+        assert row["network_backend"] == "proxy"
+        assert row["rtt_expected_ms"] == pytest.approx(rtt)
+        # the verdict's own tolerance: max(10%, 0.5 ms) on the added RTT, before and after
+        assert abs(row["rtt_measured_ms"] - rtt) <= max(0.1 * rtt, 0.5), row.to_dict()
+        assert "network injection" not in str(row["invalid_reasons"])
+        # every request crossed the path twice: latency >= the added round trip
+        assert row["latency_min_ms"] >= rtt * 0.95
+    assert json.loads((out / "run.json").read_text())["network_backend"] == ["none", "proxy"]
+
+
+def test_injection_that_misses_marks_the_trial_invalid():
+    from orchestrator.netem import NetworkSpec
+    from orchestrator.netem.probe import ProbeResult
+    from orchestrator.runner import _network_row
+
+    class Fake:
+        backend = "proxy"
+        spec = NetworkSpec.model_validate({"delay": "10ms"})
+
+        def check(self, probe):
+            from orchestrator.netem import verify
+            return verify(self.spec.expected_rtt_p50_ms(), probe.added_p50_ms)
+
+    off = ProbeResult(method="echo-rtt", rtt_ms=[30.0] * 5, baseline_ms=0.1)
+    row, reasons = _network_row(Fake.spec, Fake(), [("before", off)])
+    assert row["rtt_measured_before_ms"] == pytest.approx(29.9)
+    assert reasons and "network injection off before the load" in reasons[0]
