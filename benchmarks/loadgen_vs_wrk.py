@@ -97,7 +97,7 @@ def main() -> None:
                   f"{p['throughput_rps']:>9,.0f} req/s   ratio {ratios[-1]:.2f}")
         print(f"  median ratio perfctl/wrk = {np.median(ratios):.2f}  (goal >= 0.90)")
         if args.locust:
-            lr = locust_rps(url, d)
+            lr = locust_rps(url.rstrip("/"), d)   # Locust wants a host without a path
             if lr:
                 print(f"  locust     {lr:>10,.0f} req/s   ratio perfctl/locust = "
                       f"{p['throughput_rps'] / lr:.1f}  (goal >= 10)")
