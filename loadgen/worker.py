@@ -170,6 +170,25 @@ class Worker:
                 conn.transport.close()
         self.finished.set()
 
+    def close_out(self) -> int:
+        """Mark every row still open when the loop ends (e.g. a connect still waiting on a
+        full backlog) as TIMEOUT if it waited past timeout_s, else UNFINISHED, so no row can
+        look successful without an answer. Returns how many rows it closed."""
+        t = _now()
+        limit = t - int(self.spec.timeout_s * 1e9)
+        count = 0
+        for c in self.rec.chunks():
+            n = c.n
+            open_rows = np.flatnonzero((c.done[:n] == 0) & (c.error[:n] == 0))
+            if open_rows.size:
+                started = c.sent[open_rows]
+                c.error[open_rows] = np.where((started > 0) & (started < limit), TIMEOUT,
+                                              UNFINISHED)
+                c.done[open_rows] = t
+                c.final += int(open_rows.size)
+                count += int(open_rows.size)
+        return count
+
     def _failed_attempt(self, intended_ns: int, t0: int, error: int) -> None:
         chunk, row = self.rec.new(intended_ns)
         chunk.sent[row] = t0
@@ -521,6 +540,7 @@ def run(spec: LoadSpec, sink=None, seq_base: int = 0) -> tuple[Records, dict]:
             t.cancel()
         if pending:
             loop.run_until_complete(asyncio.wait(pending))
+        summary["closed_out"] = worker.close_out()
     finally:
         gc.callbacks.remove(gc_cb)
         gc.unfreeze()

@@ -65,7 +65,17 @@ def _num(v, default=math.nan) -> float:
 
 
 def _ok(requests_df: pd.DataFrame) -> pd.DataFrame:
-    return requests_df[requests_df["error"] == 0] if "error" in requests_df.columns else requests_df
+    """Requests that completed: no error class, an HTTP status in 1..399 and a done time (a row
+    with error 0 but status 0 / done_ns 0 is an arrival that was never sent or never answered)."""
+    keep = np.ones(len(requests_df), dtype=bool)
+    if "error" in requests_df.columns:
+        keep &= (requests_df["error"] == 0).to_numpy()
+    if "status" in requests_df.columns:
+        st = requests_df["status"].to_numpy()
+        keep &= (st > 0) & (st < 400)
+    if "done_ns" in requests_df.columns:
+        keep &= (requests_df["done_ns"] > 0).to_numpy()
+    return requests_df if keep.all() else requests_df[keep]
 
 
 def _service_ns(df: pd.DataFrame) -> np.ndarray:
@@ -92,8 +102,11 @@ def _single_user_groups(df: pd.DataFrame, trials_df: pd.DataFrame | None) -> pd.
 def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None = None) -> ServiceEstimate:
     """Mean service time [s] and its SCV (variance / mean^2) from successful requests.
     Uses svc_ms when present; otherwise the latency of single-user trials (connections == 1,
-    closed mode per ``trials_df``, or, without it, trials whose requests never overlap)."""
+    closed mode per ``trials_df``, or, without it, trials whose requests never overlap).
+    A boolean ``measured`` column, when present, keeps only the measured (non-warm-up) requests."""
     df = _ok(requests_df)
+    if "measured" in df.columns:      # warm-up requests, when marked, do not count
+        df = df[df["measured"].fillna(False).astype(bool)]
     if "svc_ms" in df.columns and df["svc_ms"].notna().sum() >= 2:
         has = df[df["svc_ms"].notna()]
         s = has["svc_ms"].to_numpy(dtype=float) / 1e3
@@ -244,33 +257,126 @@ def _rel(pred: float, meas: float) -> float:
     return (pred - meas) / meas
 
 
+# Per-trial measurements and self-checks: never configuration, whatever the run looks like.
+_PER_TRIAL_PREFIXES = ("latency_", "errors_", "rtt_", "send_lateness_", "gc_", "loop_lag_",
+                       "loadgen_", "server_cpu", "server_rss", "server_threads_max", "service_",
+                       "throughput_", "startup_", "invalid_", "success_", "measure_")
+_PER_TRIAL = {"completed", "dropped", "duration_actual_s", "timeouts"}
+# Cell configuration columns perfctl writes (axes are configuration too, whatever their name).
+_CONFIG = {"server", "server_impl", "server_model", "server_threads", "server_backlog",
+           "server_cores", "load_mode", "mode", "think_time_s", "duration_s", "work_spin_us",
+           "work_sleep_us"}
+
+
+def _per_trial(col: str) -> bool:
+    return col in _MEASURED or col in _PER_TRIAL or col.startswith(_PER_TRIAL_PREFIXES)
+
+
+def _config_columns(trials: pd.DataFrame) -> list[str]:
+    """The columns that describe a cell's configuration rather than one trial's measurement.
+
+    A column counts when it is not a known per-trial measurement (``_MEASURED``, the
+    ``latency_``/``errors_``/``rtt_``/``send_lateness_``/``gc_``/... families) and its value is
+    the same in every trial of every cell (so a new per-trial column perfctl may add later drops
+    out by itself as soon as a cell has two trials). When every cell has a single trial that test
+    cannot tell anything apart, so an unknown column whose value differs in every row (a
+    per-trial reading: it could not group two cells anyway) is dropped as well."""
+    if trials.empty:
+        return []
+    cells = trials["cell_id"].astype(str) if "cell_id" in trials.columns else None
+    repeated = cells is not None and bool(cells.duplicated().any())
+    keys = []
+    for col in trials.columns:
+        if col in ("cell_id", "trial", "connections") or _per_trial(col):
+            continue
+        vals = trials[col].astype(str)    # NaN -> 'nan': a missing value is a value here
+        if cells is not None and (vals.groupby(cells).nunique() > 1).any():
+            continue                      # differs between trials of one cell: a measurement
+        if (not repeated and col not in _CONFIG and len(vals) > 1
+                and vals.nunique() == len(vals)):
+            continue
+        keys.append(col)
+    return keys
+
+
 def _usl_groups(closed_trials: pd.DataFrame) -> list[pd.DataFrame]:
-    """Closed trials that differ only in concurrency (columns tied 1:1 to it are ignored)."""
+    """Closed trials grouped by cell configuration (``_config_columns``) minus concurrency:
+    each group is a set of cells that differ only in ``connections`` (columns tied 1:1 to it,
+    such as an axis that renames it, are ignored too). Per-trial readings never split a group."""
     if closed_trials.empty:
         return []
     conns = closed_trials["connections"]
     keys = []
-    for col in closed_trials.columns:
-        if col in _MEASURED or col.startswith("latency_"):
-            continue
-        pair = closed_trials[[col]].assign(_n=conns).astype(str).drop_duplicates()
-        if pair[col].nunique() == conns.nunique() == len(pair):
+    for col in _config_columns(closed_trials):
+        pair = closed_trials[[col]].astype(str).assign(_n=conns.astype(str)).drop_duplicates()
+        if pair[col].nunique() == conns.nunique() == len(pair) and len(pair) > 1:
             continue  # an alias of the concurrency axis
         keys.append(col)
     if not keys:
         return [closed_trials]
-    return [g for _, g in closed_trials.groupby(keys, dropna=False, sort=False)]
+    key_frame = closed_trials[keys].astype(str)
+    return [closed_trials.loc[idx] for idx in key_frame.groupby(keys, sort=False).groups.values()]
 
 
-def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame) -> pd.DataFrame:
+def _measured_mask(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None,
+                   measured=None) -> np.ndarray | None:
+    """Boolean mask of the requests inside their trial's measured window, or None when nothing
+    says which requests are warm-up. Sources, all honoured when present (combined with AND):
+    the ``measured`` argument (a boolean array/Series aligned with requests_df), a boolean
+    ``measured`` column of requests_df, and ``measure_start_ns``/``measure_end_ns`` columns of
+    trials_df (per cell_id and trial; compared with the requests' ``intended_ns``)."""
+    n = len(requests_df)
+    mask = None
+
+    def _and(m) -> None:
+        nonlocal mask
+        m = np.asarray(m, dtype=bool)
+        if m.shape != (n,):
+            raise ValueError(f"measured mask has {m.size} values for {n} requests")
+        mask = m if mask is None else (mask & m)
+
+    if measured is not None:
+        if isinstance(measured, pd.Series) and not measured.index.equals(requests_df.index):
+            measured = measured.reindex(requests_df.index)   # aligned by label
+        if isinstance(measured, pd.Series):
+            measured = measured.fillna(False).to_numpy()
+        _and(measured)
+    if "measured" in requests_df.columns:
+        _and(requests_df["measured"].fillna(False).astype(bool).to_numpy())
+    if (trials_df is not None and {"measure_start_ns", "measure_end_ns", "cell_id", "trial"}
+            <= set(trials_df.columns) and {"cell_id", "trial", "intended_ns"} <= set(requests_df.columns)):
+        win = trials_df[["cell_id", "trial", "measure_start_ns", "measure_end_ns"]]
+        win = win.dropna().drop_duplicates(["cell_id", "trial"])
+        if len(win):
+            j = requests_df[["cell_id", "trial", "intended_ns"]].reset_index(drop=True).merge(
+                win, on=["cell_id", "trial"], how="left")
+            t = j["intended_ns"].to_numpy(dtype=float)
+            lo, hi = j["measure_start_ns"].to_numpy(dtype=float), j["measure_end_ns"].to_numpy(dtype=float)
+            _and(np.where(np.isnan(lo), True, (t >= lo) & (t < hi)))
+    return mask
+
+
+def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
+            measured=None) -> pd.DataFrame:
     """One row per cell: configuration, measured mean/p99 latency [ms] and throughput (pooled
     over the cell's valid trials), the chosen model's prediction, every applicable model's
     prediction (pred_<key>_mean_ms / _p99_ms) and signed relative errors (pred - meas) / meas
-    (err_<key>_mean / _p99). Closed cells also get USL columns when >= 4 concurrency levels."""
+    (err_<key>_mean / _p99). Closed cells also get USL columns when >= 4 concurrency levels.
+
+    Warm-up: the measured mean/p99 and the service estimate come from the requests given, so
+    they must be the measured window's. ``compare`` drops the other requests when it can tell
+    them apart: ``measured`` (a boolean mask aligned with requests_df), a boolean ``measured``
+    column in requests_df, or ``measure_start_ns``/``measure_end_ns`` columns in trials_df
+    (against each request's ``intended_ns``); see ``_measured_mask``. Otherwise every request
+    given counts, and the caller must pass measured requests only (perfctl's own caller,
+    orchestrator.modeling.measured_requests, cuts each trial's window from its summary.json)."""
     trials = trials_df
     if "valid" in trials.columns:
         trials = trials[trials["valid"].fillna(False).astype(bool)]
-    reqs = _ok(requests_df) if requests_df is not None else None
+    reqs = None
+    if requests_df is not None:
+        mask = _measured_mask(requests_df, trials_df, measured)
+        reqs = _ok(requests_df if mask is None else requests_df[mask])
     single_ref = None
     if reqs is not None and {"connections", "load_mode"} <= set(trials.columns):
         single_ref = trials[(trials["connections"] == 1) & (trials["load_mode"] == "closed")]

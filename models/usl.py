@@ -10,6 +10,9 @@ package, which uses ``nls``) with ``scipy.optimize.least_squares`` under the bou
 Confidence intervals are Wald intervals: cov = s^2 (J^T J)^-1 with s^2 = SSR / (n - p),
 half-width t_{0.975, n-p} * sqrt(diag(cov)); lower ends are clipped at 0 for the non-negative
 parameters (NaN when n <= p or J^T J is singular).
+
+``peak_concurrency`` is never below 1 (see ``_peak``): with sigma >= 1, or a root of
+dX/dN = 0 below 1, throughput only falls from N = 1 on and the peak is (1, lambda).
 """
 from __future__ import annotations
 
@@ -30,14 +33,18 @@ def predict(concurrency, sigma: float, kappa: float, lam: float):
 
 
 def _peak(sigma: float, kappa: float, lam: float) -> tuple[float, float]:
-    """Concurrency where dX/dN = 0 (N* = sqrt((1 - sigma)/kappa)) and X there.
-    kappa = 0: N* = inf and the peak is the asymptote lambda/sigma (inf when sigma = 0).
-    sigma >= 1 with kappa > 0: X only falls, N* = 0 reported (the formula's root)."""
+    """Concurrency N* >= 1 where throughput peaks, and X(N*).
+
+    kappa > 0: the root of dX/dN = 0 is N* = sqrt((1 - sigma)/kappa). Concurrency is at least 1,
+    so N* is clamped to 1 when the root is below 1; that covers sigma >= 1 (the root would be 0
+    and X(0) = 0, i.e. "peak throughput 0"), where X only falls from N = 1 on, so the peak is
+    X(1) = lambda. kappa = 0 (Amdahl): sigma < 1 gives N* = inf and the asymptote lambda/sigma
+    (inf when sigma = 0); sigma >= 1 makes X non-increasing, so again N* = 1 and X = lambda."""
     if kappa <= 0:
         if sigma < 1.0:
             return math.inf, (lam / sigma if sigma > 0 else math.inf)
-        return 0.0, lam / sigma if sigma > 0 else math.inf  # pragma: no cover - degenerate
-    n = math.sqrt(max(1.0 - sigma, 0.0) / kappa)
+        return 1.0, float(lam)
+    n = max(math.sqrt(max(1.0 - sigma, 0.0) / kappa), 1.0)
     return n, float(predict(n, sigma, kappa, lam))
 
 

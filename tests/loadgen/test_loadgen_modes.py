@@ -204,3 +204,20 @@ def test_perfctl_load_json(tmp_path, py_server):
                           "ftp://x", "--json"], cwd=root, capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "http://" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_connects_cut_short_are_never_counted_as_answers(tmp_path):
+    """A listener that never accepts: its backlog fills and later connects hang. Rows whose
+    connect was still waiting when the run ended must carry an error, not look answered."""
+    import socket
+    with socket.socket() as lsock:
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(1)
+
+        class Stuck:
+            port = lsock.getsockname()[1]
+        df, summary, row = run(tmp_path, Stuck, "/", mode="open", rate_rps=200, connections=4,
+                               keepalive=False, timeout_s=0.3, duration_s=0.6, warmup_s=0.0)
+    assert row["completed"] == 0 and row["errors"] == row["requests"] > 0
+    assert ((df["error"] != 0) | (df["status"] > 0)).all()
+    assert summary["closed_out"] > 0
