@@ -114,7 +114,8 @@ def run(file: Annotated[Optional[Path], typer.Argument(help="Experiment YAML fil
     results.prepare(run_dir)
     if resume is None:
         results.write_json(run_dir / "run.json", runner.run_info(p, hostinfo.host_info()))
-    results.point_latest(run_dir)
+    if out is None and resume is None:   # results/latest follows default runs only
+        results.point_latest(run_dir)
     console.print(f"[bold]{p.experiment.name}[/]: {len(p.cells)} cells x {p.repeats} repeats "
                   f"-> {run_dir}")
     outcome = None

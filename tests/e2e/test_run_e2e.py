@@ -62,6 +62,8 @@ def test_two_cell_run(write_yaml, perfctl_env, tmp_path):
         assert (req["svc_ms"].dropna() > 0).any(), "Server-Timing svc values were not recorded"
     assert (out / "plots" / "throughput.png").is_file()
     assert (out / "plots" / "latency_p99.png").is_file()
+    latest = ROOT / "results" / "latest"      # --out runs leave results/latest alone
+    assert not (latest.exists() and latest.resolve() == out.resolve())
 
 
 def _descendants(pid):

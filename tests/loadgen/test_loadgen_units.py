@@ -118,3 +118,13 @@ def test_spec_round_trips_through_json():
     assert LoadSpec.from_json(spec.to_json()) == spec
     with pytest.raises(ValueError):
         LoadSpec(mode="open", rate_rps=0)
+
+
+def test_burst_is_not_judged_by_its_own_release_stall():
+    n = 10
+    cols = {"intended_ns": np.zeros(n, dtype=np.int64) + 1, "sent_ns": np.ones(n, dtype=np.int64),
+            "done_ns": np.full(n, 2_000_001), "status": np.full(n, 201),
+            "error": np.zeros(n, dtype=np.int8)}
+    summary = {"measure_start_ns": 0, "measure_end_ns": 10**9, "loop_lag_p99_ms": 200.0}
+    assert stats.summarize(cols, summary, "burst")["valid"]
+    assert not stats.summarize(cols, summary, "closed")["valid"]

@@ -1,0 +1,98 @@
+"""Study 001 (Little's law from one client): the quick profile end to end, the study's table
+(throughput, mean, median, p99, min, max per server and client count), then
+notebooks/littles_law.ipynb top to bottom on that run.
+
+Slow (about 1-1.5 minutes): Java servers under closed-loop load.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENT = ROOT / "experiments" / "littles_law.yaml"
+NOTEBOOK = ROOT / "notebooks" / "littles_law.ipynb"
+
+pytestmark = pytest.mark.slow
+
+
+def _java_available() -> bool:
+    from orchestrator import bundled
+    return bool(bundled.find_jdks())
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory) -> Path:
+    if not _java_available():
+        pytest.skip("no JDK: the study needs the Java server")
+    tmp = tmp_path_factory.mktemp("littles_law")
+    out = tmp / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
+    # cwd=tmp: `perfctl run` re-points ./results/latest even with --out; keep the repo's.
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run", str(EXPERIMENT),
+                           "--profile", "quick", "--out", str(out), "--no-plots"],
+                          cwd=tmp, env=env, capture_output=True, text=True, timeout=420)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+def test_study_table(quick_run):
+    from orchestrator import config, results
+
+    plan = config.load_plan(EXPERIMENT, "quick")
+    run = results.load(quick_run)
+    assert run.info["experiment"] == "littles_law"
+    t = run.trials
+    assert len(t) == plan.trial_count
+    assert set(t["server_model"]) == {"pool", "virtual"}
+    assert (t["load_mode"] == "closed").all()
+    clients = sorted({c.values["clients"] for c in plan.cells})
+    assert clients[0] == 1 and clients[-1] == 200
+    assert set(zip(t["server"], t["clients"])) == {(c.values["server"], c.values["clients"])
+                                                   for c in plan.cells}
+    cols = ["throughput_rps", "latency_mean_ms", "latency_p50_ms", "latency_p99_ms",
+            "latency_min_ms", "latency_max_ms"]
+    assert t[cols].notna().all().all()
+    assert (t["throughput_rps"] > 0).all()
+    # order statistics are ordered; the mean lies within [min, max]
+    assert (t["latency_min_ms"] <= t["latency_p50_ms"]).all()
+    assert (t["latency_p50_ms"] <= t["latency_p99_ms"]).all()
+    assert (t["latency_p99_ms"] <= t["latency_max_ms"]).all()
+    assert t["latency_mean_ms"].between(t["latency_min_ms"], t["latency_max_ms"]).all()
+    # every request costs >= spin + sleep = 6 ms on the server: no latency below that
+    assert (t["latency_min_ms"] >= 5.9).all()
+    assert (t["success_ratio"] > 0.9).all()
+    for server, g in t.groupby("server"):
+        one = g[g["clients"] == 1].iloc[0]
+        many = g[g["clients"] == 200].iloc[0]
+        naive = 200 / (one["latency_mean_ms"] / 1e3)
+        # more clients: more throughput, longer response times ...
+        assert many["throughput_rps"] > one["throughput_rps"], server
+        assert many["latency_mean_ms"] > one["latency_mean_ms"], server
+        # ... but far below the one-client Little's-law prediction: the server's one core
+        # saturates (200 clients x 1 ms of CPU each per 6 ms cycle)
+        assert many["throughput_rps"] < 0.5 * naive, server
+    tl = run.timeline
+    assert {"t_s", "throughput_rps", "warmup"} <= set(tl.columns)
+    assert set(tl["cell_id"]) == set(t["cell_id"])
+
+
+def test_notebook_runs(quick_run, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("PERFCTL_RUN", str(quick_run))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}}).execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []) if o.get("output_type") == "stream")
+    assert "experiment littles_law" in text
+    assert "MVA ceiling" in text
+    assert (quick_run / "plots" / "littles_law_prediction.png").is_file()
+    assert (quick_run / "plots" / "littles_law_timeline.png").is_file()

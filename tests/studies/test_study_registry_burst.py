@@ -1,0 +1,99 @@
+"""Study 000 (bulk register simulator): the quick profile end to end, its success-ratio table,
+then notebooks/registry_burst.ipynb top to bottom on that run.
+
+Slow (about 1.5-2 minutes): Java servers, bursts of up to 3000 connections.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENT = ROOT / "experiments" / "registry_burst.yaml"
+NOTEBOOK = ROOT / "notebooks" / "registry_burst.ipynb"
+
+pytestmark = pytest.mark.slow
+
+
+def _java_available() -> bool:
+    from orchestrator import bundled
+    return bool(bundled.find_jdks())
+
+
+def _run_quick(tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
+    # cwd=tmp_path: `perfctl run` re-points ./results/latest even with --out; keep the repo's.
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run", str(EXPERIMENT),
+                           "--profile", "quick", "--out", str(out), "--no-plots"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory) -> Path:
+    if not _java_available():
+        pytest.skip("no JDK: the study needs the Java server")
+    return _run_quick(tmp_path_factory.mktemp("registry_burst"))
+
+
+def test_success_table(quick_run):
+    from orchestrator import config, results
+
+    plan = config.load_plan(EXPERIMENT, "quick")
+    run = results.load(quick_run)
+    assert run.info["experiment"] == "registry_burst"
+    assert run.info["profile"] == "quick"
+    t = run.trials
+    # one trial per (server, backlog, n) of the quick matrix
+    assert len(t) == plan.trial_count
+    want = {(c.values["server"], c.values["backlog"], c.values["n"]) for c in plan.cells}
+    got = set(zip(t["server"], t["backlog"].astype(int), t["n"].astype(int)))
+    assert got == want
+    assert set(t["server_model"]) == {"single", "pool"}
+    assert (t["load_mode"] == "burst").all()
+    bursts = plan.cells[0].load.bursts
+    # every released client is accounted for: a success or one error class
+    assert (t["requests"] == t["n"] * bursts).all()
+    assert t["success_ratio"].between(0, 1).all()
+    ok = (t["success_ratio"] * t["requests"]).round().astype(int)
+    err_cols = ["errors_refused", "errors_reset", "errors_timeout", "errors_parse",
+                "errors_dropped", "errors_unfinished", "errors_http"]
+    assert (ok + t[err_cols].sum(axis=1) == t["requests"]).all()
+    # 10 simultaneous registrations never overflow a backlog of 50
+    assert (t.loc[t["n"] == t["n"].min(), "success_ratio"] == 1.0).all()
+    # every user registered was new: no 409 (exists), so {seq} really made each user unique
+    req = run.requests
+    assert not (req["status"] == 409).any()
+    assert (req.loc[(req["error"] == 0) & (req["status"] < 400), "status"] == 201).all()
+    # the backlog effect, summed over the two largest N (robust to noise): a 4096 backlog
+    # loses no more clients than a 50 one, per server model
+    big = t[t["n"] >= sorted(t["n"].unique())[-2]]
+    for server, g in big.groupby("server"):
+        r = g.groupby("backlog").apply(lambda d: (d["success_ratio"] * d["requests"]).sum()
+                                       / d["requests"].sum())
+        assert r[4096] >= r[50] - 0.02, (server, r.to_dict())
+    settings = run.info["host"]["settings"]
+    for key in ("net.core.somaxconn", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_tw_reuse",
+                "RLIMIT_NOFILE"):
+        assert key in settings
+
+
+def test_notebook_runs(quick_run, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("PERFCTL_RUN", str(quick_run))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}}).execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []) if o.get("output_type") == "stream")
+    assert "experiment registry_burst" in text
+    assert (quick_run / "plots" / "registry_burst_success.png").is_file()
