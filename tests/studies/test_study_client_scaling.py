@@ -3,15 +3,10 @@
 Robust orderings only (the host is shared and noisy): with the 200 ms server-side sleep the
 thread-per-connection server scales roughly linearly with the clients (X ~ N / (R0 + 0.2 s)),
 the one-connection-at-a-time server does not."""
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 import pytest
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = "client_scaling"
@@ -19,14 +14,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp(STUDY) / "run"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run",
-                           f"experiments/{STUDY}.yaml", "--profile", "quick", "--out", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out
+def quick_run(run_quick_profile) -> Path:
+    return run_quick_profile("client_scaling")
 
 
 def test_quick_table(quick_run):
@@ -57,17 +46,7 @@ def test_quick_table(quick_run):
     assert lat["java-single"][10] > 4 * lat["java-single"][1]
 
 
-def run_notebook(run_dir: Path, monkeypatch) -> str:
-    """Execute the study's notebook top to bottom on run_dir (any error fails); its stdout."""
-    nb = nbformat.read(ROOT / "notebooks" / f"{STUDY}.ipynb", as_version=4)
-    monkeypatch.setenv("PERFCTL_RUN", str(run_dir))
-    NotebookClient(nb, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT)}}).execute()
-    return "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                     for o in c.get("outputs", []) if o.get("output_type") == "stream")
-
-
-def test_notebook_runs(quick_run, monkeypatch):
-    text = run_notebook(quick_run, monkeypatch)
+def test_notebook_runs(quick_run, execute_notebook):
+    text = execute_notebook("client_scaling", quick_run)
     assert str(quick_run.resolve()) in text
     assert "of the linear expectation" in text

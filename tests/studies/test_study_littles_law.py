@@ -4,16 +4,12 @@ notebooks/littles_law.ipynb top to bottom on that run.
 
 Slow (about 1-1.5 minutes): Java servers under closed-loop load.
 """
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = ROOT / "experiments" / "littles_law.yaml"
-NOTEBOOK = ROOT / "notebooks" / "littles_law.ipynb"
 
 pytestmark = pytest.mark.slow
 
@@ -24,18 +20,10 @@ def _java_available() -> bool:
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory) -> Path:
+def quick_run(run_quick_profile) -> Path:
     if not _java_available():
         pytest.skip("no JDK: the study needs the Java server")
-    tmp = tmp_path_factory.mktemp("littles_law")
-    out = tmp / "run"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
-    # cwd=tmp: `perfctl run` re-points ./results/latest even with --out; keep the repo's.
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run", str(EXPERIMENT),
-                           "--profile", "quick", "--out", str(out), "--no-plots"],
-                          cwd=tmp, env=env, capture_output=True, text=True, timeout=420)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out
+    return run_quick_profile("littles_law")
 
 
 def test_study_table(quick_run):
@@ -79,19 +67,8 @@ def test_study_table(quick_run):
     assert set(tl["cell_id"]) == set(t["cell_id"])
 
 
-def test_notebook_runs(quick_run, monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    monkeypatch.setenv("PERFCTL_RUN", str(quick_run))
-    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                   for o in c.get("outputs", []) if o.get("output_type") == "stream")
+def test_notebook_runs(quick_run, execute_notebook):
+    text = execute_notebook("littles_law", quick_run)
     assert "experiment littles_law" in text
     assert "MVA ceiling" in text
     assert (quick_run / "plots" / "littles_law_prediction.png").is_file()

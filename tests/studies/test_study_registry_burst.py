@@ -3,16 +3,12 @@ then notebooks/registry_burst.ipynb top to bottom on that run.
 
 Slow (about 1.5-2 minutes): Java servers, bursts of up to 3000 connections.
 """
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = ROOT / "experiments" / "registry_burst.yaml"
-NOTEBOOK = ROOT / "notebooks" / "registry_burst.ipynb"
 
 pytestmark = pytest.mark.slow
 
@@ -22,22 +18,13 @@ def _java_available() -> bool:
     return bool(bundled.find_jdks())
 
 
-def _run_quick(tmp_path: Path) -> Path:
-    out = tmp_path / "run"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
-    # cwd=tmp_path: `perfctl run` re-points ./results/latest even with --out; keep the repo's.
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run", str(EXPERIMENT),
-                           "--profile", "quick", "--out", str(out), "--no-plots"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory) -> Path:
+def quick_run(run_quick_profile) -> Path:
     if not _java_available():
         pytest.skip("no JDK: the study needs the Java server")
-    return _run_quick(tmp_path_factory.mktemp("registry_burst"))
+    return run_quick_profile("registry_burst")
 
 
 def test_success_table(quick_run):
@@ -82,18 +69,7 @@ def test_success_table(quick_run):
         assert key in settings
 
 
-def test_notebook_runs(quick_run, monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    monkeypatch.setenv("PERFCTL_RUN", str(quick_run))
-    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                   for o in c.get("outputs", []) if o.get("output_type") == "stream")
+def test_notebook_runs(quick_run, execute_notebook):
+    text = execute_notebook("registry_burst", quick_run)
     assert "experiment registry_burst" in text
     assert (quick_run / "plots" / "registry_burst_success.png").is_file()

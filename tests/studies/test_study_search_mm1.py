@@ -3,16 +3,11 @@
 Only robust orderings are asserted (the host is shared and noisy): the injected 50 ms delay
 adds about its 100 ms round trip at low load, latency grows with the arrival rate, and the
 low-rate cells are served at the offered rate."""
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pandas as pd
 import pytest
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = "search_mm1"
@@ -20,14 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp(STUDY) / "run"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run",
-                           f"experiments/{STUDY}.yaml", "--profile", "quick", "--out", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out
+def quick_run(run_quick_profile) -> Path:
+    return run_quick_profile("search_mm1")
 
 
 def test_quick_table(quick_run):
@@ -57,17 +46,7 @@ def test_quick_table(quick_run):
     assert np.isfinite(svc).mean() > 0.9 and 0.1 < np.nanmedian(svc) < 200
 
 
-def run_notebook(run_dir: Path, monkeypatch) -> str:
-    """Execute the study's notebook top to bottom on run_dir (any error fails); its stdout."""
-    nb = nbformat.read(ROOT / "notebooks" / f"{STUDY}.ipynb", as_version=4)
-    monkeypatch.setenv("PERFCTL_RUN", str(run_dir))
-    NotebookClient(nb, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT)}}).execute()
-    return "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                     for o in c.get("outputs", []) if o.get("output_type") == "stream")
-
-
-def test_notebook_runs(quick_run, monkeypatch):
-    text = run_notebook(quick_run, monkeypatch)
+def test_notebook_runs(quick_run, execute_notebook):
+    text = execute_notebook("search_mm1", quick_run)
     assert str(quick_run.resolve()) in text
     assert "M/M/1 error of the mean response" in text

@@ -5,15 +5,10 @@ cell served requests without errors, the large service-time variation (mean 5.25
 throughput than the small one (mean 1 ms), the pool really has its threads and thread-per-request
 really creates threads, and the USL fit over the pool's thread counts is finite."""
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 import pytest
-from nbclient import NotebookClient
 
 from models import usl
 
@@ -23,14 +18,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp(STUDY) / "run"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run",
-                           f"experiments/{STUDY}.yaml", "--profile", "quick", "--out", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out
+def quick_run(run_quick_profile) -> Path:
+    return run_quick_profile("thread_pool")
 
 
 def test_quick_table(quick_run):
@@ -58,17 +47,7 @@ def test_quick_table(quick_run):
     assert fit.lam > 0 and fit.sigma >= 0 and fit.kappa >= 0 and math.isfinite(fit.r_squared)
 
 
-def run_notebook(run_dir: Path, monkeypatch) -> str:
-    """Execute the study's notebook top to bottom on run_dir (any error fails); its stdout."""
-    nb = nbformat.read(ROOT / "notebooks" / f"{STUDY}.ipynb", as_version=4)
-    monkeypatch.setenv("PERFCTL_RUN", str(run_dir))
-    NotebookClient(nb, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT)}}).execute()
-    return "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                     for o in c.get("outputs", []) if o.get("output_type") == "stream")
-
-
-def test_notebook_runs(quick_run, monkeypatch):
-    text = run_notebook(quick_run, monkeypatch)
+def test_notebook_runs(quick_run, execute_notebook):
+    text = execute_notebook("thread_pool", quick_run)
     assert str(quick_run.resolve()) in text
     assert "USL:" in text and "pre-create / per-request" in text

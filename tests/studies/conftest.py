@@ -1,0 +1,45 @@
+"""What every study test does: run the study's quick profile into a tmp dir, and execute its
+notebook top to bottom on that run (any error in any cell fails the test)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def run_quick_profile(tmp_path_factory):
+    """run_quick_profile(study) -> the results dir of `perfctl run experiments/<study>.yaml
+    --profile quick` (asserts the run succeeded)."""
+    def run(study: str) -> Path:
+        out = tmp_path_factory.mktemp(study) / "run"
+        env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
+        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run",
+                               f"experiments/{study}.yaml", "--profile", "quick", "--out",
+                               str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=420)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return out
+    return run
+
+
+@pytest.fixture
+def execute_notebook(monkeypatch):
+    """execute_notebook(study, run_dir) -> the notebook's printed text, after running
+    notebooks/<study>.ipynb on run_dir (PERFCTL_RUN) with no cell raising."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    def execute(study: str, run_dir: Path) -> str:
+        monkeypatch.setenv("PERFCTL_RUN", str(run_dir))
+        monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        nb = nbformat.read(ROOT / "notebooks" / f"{study}.ipynb", as_version=4)
+        NotebookClient(nb, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(ROOT)}}).execute()
+        outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+        assert not [o for o in outputs if o.get("output_type") == "error"]
+        return "\n".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    return execute
