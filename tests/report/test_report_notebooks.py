@@ -1,4 +1,6 @@
-"""Every notebook in notebooks/ runs top to bottom against a small run (PERFCTL_RUN)."""
+"""Every notebook in notebooks/ runs top to bottom against a run it was written for: the
+general ones (analysis.ipynb) against a small run here; a study's notebook (named after
+experiments/<study>.yaml) against that study's quick run in tests/studies/."""
 import os
 from pathlib import Path
 
@@ -8,7 +10,15 @@ from .conftest import ROOT
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+ALL = sorted((ROOT / "notebooks").glob("*.ipynb"))
+STUDIES = [p for p in ALL if (ROOT / "experiments" / f"{p.stem}.yaml").is_file()]
+NOTEBOOKS = [p for p in ALL if p not in STUDIES]
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=[p.name for p in STUDIES])
+def test_every_study_notebook_is_executed_by_its_study_test(path: Path):
+    test = ROOT / "tests" / "studies" / f"test_study_{path.stem}.py"
+    assert test.is_file() and "execute_notebook(" in test.read_text()
 
 
 @pytest.mark.slow
