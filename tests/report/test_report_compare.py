@@ -60,3 +60,16 @@ def test_deliberate_slowdown_is_caught(compare_runs, analysis):
 def test_compare_needs_run_dirs(tmp_path, analysis):
     r = analysis("compare", tmp_path / "nope", tmp_path / "nope2")
     assert r.code == 2 and "run.json" in r.output
+
+
+def test_slowdown_breaks_a_threshold_that_the_unchanged_runs_meet(compare_runs, analysis,
+                                                                   tmp_path):
+    """The same gate on real runs: 2 ms of added sleep puts p50 above 2 ms in every cell of
+    the slow run, while the unchanged runs (sub-millisecond requests) stay below it."""
+    gate = tmp_path / "gate.yaml"
+    gate.write_text("thresholds:\n  - {p50_ms: {lt: 2.0}, error_rate: {lt: 0.01}}\n")
+    for name in ("base", "again"):
+        r = analysis("check", compare_runs[name], "--thresholds", gate)
+        assert r.code == 0, r.output
+    r = analysis("check", compare_runs["slow"], "--thresholds", gate)
+    assert r.code == 1 and "BREACH" in r.output, r.output
