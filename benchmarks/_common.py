@@ -62,7 +62,7 @@ error_log {self.dir}/logs/error.log warn;
 events {{ worker_connections 8192; }}
 http {{
   access_log off;
-  open_file_cache max=16 valid=600s;   # a fair rival: no open()/stat() per request
+  open_file_cache max=16 inactive=600s;   # a fair rival: no open() per request
   keepalive_requests 100000000;
   client_body_temp_path {self.dir}/tmp;
   server {{ listen 127.0.0.1:{self.port}; root {self.dir}/www;
