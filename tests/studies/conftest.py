@@ -26,6 +26,14 @@ def run_quick_profile(tmp_path_factory):
     return run
 
 
+@pytest.fixture(scope="session")
+def require_java() -> None:
+    """Skip a study that needs the Java server when no JDK is installed."""
+    from orchestrator import bundled
+    if not bundled.find_jdks():
+        pytest.skip("no JDK: the study needs the Java server")
+
+
 @pytest.fixture
 def execute_notebook(monkeypatch):
     """execute_notebook(study, run_dir) -> the notebook's printed text, after running

@@ -14,15 +14,8 @@ EXPERIMENT = ROOT / "experiments" / "littles_law.yaml"
 pytestmark = pytest.mark.slow
 
 
-def _java_available() -> bool:
-    from orchestrator import bundled
-    return bool(bundled.find_jdks())
-
-
 @pytest.fixture(scope="module")
-def quick_run(run_quick_profile) -> Path:
-    if not _java_available():
-        pytest.skip("no JDK: the study needs the Java server")
+def quick_run(run_quick_profile, require_java) -> Path:
     return run_quick_profile("littles_law")
 
 
