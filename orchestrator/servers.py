@@ -6,6 +6,7 @@ CLI's signal handlers and finally blocks) can end whatever is still running, eve
 from __future__ import annotations
 
 import os
+import random
 import shlex
 import signal
 import socket
@@ -23,8 +24,27 @@ CHILDREN: set[subprocess.Popen] = set()
 READY_POLL_S = 0.05
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the kernel's choice)."""
+    """A TCP port nobody uses right now, chosen below the ephemeral range: a port from the
+    kernel's own pick can be taken as the local port of a client connection (the load
+    generator opens thousands) between this check and the server's bind."""
+    low, _ = _ephemeral_range()
+    if low > 12000:
+        for port in random.sample(range(10000, low), 64):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]

@@ -116,8 +116,14 @@ class Netns:
         self.alive = False
         if self.name in list_netns():
             self.kill_processes()
-        for cmd in netns_teardown_commands(self.name, self.host_if):
-            run(cmd, check=False)
+        # `ip netns del` can fail while the last processes inside are still exiting: check
+        # that the namespace is gone and try again a few times (bounded) before giving up.
+        for attempt in range(5):
+            for cmd in netns_teardown_commands(self.name, self.host_if):
+                run(cmd, check=False)
+            if self.name not in list_netns():
+                return
+            time.sleep(0.1 * (attempt + 1))
 
 
 def _alive(pid: int) -> bool:

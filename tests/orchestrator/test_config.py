@@ -139,3 +139,14 @@ def test_seq_placeholder_reaches_the_load_generator(write_yaml):
                         "workload: {path: /register, method: POST, body: \"user=u{seq}&pass=x\"}")
     plan = config.load_plan(write_yaml(text))
     assert all(c.workload.body == "user=u{seq}&pass=x" for c in plan.cells)
+
+
+def test_free_ports_avoid_the_ephemeral_range():
+    import socket
+    from orchestrator import servers
+    low, _ = servers._ephemeral_range()
+    for _ in range(20):
+        port = servers.free_port()
+        assert port < low or low <= 12000
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
