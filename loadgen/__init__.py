@@ -3,6 +3,13 @@
 Imports nothing from orchestrator/. The orchestrator talks to it only through files: a
 LoadSpec as JSON in, requests.parquet and summary.json out (see worker.run_to_dir).
 """
-from .spec import LoadSpec
+import os
+
+# One BLAS thread: numpy's OpenBLAS workers busy-wait between calls and would take CPU
+# from the load loop (set before numpy is first imported; orchestrator/ does the same).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+from .spec import LoadSpec  # noqa: E402
 
 __all__ = ["LoadSpec"]

@@ -15,6 +15,9 @@ import httptools
 from .records import PARSE, RESET, Chunk
 
 _now = time.perf_counter_ns
+_NAN = float("nan")
+MAX_HEAD = 1 << 20    # a response head longer than this is a parse error
+RECHECK = 16          # see Connection.on_headers_complete
 
 
 def parse_server_timing(value: bytes) -> tuple[float, float]:
@@ -36,6 +39,35 @@ def parse_server_timing(value: bytes) -> tuple[float, float]:
     return svc, queue
 
 
+def scan_head(head: bytes, need_framing: bool) -> tuple[bool, float, float]:
+    """(framed, svc_ms, queue_ms) from the raw bytes of a response head.
+
+    Called once per response, after llhttp has accepted the head, instead of a Python
+    callback per header line (which costs about a microsecond per response). `framed`: the
+    head declares Content-Length or Transfer-Encoding; only looked for when need_framing
+    (a response that may end at the peer's FIN). Several Server-Timing lines are joined.
+    """
+    low = head.lower()
+    end = low.find(b"\r\n\r\n")
+    if end < 0:
+        end = len(low)
+    framed = need_framing and (low.find(b"\ncontent-length", 0, end) >= 0
+                               or low.find(b"\ntransfer-encoding", 0, end) >= 0)
+    svc = queue = _NAN
+    at = low.find(b"\nserver-timing", 0, end)
+    if at >= 0:
+        values = []
+        while at >= 0:
+            colon = head.find(b":", at, end)
+            eol = head.find(b"\n", at + 1, end)
+            stop = end if eol < 0 else eol
+            if 0 <= colon < stop:
+                values.append(head[colon + 1:stop].strip())
+            at = low.find(b"\nserver-timing", at + 1, end)
+        svc, queue = parse_server_timing(b",".join(values))
+    return framed, svc, queue
+
+
 class Connection(asyncio.Protocol):
     """A connection that carries one request at a time.
 
@@ -43,10 +75,13 @@ class Connection(asyncio.Protocol):
     scheduling: it calls `send(chunk, row, request)`; the connection calls
     worker.on_done(self) after each complete response, worker.on_failed(self) when a request
     ends in an error, and worker.on_lost(self) when the transport closes.
+
+    Closed-loop keep-alive load with no think time (the worker's `fast` flag) never leaves
+    this class: on_message_complete records the row and writes the next request itself.
     """
 
     __slots__ = ("worker", "ident", "transport", "parser", "chunk", "row", "nbytes", "open",
-                 "headers_done", "framed")
+                 "headers_done", "framed", "first", "head", "skip", "timed", "keep")
 
     def __init__(self, worker, ident: int) -> None:
         self.worker = worker
@@ -59,6 +94,11 @@ class Connection(asyncio.Protocol):
         self.open = False
         self.headers_done = False
         self.framed = False     # the response declared Content-Length or chunked encoding
+        self.first = 0          # first byte of the response in flight (perf_counter_ns)
+        self.head = b""         # bytes of the response in flight until its head is parsed
+        self.skip = 0           # heads to pass over before Server-Timing is looked for again
+        self.timed = False      # a response on this connection carried Server-Timing
+        self.keep = True        # the last response head allowed keep-alive
 
     # --- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -66,10 +106,15 @@ class Connection(asyncio.Protocol):
         self.open = True
 
     def data_received(self, data: bytes) -> None:
-        row = self.row
-        if row >= 0 and self.chunk.first_byte[row] == 0:
-            self.chunk.first_byte[row] = _now()
         self.nbytes += len(data)
+        if not self.first:              # the first bytes of a response (send() resets it)
+            self.first = _now()
+            self.head = data
+        elif not self.headers_done:     # a head split over several reads
+            self.head += data
+            if len(self.head) > MAX_HEAD:
+                self._fail(PARSE)
+                return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
@@ -87,17 +132,26 @@ class Connection(asyncio.Protocol):
         self.worker.on_lost(self)
 
     # --- httptools callbacks ----------------------------------------------------------
-    def on_header(self, name: bytes, value: bytes) -> None:
-        n = len(name)
-        if n == 13 and self.row >= 0 and name.lower() == b"server-timing":
-            svc, queue = parse_server_timing(value)
-            self.chunk.svc[self.row] = svc
-            self.chunk.queue[self.row] = queue
-        elif (n == 14 or n == 17) and name.lower() in (b"content-length", b"transfer-encoding"):
-            self.framed = True
-
     def on_headers_complete(self) -> None:
+        # A keep-alive response is framed (llhttp says no when the body runs to the FIN), so
+        # the framing headers are only looked for otherwise. Server-Timing is looked for in
+        # every response on a connection that has carried it, and otherwise in one response
+        # in RECHECK (searching each head costs about as much as the rest of the request).
         self.headers_done = True
+        keep = self.keep = self.parser.should_keep_alive()
+        if keep and self.skip and not self.timed:
+            self.skip -= 1
+            self.framed = True
+            return
+        self.skip = RECHECK - 1
+        framed, svc, queue = scan_head(self.head, not keep)
+        self.framed = keep or framed
+        row = self.row
+        if svc == svc or queue == queue:     # NaN != NaN: none was sent
+            self.timed = True
+            if row >= 0:
+                self.chunk.svc[row] = svc
+                self.chunk.queue[row] = queue
 
     def on_message_complete(self) -> None:
         row = self.row
@@ -105,21 +159,43 @@ class Connection(asyncio.Protocol):
             return
         self.row = -1
         c = self.chunk
-        c.done[row] = _now()
+        now = _now()
+        c.first_byte[row] = self.first
+        c.done[row] = now
         c.status[row] = self.parser.get_status_code()
         c.nbytes[row] = self.nbytes
         c.final += 1
-        if not self.parser.should_keep_alive():
+        w = self.worker
+        if not self.keep:
             self.open = False
             self.transport.close()
-        self.worker.on_done(self)
+        elif w.fast:
+            # Closed loop without think time: the next request is intended now. This is
+            # Records.new and send() inlined: this is the per-request path at full speed.
+            rec = w.rec
+            c = rec.chunk
+            i = c.n
+            if i < c.cap and rec.total < w.max_requests:
+                c.intended[i] = now
+                c.n = i + 1
+                rec.total += 1
+                self.chunk = c
+                self.row = i
+                self.nbytes = self.first = 0
+                self.headers_done = False
+                c.conn[i] = self.ident
+                c.sent[i] = _now()
+                self.transport.write(w.request)
+                return
+        w.on_done(self)
 
     # --- used by the worker -----------------------------------------------------------
     def send(self, chunk: Chunk, row: int, request: bytes) -> None:
         self.chunk = chunk
         self.row = row
-        self.nbytes = 0
+        self.nbytes = self.first = 0
         self.headers_done = self.framed = False
+        self.head = b""
         chunk.sent[row] = _now()
         chunk.conn[row] = self.ident
         self.transport.write(request)
@@ -139,5 +215,6 @@ class Connection(asyncio.Protocol):
         row = self.row
         if row >= 0:
             self.row = -1
+            self.chunk.first_byte[row] = self.first
             self.chunk.end(row, error, _now())
             self.worker.on_failed(self)

@@ -57,6 +57,8 @@ class Worker:
         self.spec = spec
         self.loop = loop
         self.request = build_request(spec)
+        self.templated = spec.templated
+        self.max_requests = spec.max_requests
         self.rec = Records(chunk_rows=records.CHUNK_ROWS, sink=sink)
         self.seq = seq_base
         self.conns: list[Connection] = []
@@ -73,13 +75,17 @@ class Worker:
         self.releases: list[list[tuple[Chunk, int]]] = []   # burst: the rows of each release
         self.finished = asyncio.Event()
         self.keepalive = spec.keepalive and spec.mode != "burst"
+        # closed loop, keep-alive, no think time, fixed request: Connection sends the next
+        # request itself while the run is on (see Connection.on_message_complete)
+        self.fast = (spec.mode == "closed" and self.keepalive and spec.think_time_s <= 0
+                     and not self.templated)
         info = socket.getaddrinfo(spec.host, spec.port, type=socket.SOCK_STREAM)[0]
         self.family, self.addr = info[0], info[4]
         # burst: sockets whose non-blocking connect is under way: fd -> (sock, chunk, row)
         self.connecting: dict[int, tuple[socket.socket, Chunk, int]] = {}
 
     def _request(self) -> bytes:
-        if not self.spec.templated:
+        if not self.templated:
             return self.request
         self.seq += 1
         return build_request(self.spec, self.seq)
@@ -148,7 +154,7 @@ class Worker:
         return conn
 
     def _stop_issuing(self) -> None:
-        self.running = False
+        self.running = self.fast = False
         t = _now()
         for chunk, row in self.pending:   # intended in the window, never got a connection
             chunk.end(row, UNFINISHED, t)
@@ -179,12 +185,13 @@ class Worker:
         count = 0
         for c in self.rec.chunks():
             n = c.n
-            open_rows = np.flatnonzero((c.done[:n] == 0) & (c.error[:n] == 0))
+            a = c.arrays
+            open_rows = np.flatnonzero((a["done_ns"][:n] == 0) & (a["error"][:n] == 0))
             if open_rows.size:
-                started = c.sent[open_rows]
-                c.error[open_rows] = np.where((started > 0) & (started < limit), TIMEOUT,
-                                              UNFINISHED)
-                c.done[open_rows] = t
+                started = a["sent_ns"][open_rows]
+                a["error"][open_rows] = np.where((started > 0) & (started < limit), TIMEOUT,
+                                                 UNFINISHED)
+                a["done_ns"][open_rows] = t
                 c.final += int(open_rows.size)
                 count += int(open_rows.size)
         return count
@@ -203,6 +210,9 @@ class Worker:
 
     def _closed_next(self, conn: Connection) -> None:
         if not self.running:
+            return
+        if self.rec.total >= self.max_requests:
+            self._stop_issuing()
             return
         if not conn.open:
             self.loop.create_task(self._closed_reopen())

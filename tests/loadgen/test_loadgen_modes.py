@@ -149,6 +149,27 @@ def test_chunked_and_close_delimited_responses(tmp_path, odd_server):
         assert (df["status"] == 200).all()
 
 
+def test_truncated_body_is_an_error_not_an_answer(tmp_path, odd_server):
+    df, _, row = run(tmp_path, odd_server, "/truncated", mode="closed", connections=2,
+                     duration_s=0.5, warmup_s=0.0)
+    assert len(df) > 10 and row["completed"] == 0
+    assert (df["error"] == lrec.RESET).mean() > 0.9
+
+
+def test_server_timing_found_when_it_starts_mid_connection(tmp_path, odd_server):
+    """Connections that have not carried Server-Timing are rechecked every RECHECK
+    responses: a header that appears on the 40th response is read from then on."""
+    from loadgen.client import RECHECK
+    df, _, row = run(tmp_path, odd_server, "/timing-later", mode="closed", connections=1,
+                     duration_s=0.5, warmup_s=0.0)
+    assert row["errors"] == 0 and len(df) > 40 + 2 * RECHECK
+    has = df["svc_ms"].notna().to_numpy()
+    first = int(np.argmax(has))
+    assert 39 <= first < 39 + RECHECK
+    assert has[first:].all() and not has[:39].any()
+    assert np.allclose(df["svc_ms"].to_numpy()[first:], 0.25)
+
+
 def test_spills_in_chunks_and_keeps_every_row(tmp_path, py_server, monkeypatch):
     monkeypatch.setattr(lrec, "CHUNK_ROWS", 256)
     spec = LoadSpec(port=py_server.port, target="/work", mode="open", rate_rps=1000,

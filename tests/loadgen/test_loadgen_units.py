@@ -128,3 +128,82 @@ def test_burst_is_not_judged_by_its_own_release_stall():
     summary = {"measure_start_ns": 0, "measure_end_ns": 10**9, "loop_lag_p99_ms": 200.0}
     assert stats.summarize(cols, summary, "burst")["valid"]
     assert not stats.summarize(cols, summary, "closed")["valid"]
+
+
+def test_scan_head_reads_framing_and_server_timing_case_insensitively():
+    from loadgen.client import scan_head
+    head = (b"HTTP/1.1 200 OK\r\ncontent-LENGTH: 5\r\nSERVER-timing: queue;dur=0.5\r\n"
+            b"Server-Timing: svc;dur=2\r\n\r\nbody!")
+    framed, svc, queue = scan_head(head, True)
+    assert framed and svc == 2.0 and queue == 0.5
+    framed, svc, _ = scan_head(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
+                               b"\r\nContent-Length: 9\r\nServer-Timing: svc;dur=1", True)
+    assert not framed and svc != svc          # body bytes are not headers
+    framed, _, _ = scan_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", True)
+    assert framed
+
+
+class _Worker:
+    """Just enough of loadgen.worker.Worker for one Connection: records what it is told."""
+    fast = False
+    running = True
+
+    def __init__(self):
+        self.done, self.failed = 0, 0
+
+    def on_done(self, conn):
+        self.done += 1
+
+    def on_failed(self, conn):
+        self.failed += 1
+
+    def on_lost(self, conn):
+        pass
+
+
+class _Transport:
+    def write(self, data):
+        pass
+
+    def close(self):
+        pass
+
+    def abort(self):
+        pass
+
+
+def _connection():
+    from loadgen.client import Connection
+    w = _Worker()
+    conn = Connection(w, 0)
+    conn.connection_made(_Transport())
+    return w, conn
+
+
+def test_a_head_split_into_single_bytes_is_still_read():
+    from loadgen.records import Chunk
+    w, conn = _connection()
+    chunk = Chunk(4)
+    chunk.n = 1
+    conn.send(chunk, 0, b"GET / HTTP/1.1\r\n\r\n")
+    resp = b"HTTP/1.1 203 OK\r\nServer-Timing: svc;dur=1.5\r\nContent-Length: 3\r\n\r\nabc"
+    for i in range(len(resp)):
+        conn.data_received(resp[i:i + 1])
+    assert w.done == 1 and chunk.status[0] == 203 and chunk.svc[0] == 1.5
+    assert chunk.nbytes[0] == len(resp) and 0 < chunk.first_byte[0] <= chunk.done[0]
+
+
+def test_an_endless_head_is_a_parse_error():
+    from loadgen.client import MAX_HEAD
+    from loadgen.records import PARSE, Chunk
+    w, conn = _connection()
+    chunk = Chunk(4)
+    chunk.n = 1
+    conn.send(chunk, 0, b"GET / HTTP/1.1\r\n\r\n")
+    conn.data_received(b"HTTP/1.1 200 OK\r\n")
+    line = b"X-Filler: " + b"a" * 4000 + b"\r\n"
+    for _ in range(MAX_HEAD // len(line) + 2):
+        if not conn.open:
+            break
+        conn.data_received(line)
+    assert w.failed == 1 and chunk.error[0] == PARSE and not conn.open
