@@ -68,6 +68,27 @@ def scan_head(head: bytes, need_framing: bool) -> tuple[bool, float, float]:
     return framed, svc, queue
 
 
+class _MessageEnd:
+    """Callbacks of the lean parser: the end of a message, nothing per header."""
+
+    __slots__ = ("on_message_complete",)
+
+    def __init__(self, on_message_complete) -> None:
+        self.on_message_complete = on_message_complete
+
+
+class _HeadProbe:
+    """Callbacks that only note whether a head was complete (see Connection._lean_eof)."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def on_headers_complete(self) -> None:
+        self.done = True
+
+
 class Connection(asyncio.Protocol):
     """A connection that carries one request at a time.
 
@@ -76,29 +97,37 @@ class Connection(asyncio.Protocol):
     worker.on_done(self) after each complete response, worker.on_failed(self) when a request
     ends in an error, and worker.on_lost(self) when the transport closes.
 
+    Response heads are not delivered header by header (httptools would allocate two bytes
+    objects and make a Python call per line). The `full` parser reports the end of the head,
+    which is then scanned once for Server-Timing and, when the body may run to the FIN, for
+    framing. It parses every response on a connection that has carried Server-Timing and
+    one in RECHECK on others; the rest go through the `lean` parser, which reports only the
+    end of the message: on a keep-alive connection that is all there is to know.
+
     Closed-loop keep-alive load with no think time (the worker's `fast` flag) never leaves
     this class: on_message_complete records the row and writes the next request itself.
     """
 
-    __slots__ = ("worker", "ident", "transport", "parser", "chunk", "row", "nbytes", "open",
-                 "headers_done", "framed", "first", "head", "skip", "timed", "keep")
+    __slots__ = ("worker", "ident", "transport", "parser", "full", "lean", "chunk", "row",
+                 "nbytes", "open", "headers_done", "framed", "first", "head", "skip", "timed")
 
     def __init__(self, worker, ident: int) -> None:
         self.worker = worker
         self.ident = ident
         self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
+        self.full = httptools.HttpResponseParser(self)
+        self.lean = httptools.HttpResponseParser(_MessageEnd(self.on_message_complete))
+        self.parser = self.full     # the parser of the response in flight
         self.chunk: Chunk | None = None
         self.row = -1
         self.nbytes = 0
         self.open = False
-        self.headers_done = False
-        self.framed = False     # the response declared Content-Length or chunked encoding
-        self.first = 0          # first byte of the response in flight (perf_counter_ns)
-        self.head = b""         # bytes of the response in flight until its head is parsed
-        self.skip = 0           # heads to pass over before Server-Timing is looked for again
-        self.timed = False      # a response on this connection carried Server-Timing
-        self.keep = True        # the last response head allowed keep-alive
+        self.headers_done = False   # the head has been parsed (or is not followed: lean)
+        self.framed = False         # the response declared Content-Length or chunked
+        self.first = 0              # first byte of the response in flight (perf_counter_ns)
+        self.head = b""             # bytes of the response in flight up to its head's end
+        self.skip = 0               # responses to go before the full parser's next turn
+        self.timed = False          # a response on this connection carried Server-Timing
 
     # --- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -122,9 +151,25 @@ class Connection(asyncio.Protocol):
 
     def eof_received(self):
         # A response with neither Content-Length nor chunked encoding ends at the peer's FIN.
-        if self.row >= 0 and self.headers_done and not self.framed:
-            self.on_message_complete()
+        if self.row >= 0:
+            if self.parser is self.lean:
+                self._lean_eof()
+            elif self.headers_done and not self.framed:
+                self.on_message_complete()
         return False
+
+    def _lean_eof(self) -> None:
+        """The FIN came in the middle of a response read by the lean parser, which follows
+        no headers: parse the response's first read again to learn whether its head was
+        complete and its body runs to the FIN (an answer) or was cut short (a reset, left to
+        connection_lost). A head longer than one read counts as cut short."""
+        probe = _HeadProbe()
+        try:
+            httptools.HttpResponseParser(probe).feed_data(self.head)
+        except httptools.HttpParserError:
+            return
+        if probe.done and not scan_head(self.head, True)[0]:
+            self.on_message_complete()
 
     def connection_lost(self, exc) -> None:
         self.open = False
@@ -133,17 +178,11 @@ class Connection(asyncio.Protocol):
 
     # --- httptools callbacks ----------------------------------------------------------
     def on_headers_complete(self) -> None:
-        # A keep-alive response is framed (llhttp says no when the body runs to the FIN), so
-        # the framing headers are only looked for otherwise. Server-Timing is looked for in
-        # every response on a connection that has carried it, and otherwise in one response
-        # in RECHECK (searching each head costs about as much as the rest of the request).
+        """The full parser's head: Server-Timing, and framing when the body may end at FIN
+        (a keep-alive response is framed: llhttp says no to keep-alive otherwise)."""
         self.headers_done = True
-        keep = self.keep = self.parser.should_keep_alive()
-        if keep and self.skip and not self.timed:
-            self.skip -= 1
-            self.framed = True
-            return
         self.skip = RECHECK - 1
+        keep = self.parser.should_keep_alive()
         framed, svc, queue = scan_head(self.head, not keep)
         self.framed = keep or framed
         row = self.row
@@ -160,18 +199,19 @@ class Connection(asyncio.Protocol):
         self.row = -1
         c = self.chunk
         now = _now()
+        parser = self.parser
         c.first_byte[row] = self.first
         c.done[row] = now
-        c.status[row] = self.parser.get_status_code()
+        c.status[row] = parser.get_status_code()
         c.nbytes[row] = self.nbytes
         c.final += 1
         w = self.worker
-        if not self.keep:
+        if not parser.should_keep_alive():
             self.open = False
             self.transport.close()
         elif w.fast:
             # Closed loop without think time: the next request is intended now. This is
-            # Records.new and send() inlined: this is the per-request path at full speed.
+            # Records.new and send() inlined: the per-request path at full speed.
             rec = w.rec
             c = rec.chunk
             i = c.n
@@ -182,7 +222,13 @@ class Connection(asyncio.Protocol):
                 self.chunk = c
                 self.row = i
                 self.nbytes = self.first = 0
-                self.headers_done = False
+                if self.skip and not self.timed:        # _next_parser(), inlined
+                    self.skip -= 1
+                    self.parser = self.lean
+                    self.headers_done = True
+                else:
+                    self.parser = self.full
+                    self.headers_done = self.framed = False
                 c.conn[i] = self.ident
                 c.sent[i] = _now()
                 self.transport.write(w.request)
@@ -194,11 +240,21 @@ class Connection(asyncio.Protocol):
         self.chunk = chunk
         self.row = row
         self.nbytes = self.first = 0
-        self.headers_done = self.framed = False
         self.head = b""
+        self._next_parser()
         chunk.sent[row] = _now()
         chunk.conn[row] = self.ident
         self.transport.write(request)
+
+    def _next_parser(self) -> None:
+        """Pick the parser for the next response (see the class docstring)."""
+        if self.skip and not self.timed:
+            self.skip -= 1
+            self.parser = self.lean
+            self.headers_done = True
+        else:
+            self.parser = self.full
+            self.headers_done = self.framed = False
 
     def abort(self, error: int) -> None:
         """End the request in flight with `error` and drop the connection."""

@@ -1,8 +1,9 @@
 """A test server with the response framings real servers use: /chunked answers with chunked
 transfer encoding, /close with a body delimited by closing the connection, /truncated with a
 body shorter than its Content-Length (then the connection closes), /timing-later with a
-Server-Timing header from the 40th response of each connection on, anything else with
-Content-Length. Usage: odd_server.py PORT"""
+Server-Timing header from the 40th response of each connection on, /close-later and
+/truncated-later like /close and /truncated from the 20th response of a connection (before
+that like /plain), anything else with Content-Length. Usage: odd_server.py PORT"""
 import asyncio
 import sys
 
@@ -28,7 +29,9 @@ class Odd(asyncio.Protocol):
             head, self.buf = self.buf.split(b"\r\n\r\n", 1)
             path = head.split(b" ", 2)[1]
             self.answered += 1
-            if path.startswith(b"/chunked"):
+            if path.endswith(b"-later") and self.answered < 20:
+                self.t.write(PLAIN)
+            elif path.startswith(b"/chunked"):
                 self.t.write(CHUNKED)
             elif path.startswith(b"/close"):
                 self.t.write(CLOSE)

@@ -156,6 +156,22 @@ def test_truncated_body_is_an_error_not_an_answer(tmp_path, odd_server):
     assert (df["error"] == lrec.RESET).mean() > 0.9
 
 
+def test_framing_that_changes_mid_connection(tmp_path, odd_server):
+    """After 19 keep-alive answers a connection's 20th response runs to the FIN (an answer)
+    or is cut short of its Content-Length (an error), whichever parser reads it."""
+    df, _, _ = run(tmp_path, odd_server, "/close-later", mode="closed", connections=2,
+                   duration_s=0.5, warmup_s=0.0)
+    done = df[df["error"] != lrec.UNFINISHED]          # the run's end cuts the last ones
+    assert len(done) > 60 and (done["error"] == 0).all() and (done["status"] == 200).all()
+    assert (done.groupby("conn").size() == 20).sum() >= 3
+    df, _, _ = run(tmp_path, odd_server, "/truncated-later", mode="closed", connections=2,
+                   duration_s=0.5, warmup_s=0.0)
+    per_conn = df.groupby("conn")["error"].agg(["size", "last", "sum"])
+    full = per_conn[per_conn["size"] == 20]
+    assert len(full) >= 3 and (full["last"] == lrec.RESET).all()
+    assert (full["sum"] == lrec.RESET).all()            # the 19 before were answers
+
+
 def test_server_timing_found_when_it_starts_mid_connection(tmp_path, odd_server):
     """Connections that have not carried Server-Timing are rechecked every RECHECK
     responses: a header that appears on the 40th response is read from then on."""
