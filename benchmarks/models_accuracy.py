@@ -10,8 +10,9 @@ a temporary directory, runs it through perfctl itself (`perfctl run FILE --out D
 run with orchestrator.results.load, keeps each trial's measured window (warm-up dropped, as
 `perfctl model` does) and calls models.estimate.compare: the service time S and its SCV come
 from the Server-Timing `svc` values, the model is chosen by compare (M/M/1 when the SCV is
-near 1), and compare adds `overhead_s`, the median of the time a request spends outside the
-server's queue and service (client, loopback, connect), to every prediction as a constant.
+near 1), and compare adds the overhead, the time a request spends outside the server's queue
+and service (client, loopback, connect), to every prediction: its mean to the mean, its median
+to the p99.
 
 Goals: mean latency within 10 % and p99 within 20 % of the measurement at each utilisation.
 
@@ -101,7 +102,7 @@ def analyse(run_dir: Path, spin_us: int, keepalive: bool = False) -> None:
     for _, t in invalid.iterrows():
         print(f"  invalid trial {t['cell_id']} #{t['trial']} (rate {t.get('rate')}): "
               f"{t['invalid_reasons']}")
-    print(f"{'threads':>7} {'u':>5} {'rate/s':>7} {'n':>6} {'S ms':>6} {'SCV':>5} {'oh ms':>6}  "
+    print(f"{'threads':>7} {'u':>5} {'rate/s':>7} {'n':>6} {'S ms':>6} {'SCV':>5} {'oh ms':>11}  "
           f"{'model':<7} {'mean':>7} {'pred':>7} {'err':>7} {'goal':>4}  {'p99':>7} {'pred':>7} "
           f"{'err':>7} {'goal':>4} {'cpu%':>5}  | server side: {'mean':>6} {'pred':>6} {'err':>7}  "
           f"{'p99':>6} {'pred':>6} {'err':>7}")
@@ -109,7 +110,8 @@ def analyse(run_dir: Path, spin_us: int, keepalive: bool = False) -> None:
     for _, r in table.sort_values(["server_threads", "target_rate"]).iterrows():
         cr = reqs[(reqs["cell_id"] == r["cell_id"])]
         S = r["service_mean_ms"] / 1e3
-        oh = r["overhead_ms"]
+        oh = r["overhead_ms"]                        # median: added to the p99
+        ohm = r.get("overhead_mean_ms", oh)          # mean: added to the mean
         u = r["target_rate"] * S
         # server side alone: queue + svc as the server reports it, vs the model without overhead
         srv = (cr["queue_ms"].fillna(0) + cr["svc_ms"]).to_numpy(dtype=float)
@@ -119,14 +121,14 @@ def analyse(run_dir: Path, spin_us: int, keepalive: bool = False) -> None:
             # M/G/1 (chosen when the SCV is far from 1) has no p99: judge M/M/1's, marked '*'
             pred_p99, err_p99 = r["pred_mmc_p99_ms"], r["err_mmc_p99"]
             star += 1
-        pm, pp = r["pred_mean_ms"] - oh, pred_p99 - oh
+        pm, pp = r["pred_mean_ms"] - ohm, pred_p99 - oh
         ok_m = abs(r["err_mean"]) <= GOAL_MEAN
         ok_p = math.isfinite(err_p99) and abs(err_p99) <= GOAL_P99
         flag = " (from invalid trials)" if r["cell_id"] in fallback else ""
         cpu = float(trials.loc[trials["cell_id"] == r["cell_id"], "server_cpu_pct"].mean()) \
             if "server_cpu_pct" in trials.columns else math.nan
         print(f"{int(r['server_threads']):>7} {u:5.2f} {r['target_rate']:7.0f} {len(cr):6d} "
-              f"{S * 1e3:6.3f} {r['service_scv']:5.2f} {oh:6.3f}  {r['model']:<7} "
+              f"{S * 1e3:6.3f} {r['service_scv']:5.2f} {ohm:5.3f}/{oh:5.3f}  {r['model']:<7} "
               f"{r['measured_mean_ms']:7.3f} {r['pred_mean_ms']:7.3f} {pct(r['err_mean'])} "
               f"{'ok' if ok_m else 'MISS':>4}  {r['measured_p99_ms']:7.3f} {pred_p99:7.3f} "
               f"{pct(err_p99)} {'ok' if ok_p else 'MISS':>4} {cpu:5.0f}  | "
@@ -141,9 +143,10 @@ def analyse(run_dir: Path, spin_us: int, keepalive: bool = False) -> None:
         print("p99 pred of an M/G/1 row (SCV far from 1, no closed-form p99) is M/M/1's.")
     print("cpu% = the server's CPU use; it should be about 100 u (the spin is CPU). Much less, "
           "with latencies far above the model, means other jobs took CPU 0 from the server.")
-    print("pred = compare's prediction, which adds overhead_s (oh: the median of done - sent - "
-          "queue - svc, i.e. client + loopback + connect) to the model's latency; 'server side' "
-          "compares the server's own queue + svc with the model before that addition.")
+    print("pred = compare's prediction, which adds the overhead (oh: latency - queue - svc, i.e. "
+          "client + loopback + connect; its mean to the mean, its median to the p99) to the "
+          "model's latency; 'server side' compares the server's own queue + svc with the model "
+          "before that addition.")
 
 
 def main() -> None:

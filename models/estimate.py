@@ -7,8 +7,11 @@ Approximations (all first order, documented so the numbers can be judged):
 
 - Service time S: from ``svc_ms`` when the server reported it (mean and SCV of the
   per-request values); the part of the client-observed time that is neither server queue nor
-  service (network, parsing: median of service_ns - queue - svc) is ``overhead_s`` and is
-  added to every predicted latency as a constant delay. Without ``svc_ms``, S is the client
+  service (connect, network, parsing, send lateness: latency - queue - svc) is an overhead
+  added to every predicted latency as a delay: its mean (``overhead_mean_s``) to means and
+  MVA demands, its median (``overhead_s``) to percentiles. A worker is busy longer than svc
+  (reading, writing, closing, picking the next request): for one-worker servers that gap is measured from the completions of requests that queued (``worker_gap``)
+  and added to S, since near saturation a few per cent of S move the mean a lot. Without ``svc_ms``, S is the client
   latency (done - sent) of a single-user trial, and the overhead is already inside S.
 - Servers c (``servers_for``): a request holds a worker thread for spin + sleep but a CPU only
   while spinning. Saturation throughput is min(threads / (spin + sleep), cores / spin); c is
@@ -37,7 +40,7 @@ import pandas as pd
 
 from . import closed, queues, usl
 
-__all__ = ["ServiceEstimate", "estimate_service", "servers_for", "capacity_for",
+__all__ = ["ServiceEstimate", "estimate_service", "worker_gap", "servers_for", "capacity_for",
            "predict_cell", "compare"]
 
 SCV_FAR_FROM_ONE = 0.25
@@ -52,8 +55,16 @@ class ServiceEstimate:
     mean_s: float
     scv: float
     source: str           # 'server_timing' or 'single_user_latency'
-    overhead_s: float = 0.0
+    overhead_s: float = 0.0       # median of the time outside the server's queue and service
     n: int = 0
+    overhead_mean_s: float = math.nan   # its mean (NaN: use overhead_s)
+    gap_s: float = 0.0            # worker time per request outside svc, included in mean_s
+
+    @property
+    def overhead_for_mean_s(self) -> float:
+        """The delay added to predicted means: the mean overhead (a mean of a sum is the sum of
+        the means), the median when only that is known."""
+        return self.overhead_s if math.isnan(self.overhead_mean_s) else self.overhead_mean_s
 
 
 def _num(v, default=math.nan) -> float:
@@ -84,6 +95,16 @@ def _service_ns(df: pd.DataFrame) -> np.ndarray:
     return (df["done_ns"] - df["sent_ns"]).to_numpy(dtype=float)
 
 
+def _latency_ns(df: pd.DataFrame) -> np.ndarray:
+    """What the measurement reports: from the intended send time when known (so the overhead
+    holds everything a measured latency holds beyond the server's queue and service)."""
+    if "latency_ns" in df.columns:
+        return df["latency_ns"].to_numpy(dtype=float)
+    if "intended_ns" in df.columns and "done_ns" in df.columns:
+        return (df["done_ns"] - df["intended_ns"]).to_numpy(dtype=float)
+    return _service_ns(df)
+
+
 def _single_user_groups(df: pd.DataFrame, trials_df: pd.DataFrame | None) -> pd.DataFrame:
     if trials_df is not None and {"connections", "cell_id", "trial"} <= set(trials_df.columns):
         t = trials_df[trials_df["connections"] == 1]
@@ -99,10 +120,51 @@ def _single_user_groups(df: pd.DataFrame, trials_df: pd.DataFrame | None) -> pd.
     return pd.concat(keep) if keep else df.iloc[0:0]
 
 
-def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None = None) -> ServiceEstimate:
+WAITED = 0.2          # a request "waited" when its queue time exceeds this share of mean svc
+MIN_WAITED = 30       # fewer waiting requests than this: no gap estimate
+
+
+def worker_gap(df: pd.DataFrame) -> float:
+    """The time a single worker spends per request outside its Server-Timing `svc` (reading
+    and parsing the request, writing the answer, closing, taking the next one) [s].
+
+    In a one-worker FCFS server a request that waited in the queue starts when the one
+    before it is done, so the gap between their completions at the client is the later one's
+    whole occupancy, svc + gap (the network delay is common to both and cancels, up to
+    jitter). Median over requests that waited longer than WAITED x mean svc (shorter queue
+    times may be a sleeping worker's wake-up, not a wait); 0 with fewer than MIN_WAITED.
+
+    The result is checked: in a one-worker FCFS timeline those gaps are nearly constant
+    (network jitter aside). When they scatter by more than WAITED x mean svc (interquartile
+    range), the completions are not one worker's back-to-back services (several workers,
+    another order, idle time) and the answer is 0."""
+    if not {"done_ns", "svc_ms", "queue_ms"} <= set(df.columns):
+        return 0.0
+    keys = [k for k in ("cell_id", "trial") if k in df.columns]
+    gaps = []
+    for _, g in (df.groupby(keys, sort=False) if keys else [(None, df)]):
+        g = g.sort_values("done_ns")
+        svc = g["svc_ms"].to_numpy(dtype=float)[1:] / 1e3
+        queue = g["queue_ms"].to_numpy(dtype=float)[1:] / 1e3
+        d = np.diff(g["done_ns"].to_numpy(dtype=float)) / 1e9
+        waited = np.isfinite(svc) & (queue > WAITED * np.nanmean(g["svc_ms"]) / 1e3)
+        gaps.append((d - svc)[waited])
+    gap = np.concatenate(gaps) if gaps else np.empty(0)
+    if gap.size < MIN_WAITED:
+        return 0.0
+    q1, q3 = np.percentile(gap, [25, 75])
+    if q3 - q1 > WAITED * np.nanmean(df["svc_ms"]) / 1e3:
+        return 0.0
+    return max(float(np.median(gap)), 0.0)
+
+
+def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None = None,
+                     single_worker: bool = False) -> ServiceEstimate:
     """Mean service time [s] and its SCV (variance / mean^2) from successful requests.
     Uses svc_ms when present; otherwise the latency of single-user trials (connections == 1,
     closed mode per ``trials_df``, or, without it, trials whose requests never overlap).
+    single_worker: the server has one worker serving in arrival order, so ``worker_gap``
+    can be measured and is added to the service time (``gap_s``).
     A boolean ``measured`` column, when present, keeps only the measured (non-warm-up) requests."""
     df = _ok(requests_df)
     if "measured" in df.columns:      # warm-up requests, when marked, do not count
@@ -110,16 +172,20 @@ def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None =
     if "svc_ms" in df.columns and df["svc_ms"].notna().sum() >= 2:
         has = df[df["svc_ms"].notna()]
         s = has["svc_ms"].to_numpy(dtype=float) / 1e3
-        overhead = 0.0
-        if "queue_ms" in has.columns and ("service_ns" in has.columns or "sent_ns" in has.columns):
+        overhead = overhead_mean = 0.0
+        if "queue_ms" in has.columns and ({"latency_ns", "service_ns", "sent_ns"} & set(has.columns)):
             q = has["queue_ms"].fillna(0.0).to_numpy(dtype=float) / 1e3
-            extra = _service_ns(has) / 1e9 - s - q
+            extra = _latency_ns(has) / 1e9 - s - q
             extra = extra[np.isfinite(extra)]
-            overhead = max(float(np.median(extra)), 0.0) if extra.size else 0.0
-        m = float(s.mean())
+            if extra.size:
+                overhead = max(float(np.median(extra)), 0.0)
+                overhead_mean = max(float(extra.mean()), 0.0)
+        gap = worker_gap(has) if single_worker else 0.0
+        m = float(s.mean()) + gap
         if m <= 0:
             raise ValueError("svc_ms values average to zero; cannot estimate a service time")
-        return ServiceEstimate(m, float(s.var(ddof=1)) / m ** 2, "server_timing", overhead, int(s.size))
+        return ServiceEstimate(m, float(s.var(ddof=1)) / m ** 2, "server_timing", overhead,
+                               int(s.size), overhead_mean, gap)
     single = _single_user_groups(df, trials_df)
     if len(single) < 2:
         raise ValueError("no svc_ms values and no single-user trial to estimate the service time from")
@@ -169,9 +235,11 @@ def _threads_cores(row) -> tuple[float, float]:
     return threads, cores
 
 
-def _cand(mean_s, p99_s=math.nan, overhead=0.0, **extra) -> dict:
-    return {"mean_ms": (mean_s + overhead) * 1e3,
-            "p99_ms": (p99_s + overhead) * 1e3 if math.isfinite(p99_s) else math.nan, **extra}
+def _cand(mean_s, p99_s=math.nan, overhead=(0.0, 0.0), **extra) -> dict:
+    """A prediction plus the overhead: (for the mean, for the p99) = (its mean, its median)."""
+    oh_mean, oh_p99 = overhead
+    return {"mean_ms": (mean_s + oh_mean) * 1e3,
+            "p99_ms": (p99_s + oh_p99) * 1e3 if math.isfinite(p99_s) else math.nan, **extra}
 
 
 def _open_candidates(lam, S, scv, c, K, oh) -> tuple[dict, str]:
@@ -208,7 +276,8 @@ def predict_cell(row, service: ServiceEstimate) -> dict:
     throughput_rps, utilization, servers, capacity and ``candidates`` {key: {...}} with every
     applicable model's prediction."""
     row = pd.Series(row) if isinstance(row, dict) else row
-    S, scv, oh = service.mean_s, service.scv, service.overhead_s
+    S, scv = service.mean_s, service.scv
+    oh = (service.overhead_for_mean_s, service.overhead_s)
     threads, cores = _threads_cores(row)
     c = servers_for(threads, cores, row.get("work_spin_us"), row.get("work_sleep_us"))
     K = capacity_for(threads, row.get("server_backlog"))
@@ -218,11 +287,12 @@ def predict_cell(row, service: ServiceEstimate) -> dict:
         z = max(_num(row.get("think_time_s"), 0.0), 0.0)
         if math.isfinite(c):
             cr = max(1, int(round(c)))
-            res = closed.mva([S, oh], n, z, delay_stations=[1], servers=[cr, 1])
+            res = closed.mva([S, oh[0]], n, z, delay_stations=[1], servers=[cr, 1])
             name = f"MVA (exact, c={cr})"
-            seid = closed.mva([S / cr, S * (cr - 1) / cr, oh], n, z, delay_stations=[1, 2])
+            seid = closed.mva([S / cr, S * (cr - 1) / cr, oh[0]], n, z,
+                              delay_stations=[1, 2])
         else:
-            res = seid = closed.mva([S, oh], n, z, delay_stations=[0, 1])
+            res = seid = closed.mva([S, oh[0]], n, z, delay_stations=[0, 1])
             name = "MVA (delay only)"
         x, r = float(res.throughput[-1]), float(res.response_time[-1])
         cands = {"mva": {"mean_ms": r * 1e3, "p99_ms": math.nan, "model": name,
@@ -399,7 +469,7 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
         svc = None
         try:
             if cr is not None and "svc_ms" in cr.columns and cr["svc_ms"].notna().sum() >= 2:
-                svc = estimate_service(cr)
+                svc = estimate_service(cr, single_worker=_threads_cores(first)[0] == 1)
             elif single_ref is not None and len(single_ref):
                 ref = single_ref
                 for k in ("server", "work_spin_us", "work_sleep_us"):
@@ -414,7 +484,8 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
             rows.append(out)
             continue
         out.update(service_mean_ms=svc.mean_s * 1e3, service_scv=svc.scv, service_source=svc.source,
-                   overhead_ms=svc.overhead_s * 1e3)
+                   overhead_ms=svc.overhead_s * 1e3, overhead_mean_ms=svc.overhead_for_mean_s * 1e3,
+                   worker_gap_ms=svc.gap_s * 1e3)
         try:
             p = predict_cell(first, svc)
         except ValueError as e:

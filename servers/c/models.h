@@ -19,6 +19,7 @@ struct md_config {
 
 #define MD_IDLE_NS   10000000000LL /* idle / slowloris timeout: 10 s */
 #define MD_LINGER_NS 1000000000LL  /* drain-before-close after a closing response */
+#define MD_DEFER_S   1             /* TCP_DEFER_ACCEPT: wait this long for a request's bytes */
 
 /* Binds and listens; starts the model's threads. Returns 0 and the bound port, or -1 + err. */
 int md_start(const struct md_config *cfg, int *port, char *err, size_t errcap);

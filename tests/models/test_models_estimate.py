@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import closed, estimate, usl
+from models import closed, estimate, queues, usl
 from models.estimate import ServiceEstimate
 
 MS = 1_000_000  # ns per ms
@@ -127,3 +127,63 @@ def test_compare_on_simulated_run(simulate):
     assert t.loc["closed8", "model"] == "no service estimate"  # no svc_ms, no requests at all
     assert t.loc["closed8", "usl_sigma"] == pytest.approx(0.05, rel=1e-4)
     assert t.loc["closed8", "err_usl_mean"] == pytest.approx(0.0, abs=1e-4)
+
+
+def test_a_skewed_overhead_adds_its_mean_to_means_and_its_median_to_percentiles():
+    """Means add: E[queue + service + overhead] needs the overhead's mean, which a few slow
+    connects pull well above its median; percentiles get the median (a near-constant delay)."""
+    rng = np.random.default_rng(9)
+    n = 20000
+    s = rng.exponential(0.001, n)
+    extra = np.where(rng.random(n) < 0.05, 0.004, 0.0002)            # 5 % slow connects
+    intended = (np.arange(n) * 0.01 * 1e9).astype(np.int64)
+    done = intended + ((s + extra) * 1e9).astype(np.int64)
+    df = pd.DataFrame({"cell_id": "c1", "trial": 0, "intended_ns": intended, "sent_ns": intended,
+                       "done_ns": done, "status": 200, "error": 0, "svc_ms": s * 1e3,
+                       "queue_ms": 0.0})
+    e = estimate.estimate_service(df)
+    assert e.overhead_s == pytest.approx(0.0002, abs=2e-6)
+    assert e.overhead_mean_s == pytest.approx(extra.mean(), rel=0.01)
+    row = dict(load_mode="open", target_rate=400.0, server_threads=1, server_cores=1,
+               work_spin_us=1000, work_sleep_us=0)
+    p = estimate.predict_cell(row, e)
+    r = queues.mm1(400.0, 1 / e.mean_s)
+    assert p["key"] == "mmc"
+    assert p["mean_ms"] == pytest.approx((r.mean_response + e.overhead_mean_s) * 1e3)
+    assert p["p99_ms"] == pytest.approx((r.response_percentile(0.99) + e.overhead_s) * 1e3)
+
+
+def _one_worker_queue(n, rate, svc_s, gap_s, seed=3):
+    """Requests through a one-worker FCFS queue whose worker spends svc + gap per request
+    but reports only svc (Server-Timing), seen by a client 0.3 ms away."""
+    rng = np.random.default_rng(seed)
+    arrive = np.cumsum(rng.exponential(1 / rate, n))
+    svc = rng.exponential(svc_s, n)
+    start = np.empty(n)
+    free = 0.0
+    for i in range(n):
+        start[i] = max(arrive[i], free)
+        free = start[i] + svc[i] + gap_s
+    done = start + svc + 0.0003 + rng.uniform(0, 2e-5, n)       # network delay with jitter
+    return pd.DataFrame({"cell_id": "c", "trial": 0, "intended_ns": (arrive * 1e9).astype(np.int64),
+                         "sent_ns": (arrive * 1e9).astype(np.int64),
+                         "done_ns": (done * 1e9).astype(np.int64), "status": 200, "error": 0,
+                         "svc_ms": svc * 1e3, "queue_ms": (start - arrive) * 1e3})
+
+
+def test_worker_gap_is_recovered_from_the_completions_of_requests_that_queued():
+    df = _one_worker_queue(20000, 700.0, 0.001, 4e-5)
+    assert estimate.worker_gap(df) == pytest.approx(4e-5, abs=5e-6)
+    assert estimate.worker_gap(_one_worker_queue(20000, 700.0, 0.001, 0.0)) < 5e-6
+    e = estimate.estimate_service(df, single_worker=True)
+    assert e.gap_s == pytest.approx(4e-5, abs=5e-6)
+    assert e.mean_s == pytest.approx(df["svc_ms"].mean() / 1e3 + e.gap_s)
+    assert estimate.estimate_service(df).gap_s == 0.0              # only when asked
+    light = _one_worker_queue(300, 20.0, 0.001, 4e-5)             # hardly anyone waits
+    assert estimate.worker_gap(light) == 0.0
+    two = pd.concat([df, _one_worker_queue(20000, 700.0, 0.001, 4e-5, seed=4)])
+    assert estimate.worker_gap(two) == 0.0          # two workers' completions interleave
+    # with the gap in S, M/M/1 predicts the queue the worker really built
+    r = queues.mm1(700.0, 1 / e.mean_s)
+    measured = (df["done_ns"] - df["intended_ns"]).mean() / 1e9
+    assert r.mean_response + e.overhead_for_mean_s == pytest.approx(measured, rel=0.1)
