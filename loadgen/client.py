@@ -17,7 +17,7 @@ from .records import PARSE, RESET, Chunk
 _now = time.perf_counter_ns
 _NAN = float("nan")
 MAX_HEAD = 1 << 20    # a response head longer than this is a parse error
-RECHECK = 16          # see Connection.on_headers_complete
+RECHECK = 16          # the full parser reads 1 response in RECHECK (see Connection)
 
 
 def parse_server_timing(value: bytes) -> tuple[float, float]:
@@ -42,8 +42,8 @@ def parse_server_timing(value: bytes) -> tuple[float, float]:
 def scan_head(head: bytes, need_framing: bool) -> tuple[bool, float, float]:
     """(framed, svc_ms, queue_ms) from the raw bytes of a response head.
 
-    Called once per response, after llhttp has accepted the head, instead of a Python
-    callback per header line (which costs about a microsecond per response). `framed`: the
+    Called for the responses the full parser reads, once llhttp has accepted the head,
+    instead of a Python callback per header line (about a microsecond per response). `framed`: the
     head declares Content-Length or Transfer-Encoding; only looked for when need_framing
     (a response that may end at the peer's FIN). Several Server-Timing lines are joined.
     """
