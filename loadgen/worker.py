@@ -7,7 +7,6 @@ answers, then closes everything; a hard limit on top of that ends the loop regar
 from __future__ import annotations
 
 import asyncio
-import errno
 import gc
 import os
 import resource
@@ -17,17 +16,17 @@ from collections import deque
 
 import numpy as np
 
-from . import records, schedule
+from . import records
+from .burst_mode import BurstMode
 from .client import Connection
-from .records import CONNECT, DROPPED, RESET, TIMEOUT, UNFINISHED, Chunk, Records
+from .open_mode import RECONNECT_PAUSE_S, SPIN_WINDOW_NS, OpenMode
+from .records import CONNECT, TIMEOUT, UNFINISHED, Chunk, Records
 from .spec import LoadSpec
 
 _now = time.perf_counter_ns
 LAG_TICK_S = 0.010
 SWEEP_S = 0.050
 SPILL_S = 1.0
-RECONNECT_PAUSE_S = 0.010
-SPIN_WINDOW_NS = 1_200_000   # closer than this to the next arrival: poll instead of a timer
 START_DELAY_NS = 50_000_000  # time to open the first connections before the start instant
 
 
@@ -49,8 +48,11 @@ def build_request(spec: LoadSpec, seq: int | None = None) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-class Worker:
-    """Drives one mode of load on one loop. Callbacks only; no per-request coroutines."""
+class Worker(OpenMode, BurstMode):
+    """Drives one mode of load on one loop. Callbacks only; no per-request coroutines.
+
+    Lifecycle, closed mode, connection callbacks and self-checks live here; open arrivals in
+    open_mode.OpenMode, burst releases in burst_mode.BurstMode (mixins over this state)."""
 
     def __init__(self, spec: LoadSpec, loop: asyncio.AbstractEventLoop, sink=None,
                  seq_base: int = 0) -> None:
@@ -249,147 +251,6 @@ class Worker:
         if spec.think_dist == "exp":
             pause = float(np.random.exponential(spec.think_time_s))
         self.loop.call_later(pause, self._closed_next, conn)
-
-    # --- open mode ---------------------------------------------------------------------
-    def _plan_open(self, rate_rps: float, horizon_s: float) -> None:
-        spec = self.spec
-        offsets = schedule.arrival_offsets_s(spec.arrivals, rate_rps, horizon_s, spec.seed,
-                                             limit=spec.max_requests)
-        self.sched_ns = self.start_ns + (offsets * 1e9).astype(np.int64)
-        self.dispatch_late_ns = np.zeros(len(self.sched_ns), dtype=np.int64)
-        self.next_arrival = 0
-
-    def _dispatch(self) -> None:
-        if not self.running:
-            return
-        now = _now()
-        sched, i, n = self.sched_ns, self.next_arrival, len(self.sched_ns)
-        cap = self.spec.outstanding_cap
-        rec = self.rec
-        while i < n and sched[i] <= now:
-            chunk, row = rec.new(int(sched[i]))
-            self.dispatch_late_ns[i] = now - sched[i]
-            i += 1
-            if self.in_flight + len(self.pending) >= cap:
-                chunk.end(row, DROPPED, now)
-                self.dropped += 1
-            elif self.idle:
-                self.in_flight += 1
-                self.idle.pop().send(chunk, row, self._request())
-            elif not self.keepalive:
-                self.in_flight += 1
-                self.loop.create_task(self._open_and_send(chunk, row))
-            else:
-                self.pending.append((chunk, row))
-        self.next_arrival = i
-        if i < n:
-            wait_ns = sched[i] - _now()
-            if wait_ns > SPIN_WINDOW_NS:
-                self.loop.call_later((wait_ns - SPIN_WINDOW_NS) / 1e9, self._dispatch)
-            else:
-                self.loop.call_soon(self._dispatch)
-
-    async def _open_and_send(self, chunk: Chunk, row: int) -> None:
-        t0 = _now()
-        conn = await self._open()
-        if conn is None or self.finishing:
-            chunk.sent[row] = t0
-            chunk.end(row, CONNECT if conn is None else UNFINISHED, _now())
-            if conn is not None:
-                conn.transport.close()
-            self.in_flight -= 1
-            self._maybe_finish()
-            return
-        conn.send(chunk, row, self._request())
-        chunk.sent[row] = t0          # the connect is part of the exchange
-
-    def _open_refill(self) -> None:
-        """Keep `connections` open in open mode after losses."""
-        async def reopen() -> None:
-            while self.running:
-                conn = await self._open()
-                if conn is not None:
-                    self._became_idle(conn)
-                    return
-                await asyncio.sleep(RECONNECT_PAUSE_S)
-        self.loop.create_task(reopen())
-
-    def _became_idle(self, conn: Connection) -> None:
-        if self.pending and self.running:
-            self.in_flight += 1
-            chunk, row = self.pending.popleft()
-            conn.send(chunk, row, self._request())
-        else:
-            self.idle.append(conn)
-
-    # --- burst mode --------------------------------------------------------------------
-    def _plan_bursts(self) -> None:
-        spec = self.spec
-        for b in range(spec.bursts):
-            self._at(self.measure_start_ns + int(b * spec.burst_interval_s * 1e9), self._release)
-
-    def _release(self) -> None:
-        """Start `connections` non-blocking connects back to back, like threads waiting on a
-        countdown latch; each sends one request once connected. sent_ns is the connect call."""
-        if not self.running:
-            return
-        t_release = _now()
-        rows = [self.rec.new(t_release) for _ in range(self.spec.connections)]
-        self.in_flight += len(rows)
-        for chunk, row in rows:
-            try:
-                sock = self._socket()
-            except OSError:           # out of descriptors: this attempt fails at once
-                chunk.sent[row] = _now()
-                chunk.end(row, CONNECT, _now())
-                self.in_flight -= 1
-                continue
-            chunk.sent[row] = _now()
-            code = sock.connect_ex(self.addr)
-            if code not in (0, errno.EINPROGRESS):
-                sock.close()
-                chunk.end(row, CONNECT if code == errno.ECONNREFUSED else RESET, _now())
-                self.in_flight -= 1
-                continue
-            self.connecting[sock.fileno()] = (sock, chunk, row)
-            self.loop.add_writer(sock.fileno(), self._connected, sock.fileno())
-        self.releases.append(rows)
-        self._maybe_finish()
-
-    def _connected(self, fd: int) -> None:
-        entry = self.connecting.pop(fd, None)
-        self.loop.remove_writer(fd)
-        if entry is None:
-            return
-        sock, chunk, row = entry
-        code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if code:
-            sock.close()
-            chunk.end(row, CONNECT if code == errno.ECONNREFUSED else RESET, _now())
-            self.on_failed(None)
-            return
-        self.loop.create_task(self._send_on(sock, chunk, row))
-
-    async def _send_on(self, sock: socket.socket, chunk: Chunk, row: int) -> None:
-        conn = await self._open(sock)
-        if conn is None or self.finishing:
-            chunk.end(row, RESET if conn is None else UNFINISHED, _now())
-            if conn is not None:
-                conn.transport.close()
-            self.on_failed(None)
-            return
-        t0 = chunk.sent[row]
-        conn.send(chunk, row, self._request())
-        chunk.sent[row] = t0
-
-    def _expire_connects(self, limit_ns: int, error: int) -> None:
-        for fd, (sock, chunk, row) in list(self.connecting.items()):
-            if chunk.sent[row] < limit_ns:
-                del self.connecting[fd]
-                self.loop.remove_writer(fd)
-                sock.close()
-                chunk.end(row, error, _now())
-                self.in_flight -= 1
 
     # --- connection callbacks ----------------------------------------------------------
     def on_done(self, conn: Connection) -> None:
