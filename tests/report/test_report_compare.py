@@ -2,6 +2,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from orchestrator import compare
@@ -62,6 +63,19 @@ def test_compare_needs_run_dirs(tmp_path, analysis):
     assert r.code == 2 and "run.json" in r.output
 
 
+def host_noise_only(run_dir):
+    """Skip when the host was so busy that every trial of an unchanged run failed the load
+    generator's own checks for host reasons (CI saw event-loop lag p99 of 9 ms and 3x the
+    usual latency once): the gate then rightly refuses to pass, and there is nothing about
+    the gate to learn from the run. Any other reason for an invalid trial still fails."""
+    trials = pd.read_csv(run_dir / "trials.csv")
+    if trials["valid"].astype(bool).any():
+        return
+    reasons = trials["invalid_reasons"].fillna("").astype(str)
+    if reasons.str.contains("host busy|fell behind its schedule").all():
+        pytest.skip(f"host too busy for a valid trial in {run_dir.name}: {reasons.iloc[0]}")
+
+
 def test_slowdown_breaks_a_threshold_that_the_unchanged_runs_meet(compare_runs, analysis,
                                                                    tmp_path):
     """The same gate on real runs: 2 ms of added sleep puts p50 above 2 ms in every cell of
@@ -69,6 +83,7 @@ def test_slowdown_breaks_a_threshold_that_the_unchanged_runs_meet(compare_runs, 
     gate = tmp_path / "gate.yaml"
     gate.write_text("thresholds:\n  - {p50_ms: {lt: 2.0}, error_rate: {lt: 0.01}}\n")
     for name in ("base", "again"):
+        host_noise_only(compare_runs[name])
         r = analysis("check", compare_runs[name], "--thresholds", gate)
         assert r.code == 0, r.output
     r = analysis("check", compare_runs["slow"], "--thresholds", gate)
