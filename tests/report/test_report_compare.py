@@ -9,9 +9,10 @@ from orchestrator import compare
 
 
 # Identical runs on this shared 2-core host differ by ~10% in p50 and up to ~2x in p99
-# (measured while writing these tests), so the real-run tests gate at 50%; the slowdown
-# (2 ms of sleep on a ~0.5 ms request) is several hundred percent.
-TOLERANCE = "0.5"
+# (measured while writing these tests; one CI run saw p99 +57% and throughput -25% between
+# two runs a minute apart), so the real-run tests gate at 150%: above that noise, and still
+# far below the slowdown (2 ms of sleep on a ~0.5 ms request: p50 about +400%).
+TOLERANCE = "1.5"
 
 
 def test_holm_matches_hand_computation():
@@ -37,7 +38,8 @@ def test_unchanged_config_is_not_flagged(compare_runs, analysis):
     r = analysis("compare", compare_runs["base"], compare_runs["again"], "--tolerance", TOLERANCE)
     assert r.code == 0, r.output
     assert "slower" not in r.output.replace("significantly slower", "")
-    cells, notes = compare.compare_runs(compare_runs["base"], compare_runs["again"], 0.5)
+    cells, notes = compare.compare_runs(compare_runs["base"], compare_runs["again"],
+                                        float(TOLERANCE))
     assert len(cells) == 1 and not notes
     assert cells[0].base_id == cells[0].cand_id        # matched by cell_id
 
@@ -47,7 +49,7 @@ def test_deliberate_slowdown_is_caught(compare_runs, analysis):
     r = analysis("compare", compare_runs["base"], compare_runs["slow"], "--tolerance", TOLERANCE)
     assert r.code == 1, r.output
     assert "slower" in r.output and "regression" in r.output
-    cells, _ = compare.compare_runs(compare_runs["base"], compare_runs["slow"], 0.5)
+    cells, _ = compare.compare_runs(compare_runs["base"], compare_runs["slow"], float(TOLERANCE))
     [c] = cells
     assert c.base_id != c.cand_id                      # sleep_us changes the cell_id
     assert c.verdict == "slower"
