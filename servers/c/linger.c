@@ -10,13 +10,13 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "models.h"
+#include "join.h"
 
 #define LG_MAX_BYTES (1u << 20)
 #define LG_TICK_MS   20
 
 /* Connections in hand-over order, which is deadline order (every deadline is now +
- * MD_LINGER_NS), so expiry looks at the head only. */
+ * LG_LINGER_NS), so expiry looks at the head only. */
 struct lg_entry {
 	int fd;
 	int64_t deadline;
@@ -110,7 +110,7 @@ void lg_hand_over(int fd)
 		return;
 	}
 	e->fd = fd;
-	e->deadline = ck_now_ns() + MD_LINGER_NS;
+	e->deadline = ck_now_ns() + LG_LINGER_NS;
 	e->next = &lg.list;
 	e->prev = lg.list.prev;
 	lg.list.prev->next = e;
@@ -132,7 +132,7 @@ int lg_join(int64_t deadline_ns)
 {
 	if (!lg.started)
 		return 0;
-	if (md_join_thread(lg.thread, deadline_ns) != 0)
+	if (jn_join(lg.thread, deadline_ns) != 0)
 		return -1;
 	lg.started = 0;
 	close(lg.ep);

@@ -4,12 +4,14 @@
  * client still sends until its FIN: closing with unread input makes the kernel reset the
  * connection, which can destroy the response before the client has read it. Waiting for the
  * FIN takes a client round trip; done by the worker it would count as service time, so one
- * thread does it for every connection with an epoll set, bounded by MD_LINGER_NS and 1 MiB
+ * thread does it for every connection with an epoll set, bounded by LG_LINGER_NS and 1 MiB
  * per connection. */
 #ifndef PERFCTL_LINGER_H
 #define PERFCTL_LINGER_H
 
 #include <stdint.h>
+
+#define LG_LINGER_NS 1000000000LL /* drain-before-close after a closing response */
 
 /* Starts the thread: 0, or -1. */
 int lg_start(void);

@@ -18,7 +18,10 @@
 
 #include "clock.h"
 #include "conn.h"
-#include "models.h"
+#include "join.h"
+#include "linger.h" /* LG_LINGER_NS also bounds this loop's own draining */
+#include "model.h"
+#include "serve.h"
 #include "stats.h"
 
 #define ME_EVENTS   256
@@ -249,7 +252,7 @@ static void me_accept(struct me_loop *L)
 			}
 			return;
 		}
-		md_set_nodelay(fd);
+		sv_set_nodelay(fd);
 		if (L->free_list) {
 			c = L->free_list;
 			L->free_list = (struct me_conn *)c->link.next;
@@ -280,13 +283,13 @@ static void me_sweep(struct me_loop *L, int64_t now)
 {
 	while (L->active.next != &L->active) {
 		struct me_conn *c = (struct me_conn *)L->active.next;
-		if (now - c->since <= MD_IDLE_NS)
+		if (now - c->since <= SV_IDLE_NS)
 			break;
 		me_close(L, c);
 	}
 	while (L->draining.next != &L->draining) {
 		struct me_conn *c = (struct me_conn *)L->draining.next;
-		if (now - c->since <= MD_LINGER_NS)
+		if (now - c->since <= LG_LINGER_NS)
 			break;
 		me_close(L, c);
 	}
@@ -396,7 +399,7 @@ int me_join(int64_t deadline_ns)
 {
 	for (int i = 0; i < me_nloops; i++) {
 		if (me_loops[i].started) {
-			if (md_join_thread(me_loops[i].thread, deadline_ns) != 0)
+			if (jn_join(me_loops[i].thread, deadline_ns) != 0)
 				return -1;
 			me_loops[i].started = 0;
 		}

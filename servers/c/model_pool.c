@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "models.h"
+#include "join.h"
+#include "model.h"
+#include "serve.h"
 #include "stats.h"
 
 struct mp_item {
@@ -37,7 +39,7 @@ static void *mp_accept_run(void *unused)
 		int fd = accept4(mp.lfd, NULL, NULL, SOCK_CLOEXEC);
 		int64_t t;
 		if (fd < 0) {
-			if (md_accept_error(errno))
+			if (sv_accept_error(errno))
 				continue;
 			break;
 		}
@@ -79,7 +81,7 @@ static void *mp_work_run(void *unused)
 		st_queue_add(-1);
 		pthread_cond_signal(&mp.not_full);
 		pthread_mutex_unlock(&mp.lock);
-		md_serve_blocking(it.fd, ck_now_ns() - it.t_accept);
+		sv_serve_blocking(it.fd, ck_now_ns() - it.t_accept);
 	}
 	return NULL;
 }
@@ -113,11 +115,11 @@ void mp_stop(void)
 
 int mp_join(int64_t deadline_ns)
 {
-	if (mp.acceptor_started && md_join_thread(mp.acceptor, deadline_ns) != 0)
+	if (mp.acceptor_started && jn_join(mp.acceptor, deadline_ns) != 0)
 		return -1;
 	mp.acceptor_started = 0;
 	while (mp.nworkers > 0) {
-		if (md_join_thread(mp.workers[mp.nworkers - 1], deadline_ns) != 0)
+		if (jn_join(mp.workers[mp.nworkers - 1], deadline_ns) != 0)
 			return -1;
 		mp.nworkers--;
 	}

@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
-#include "models.h"
+#include "join.h"
+#include "model.h"
+#include "serve.h"
 #include "stats.h"
 
 static pthread_t ms_thread;
@@ -16,12 +18,12 @@ static void *ms_run(void *arg)
 	while (!st_stopping()) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (md_accept_error(errno))
+			if (sv_accept_error(errno))
 				continue;
 			break;
 		}
 		st_conn_add(1);
-		md_serve_blocking(fd, 0); /* no queue: the acceptor serves */
+		sv_serve_blocking(fd, 0); /* no queue: the acceptor serves */
 	}
 	return NULL;
 }
@@ -40,5 +42,5 @@ int ms_join(int64_t deadline_ns)
 {
 	if (!ms_started)
 		return 0;
-	return md_join_thread(ms_thread, deadline_ns);
+	return jn_join(ms_thread, deadline_ns);
 }

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "models.h"
+#include "join.h"
+#include "model.h"
+#include "serve.h"
 #include "stats.h"
 
 #define MT_STACK (256 * 1024)
@@ -30,7 +32,7 @@ static void *mt_conn(void *p)
 {
 	struct mt_arg a = *(struct mt_arg *)p;
 	free(p);
-	md_serve_blocking(a.fd, ck_now_ns() - a.t_accept);
+	sv_serve_blocking(a.fd, ck_now_ns() - a.t_accept);
 	st_threads_add(-1);
 	pthread_mutex_lock(&mt_lock);
 	if (--mt_live == 0)
@@ -51,7 +53,7 @@ static void *mt_run(void *arg)
 		pthread_t th;
 		int rc, fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (md_accept_error(errno))
+			if (sv_accept_error(errno))
 				continue;
 			break;
 		}
@@ -99,7 +101,7 @@ int mt_join(int64_t deadline_ns)
 	int rc = 0;
 	if (!mt_started)
 		return 0;
-	if (md_join_thread(mt_acceptor, deadline_ns) != 0)
+	if (jn_join(mt_acceptor, deadline_ns) != 0)
 		return -1;
 	/* connection threads are detached: wait for the last one to say goodbye */
 	pthread_mutex_lock(&mt_lock);
