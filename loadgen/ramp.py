@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from . import stats, worker
+from .sink import ParquetSink
 from .spec import LoadSpec
 
 
@@ -21,8 +22,6 @@ def run_ramp(spec: LoadSpec, out: Path) -> dict:
     The summary's measured window is the best step's (the highest that met the SLO, or the
     first step when none did), so the trial row describes the sustainable operating point.
     """
-    from .parallel import ParquetSink
-
     sink = ParquetSink(out / "requests.parquet.tmp")
     steps, best = [], None
     for k, rate in enumerate(sorted(spec.ramp_rates)):

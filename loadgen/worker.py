@@ -15,6 +15,7 @@ import time
 from collections import deque
 
 import numpy as np
+import uvloop
 
 from . import records
 from .burst_mode import BurstMode
@@ -375,11 +376,6 @@ def raise_fd_limit() -> None:
             pass
 
 
-def new_loop() -> asyncio.AbstractEventLoop:
-    import uvloop
-    return uvloop.new_event_loop()
-
-
 def run(spec: LoadSpec, sink=None, seq_base: int = 0) -> tuple[Records, dict]:
     """Run one load phase to completion in this process on a fresh uvloop loop.
 
@@ -387,7 +383,7 @@ def run(spec: LoadSpec, sink=None, seq_base: int = 0) -> tuple[Records, dict]:
     """
     pin(spec.cpus)
     raise_fd_limit()
-    loop = new_loop()
+    loop = uvloop.new_event_loop()
     gc_pauses: list[float] = []
     gc_t0 = [0.0]
 
