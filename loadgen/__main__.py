@@ -1,4 +1,4 @@
-"""`python -m loadgen SPEC.json OUT_DIR`: run one load phase and write its columns.
+"""`python -m loadgen SPEC.json OUT_DIR`: generate one load phase and write its columns.
 
 This is how the orchestrator starts a load generator: in its own process, talking only through
 files. Exit 0 on success, 2 on a bad spec, 1 on an unexpected failure.

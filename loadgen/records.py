@@ -6,7 +6,7 @@ been sent (open mode: the schedule; closed mode: when the connection became free
 think time; burst: the release instant), so latency = done_ns - intended_ns has no
 coordinated omission.
 
-Memory stays bounded on long runs: when a chunk is full a new one starts, and sealed chunks
+Memory stays bounded in long phases: when a chunk is full a new one starts, and sealed chunks
 whose rows are all final (answered or failed) are handed to a sink (a parquet writer) and
 dropped, oldest first, so rows keep their order.
 """

@@ -62,7 +62,7 @@ class Worker:
     of a connection after an answer, and is called at the points listed in modes/base.py.
 
     What a mode may use: `spec`, `loop`, `rec`, `conns` (open connections), `keepalive`,
-    `addr`, `running` (requests are being issued), `finishing`, `in_flight` (attempts begun
+    `addr`, `issuing` (requests are being sent), `finishing`, `in_flight` (attempts begun
     and not ended: a mode counts those it begins outside send(), and those it ends itself),
     `max_requests`, `start_ns`, `measure_start_ns`, `end_ns`; at(), new_socket(),
     open_connection(), next_request(), send(), drop(), failed_attempt(), stop_issuing(),
@@ -84,7 +84,7 @@ class Worker:
         self.seq = seq_base
         self.conns: list[Connection] = []
         self.in_flight = 0
-        self.running = False
+        self.issuing = False
         self.finishing = False
         # Connection.on_message_complete sends the next request itself while this is set
         self.fast = mode.sends_next_inline
@@ -98,7 +98,7 @@ class Worker:
     async def generate(self) -> dict:
         """Generate the phase's load; its summary once every request has ended."""
         spec = self.spec
-        self.running = True
+        self.issuing = True
         self.start_ns = spec.start_at_ns or (_now() + START_DELAY_NS)
         self.measure_start_ns = self.start_ns + int(spec.warmup_s * 1e9)
         self.end_ns = self.measure_start_ns + int(spec.window_s * 1e9)
@@ -114,7 +114,7 @@ class Worker:
 
     def stop_issuing(self) -> None:
         """No more requests: end those queued, give those in flight timeout_s to answer."""
-        self.running = self.fast = False
+        self.issuing = self.fast = False
         self.mode.stop(self)
         if self.in_flight <= 0:
             self._finish()
@@ -123,7 +123,7 @@ class Worker:
 
     def maybe_finish(self) -> None:
         """Finish now if issuing is over and nothing is in flight."""
-        if not self.running and self.in_flight <= 0:
+        if not self.issuing and self.in_flight <= 0:
             self._finish()
 
     def _finish(self) -> None:
@@ -221,20 +221,20 @@ class Worker:
     # --- connection callbacks ----------------------------------------------------------
     def on_done(self, conn: Connection) -> None:
         self.in_flight -= 1
-        if not self.running:
+        if not self.issuing:
             self.maybe_finish()
             return
         self.mode.on_answer(self, conn)
 
     def on_failed(self, conn: Connection | None) -> None:
         self.in_flight -= 1
-        if not self.running:
+        if not self.issuing:
             self.maybe_finish()
 
     def on_lost(self, conn: Connection) -> None:
         was_member = conn in self.conns
         self.drop(conn)
-        if not self.running:
+        if not self.issuing:
             self.maybe_finish()
             return
         if was_member:

@@ -61,7 +61,7 @@ class BurstMode(Mode):
     def _release(self, worker: Worker) -> None:
         """Start `connections` non-blocking connects back to back; each sends one request
         once connected. sent_ns is the connect call."""
-        if not worker.running:
+        if not worker.issuing:
             return
         t_release = _now()
         rows = [worker.rec.new(t_release) for _ in range(self.spec.connections)]

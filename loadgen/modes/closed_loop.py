@@ -49,7 +49,7 @@ class ClosedMode(Mode):
             worker.loop.create_task(self._reopen(worker))
 
     def _next(self, worker: Worker, conn: Connection) -> None:
-        if not worker.running:
+        if not worker.issuing:
             return
         if worker.rec.total >= worker.max_requests:
             worker.stop_issuing()
@@ -61,10 +61,10 @@ class ClosedMode(Mode):
         worker.send(conn, chunk, row)
 
     async def _reopen(self, worker: Worker) -> None:
-        while worker.running:
+        while worker.issuing:
             t0 = _now()
             conn = await worker.open_connection()
-            if conn is not None and not worker.running:
+            if conn is not None and not worker.issuing:
                 conn.transport.close()      # issuing ended while this connect was under way
                 return
             if conn is not None:

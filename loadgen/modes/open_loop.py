@@ -90,7 +90,7 @@ class OpenMode(Mode):
 
     # --- arrivals ------------------------------------------------------------------------
     def _dispatch(self, worker: Worker) -> None:
-        if not worker.running:
+        if not worker.issuing:
             return
         now = _now()
         sched, i, n = self.sched_ns, self.next_arrival, len(self.sched_ns)
@@ -136,7 +136,7 @@ class OpenMode(Mode):
     def _refill(self, worker: Worker) -> None:
         """Open a connection in place of a lost one, retrying while requests are issued."""
         async def reopen() -> None:
-            while worker.running:
+            while worker.issuing:
                 conn = await worker.open_connection()
                 if conn is not None:
                     self._became_idle(worker, conn)
@@ -145,7 +145,7 @@ class OpenMode(Mode):
         worker.loop.create_task(reopen())
 
     def _became_idle(self, worker: Worker, conn: Connection) -> None:
-        if self.pending and worker.running:
+        if self.pending and worker.issuing:
             chunk, row = self.pending.popleft()
             worker.send(conn, chunk, row)
         else:

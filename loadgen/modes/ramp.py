@@ -1,6 +1,6 @@
 """Ramp: step the open-loop arrival rate up until a latency/error SLO breaks.
 
-Each step is an open-mode load phase at one rate (the warm-up runs once, before the first
+Each step is an open-mode load phase at one rate (the warm-up comes once, before the first
 step). A step meets the SLO when its p99 latency < slo_p99_ms and its error rate <
 slo_error_rate; each step also records whether the load generator kept its schedule
 (`valid`). The sustainable throughput is the highest rate whose step met the SLO; the ramp

@@ -146,7 +146,7 @@ def test_scan_head_reads_framing_and_server_timing_case_insensitively():
 class _Worker:
     """Just enough of loadgen.worker.Worker for one Connection: records what it is told."""
     fast = False
-    running = True
+    issuing = True
 
     def __init__(self):
         self.done, self.failed = 0, 0
