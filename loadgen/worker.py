@@ -215,7 +215,7 @@ class Worker:
     def failed_attempt(self, intended_ns: int, t0: int, error: int) -> None:
         """Record an attempt that failed before it had a connection."""
         chunk, row = self.rec.new(intended_ns)
-        chunk.sent[row] = t0
+        chunk.sent_ns[row] = t0
         chunk.end(row, error, _now())
 
     # --- connection callbacks ----------------------------------------------------------
@@ -252,7 +252,7 @@ class Worker:
         limit = _now() - int(self.spec.timeout_s * 1e9)
         self.mode.expire(self, limit, TIMEOUT)
         for conn in list(self.conns):
-            if conn.row >= 0 and conn.chunk.sent[conn.row] < limit:
+            if conn.row >= 0 and conn.chunk.sent_ns[conn.row] < limit:
                 conn.abort(TIMEOUT)
         if not self._finished.is_set():
             self.loop.call_later(SWEEP_S, self._sweep)

@@ -40,7 +40,7 @@ class BurstMode(Mode):
 
     def expire(self, worker: Worker, limit_ns: int, error: int) -> None:
         for fd, (sock, chunk, row) in list(self.connecting.items()):
-            if chunk.sent[row] < limit_ns:
+            if chunk.sent_ns[row] < limit_ns:
                 del self.connecting[fd]
                 worker.loop.remove_writer(fd)
                 sock.close()
@@ -50,7 +50,7 @@ class BurstMode(Mode):
     def summary_extra(self, worker: Worker) -> dict:
         spreads = []
         for rows in self.releases:
-            sent = np.array([c.sent[r] for c, r in rows], dtype=np.int64)
+            sent = np.array([c.sent_ns[r] for c, r in rows], dtype=np.int64)
             sent = sent[sent > 0]
             if sent.size:
                 spreads.append((sent.max() - sent.min()) / 1e6)
@@ -70,11 +70,11 @@ class BurstMode(Mode):
             try:
                 sock = worker.new_socket()
             except OSError:           # out of descriptors: this attempt fails at once
-                chunk.sent[row] = _now()
+                chunk.sent_ns[row] = _now()
                 chunk.end(row, CONNECT, _now())
                 worker.in_flight -= 1
                 continue
-            chunk.sent[row] = _now()
+            chunk.sent_ns[row] = _now()
             code = sock.connect_ex(worker.addr)
             if code not in (0, errno.EINPROGRESS):
                 sock.close()
@@ -109,6 +109,6 @@ class BurstMode(Mode):
                 conn.transport.close()
             worker.on_failed(None)
             return
-        t0 = chunk.sent[row]
+        t0 = chunk.sent_ns[row]
         conn.send(chunk, row, worker.next_request())
-        chunk.sent[row] = t0
+        chunk.sent_ns[row] = t0

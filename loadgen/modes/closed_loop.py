@@ -71,7 +71,7 @@ class ClosedMode(Mode):
                 if not self.keepalive:      # the connect is part of this request's latency
                     chunk, row = worker.rec.new(t0)
                     worker.send(conn, chunk, row)
-                    chunk.sent[row] = t0
+                    chunk.sent_ns[row] = t0
                 else:
                     self._next(worker, conn)
                 return

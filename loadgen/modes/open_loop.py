@@ -122,7 +122,7 @@ class OpenMode(Mode):
         t0 = _now()
         conn = await worker.open_connection()
         if conn is None or worker.finishing:
-            chunk.sent[row] = t0
+            chunk.sent_ns[row] = t0
             chunk.end(row, CONNECT if conn is None else UNFINISHED, _now())
             if conn is not None:
                 conn.transport.close()
@@ -130,7 +130,7 @@ class OpenMode(Mode):
             worker.maybe_finish()
             return
         conn.send(chunk, row, worker.next_request())
-        chunk.sent[row] = t0          # the connect is part of the exchange
+        chunk.sent_ns[row] = t0          # the connect is part of the exchange
 
     # --- keeping `connections` open ------------------------------------------------------
     def _refill(self, worker: Worker) -> None:
