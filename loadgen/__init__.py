@@ -1,7 +1,7 @@
 """perfctl load generator: asyncio + uvloop, every request kept as numpy columns.
 
 Imports nothing from orchestrator/. The orchestrator talks to it only through files: a
-LoadSpec as JSON in, requests.parquet and summary.json out (see worker.run_to_dir).
+LoadSpec as JSON in, requests.parquet and summary.json out (see parallel.generate_to_dir).
 """
 import os
 
@@ -10,6 +10,7 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+from .parallel import generate_to_dir  # noqa: E402
 from .spec import LoadSpec  # noqa: E402
 
-__all__ = ["LoadSpec"]
+__all__ = ["LoadSpec", "generate_to_dir"]

@@ -1,4 +1,4 @@
-"""`python -m loadgen SPEC.json OUT_DIR`: run one load phase and write its columns.
+"""`python -m loadgen SPEC.json OUT_DIR`: generate one load phase and write its columns.
 
 This is how the orchestrator starts a load generator: in its own process, talking only through
 files. Exit 0 on success, 2 on a bad spec, 1 on an unexpected failure.
@@ -6,7 +6,7 @@ files. Exit 0 on success, 2 on a bad spec, 1 on an unexpected failure.
 import sys
 
 from .spec import LoadSpec
-from .parallel import run_to_dir
+from .parallel import generate_to_dir
 
 
 def main(argv: list[str]) -> int:
@@ -18,7 +18,7 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, TypeError) as e:
         print(f"loadgen: bad spec {argv[0]}: {e}", file=sys.stderr)
         return 2
-    run_to_dir(spec, argv[1])
+    generate_to_dir(spec, argv[1])
     return 0
 
 

@@ -16,8 +16,8 @@ from .records import PARSE, RESET, Chunk
 
 _now = time.perf_counter_ns
 _NAN = float("nan")
-MAX_HEAD = 1 << 20    # a response head longer than this is a parse error
-RECHECK = 16          # the full parser reads 1 response in RECHECK (see Connection)
+MAX_HEAD_BYTES = 1 << 20  # a response head longer than this is a parse error
+RECHECK = 16              # the full parser reads 1 response in RECHECK (see Connection)
 
 
 def parse_server_timing(value: bytes) -> tuple[float, float]:
@@ -109,7 +109,8 @@ class Connection(asyncio.Protocol):
     """
 
     __slots__ = ("worker", "ident", "transport", "parser", "full", "lean", "chunk", "row",
-                 "nbytes", "open", "headers_done", "framed", "first", "head", "skip", "timed")
+                 "nbytes", "open", "headers_done", "framed", "first_ns", "head", "skip",
+                 "timed")
 
     def __init__(self, worker, ident: int) -> None:
         self.worker = worker
@@ -124,7 +125,7 @@ class Connection(asyncio.Protocol):
         self.open = False
         self.headers_done = False   # the head has been parsed (or is not followed: lean)
         self.framed = False         # the response declared Content-Length or chunked
-        self.first = 0              # first byte of the response in flight (perf_counter_ns)
+        self.first_ns = 0           # first byte of the response in flight (perf_counter_ns)
         self.head = b""             # bytes of the response in flight up to its head's end
         self.skip = 0               # responses to go before the full parser's next turn
         self.timed = False          # a response on this connection carried Server-Timing
@@ -136,12 +137,12 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.nbytes += len(data)
-        if not self.first:              # the first bytes of a response (send() resets it)
-            self.first = _now()
+        if not self.first_ns:           # the first bytes of a response (send() resets it)
+            self.first_ns = _now()
             self.head = data
         elif not self.headers_done:     # a head split over several reads
             self.head += data
-            if len(self.head) > MAX_HEAD:
+            if len(self.head) > MAX_HEAD_BYTES:
                 self._fail(PARSE)
                 return
         try:
@@ -189,8 +190,8 @@ class Connection(asyncio.Protocol):
         if svc == svc or queue == queue:     # NaN != NaN: none was sent
             self.timed = True
             if row >= 0:
-                self.chunk.svc[row] = svc
-                self.chunk.queue[row] = queue
+                self.chunk.svc_ms[row] = svc
+                self.chunk.queue_ms[row] = queue
 
     def on_message_complete(self) -> None:
         row = self.row
@@ -200,8 +201,8 @@ class Connection(asyncio.Protocol):
         c = self.chunk
         now = _now()
         parser = self.parser
-        c.first_byte[row] = self.first
-        c.done[row] = now
+        c.first_byte_ns[row] = self.first_ns
+        c.done_ns[row] = now
         c.status[row] = parser.get_status_code()
         c.nbytes[row] = self.nbytes
         c.final += 1
@@ -216,12 +217,12 @@ class Connection(asyncio.Protocol):
             c = rec.chunk
             i = c.n
             if i < c.cap and rec.total < w.max_requests:
-                c.intended[i] = now
+                c.intended_ns[i] = now
                 c.n = i + 1
                 rec.total += 1
                 self.chunk = c
                 self.row = i
-                self.nbytes = self.first = 0
+                self.nbytes = self.first_ns = 0
                 if self.skip and not self.timed:        # _next_parser(), inlined
                     self.skip -= 1
                     self.parser = self.lean
@@ -230,7 +231,7 @@ class Connection(asyncio.Protocol):
                     self.parser = self.full
                     self.headers_done = self.framed = False
                 c.conn[i] = self.ident
-                c.sent[i] = _now()
+                c.sent_ns[i] = _now()
                 self.transport.write(w.request)
                 return
         w.on_done(self)
@@ -239,10 +240,10 @@ class Connection(asyncio.Protocol):
     def send(self, chunk: Chunk, row: int, request: bytes) -> None:
         self.chunk = chunk
         self.row = row
-        self.nbytes = self.first = 0
+        self.nbytes = self.first_ns = 0
         self.head = b""
         self._next_parser()
-        chunk.sent[row] = _now()
+        chunk.sent_ns[row] = _now()
         chunk.conn[row] = self.ident
         self.transport.write(request)
 
@@ -271,6 +272,6 @@ class Connection(asyncio.Protocol):
         row = self.row
         if row >= 0:
             self.row = -1
-            self.chunk.first_byte[row] = self.first
+            self.chunk.first_byte_ns[row] = self.first_ns
             self.chunk.end(row, error, _now())
             self.worker.on_failed(self)

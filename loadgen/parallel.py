@@ -1,110 +1,92 @@
-"""Running a LoadSpec to files, in one process or split over several.
+"""Generating a LoadSpec's load to files, in one process or split over several.
 
-`run_to_dir(spec, out_dir)` writes requests.parquet (every request, spilled in chunks so
-memory stays bounded) and summary.json. With spec.processes = P > 1, P worker processes
-(one uvloop loop each, pinned round-robin to spec.cpus) share one start instant; open-mode
-arrivals are split (P independent Poisson streams of rate/P superpose to one of rate; constant
-streams are interleaved by offset), closed/burst connections are divided, and the raw columns
-are merged at the end. Ramp mode steps through rates in one process (ramp.py).
+`generate_to_dir(spec, out_dir)` writes requests.parquet (every request, spilled in chunks so
+memory stays bounded) and summary.json. The spec's mode object is looked up once; it says how
+many worker processes share the load (ramp: its steps follow one another in one process).
+With P > 1, P worker processes (one uvloop loop each, pinned round-robin to spec.cpus) share
+one start instant, each generating the mode's share of the load (Mode.share), and the raw
+columns are merged at the end.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import multiprocessing as mp
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import worker
-from .records import COLUMNS, Chunk
+from .modes import Mode, mode_for
+from .sink import ParquetSink
 from .spec import LoadSpec
 
 START_LEAD_NS = 400_000_000   # time for the worker processes to start before the instant
 
 
-class ParquetSink:
-    """Appends chunks of columns to one parquet file as row groups, on a writer thread.
-
-    Spilling a full chunk takes tens of milliseconds; done on the event loop it would stall
-    every request in flight (and inflate their latencies), so the loop only hands the chunk
-    over. The one thread keeps row-group order. The file and pyarrow's conversions are set
-    up here, before any load runs (pyarrow's first conversion alone takes ~0.3 s).
-    """
-
-    def __init__(self, path: Path, extra: dict | None = None) -> None:
-        self.path = path
-        self.extra = extra or {}
-        self.rows = 0
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="spill")
-        self.pending: list = []
-        fields = [pa.field(k, pa.from_numpy_dtype(np.dtype(t))) for k, t in COLUMNS.items()]
-        fields += [pa.field(k, pa.int16()) for k in self.extra]
-        self.schema = pa.schema(fields)
-        self._table(Chunk(1).frame())       # warm pyarrow up
-        self.writer = pq.ParquetWriter(self.path, self.schema)
-
-    def _table(self, cols: dict[str, np.ndarray]) -> pa.Table:
-        n = len(next(iter(cols.values())))
-        arrays = [pa.array(cols[k]) for k in COLUMNS]
-        arrays += [pa.array(np.full(n, v, dtype=np.int16)) for v in self.extra.values()]
-        return pa.Table.from_arrays(arrays, schema=self.schema)
-
-    def _write(self, cols: dict[str, np.ndarray]) -> None:
-        self.writer.write_table(self._table(cols))
-
-    def __call__(self, cols: dict[str, np.ndarray]) -> None:
-        """Queue columns for writing (the caller never changes them afterwards)."""
-        self.rows += len(next(iter(cols.values())))
-        self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
-        self.pending.append(self.pool.submit(self._write, cols))
-
-    def close_chunks(self, rec) -> None:
-        """Write every row still in memory (the run is over, so all rows are final)."""
-        for c in rec.chunks():
-            if c.n:
-                self(c.frame())
-        self.flush()
-
-    def flush(self) -> None:
-        """Wait for queued writes; a failed write raises here."""
-        for f in self.pending:
-            f.result()
-        self.pending = []
-
-    def finish(self) -> None:
-        """Close the file (an empty run still gets a valid file with the schema)."""
-        try:
-            self.flush()
-        finally:
-            self.pool.shutdown(wait=True)
-            self.writer.close()
-
-    def close(self, rec) -> None:
-        self.close_chunks(rec)
-        self.finish()
+def generate_to_dir(spec: LoadSpec, out_dir: str | Path) -> dict:
+    """Generate the spec's load; write requests.parquet and summary.json into out_dir."""
+    mode = mode_for(spec)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if mode.processes == 1:
+        summary = _generate_here(mode, out)
+    else:
+        summary = _generate_in_processes(mode, out)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
 
 
-def _split(spec: LoadSpec, index: int, count: int, start_at_ns: int) -> LoadSpec:
-    share = spec.connections // count + (1 if index < spec.connections % count else 0)
-    cpus = (spec.cpus[index % len(spec.cpus)],) if spec.cpus else ()
-    changes = dict(connections=max(1, share), seed=spec.seed * 1009 + index, cpus=cpus,
-                   processes=1, start_at_ns=start_at_ns,
-                   max_outstanding=max(1, spec.outstanding_cap // count))
-    if spec.mode == "open":
-        changes["rate_rps"] = spec.rate_rps / count
-    return dataclasses.replace(spec, **changes)
+# The former name, for orchestrator/adhoc.py until it calls generate_to_dir; then remove.
+run_to_dir = generate_to_dir
 
 
-def _child(spec: LoadSpec, part: str, index: int) -> None:
+def _generate_here(mode: Mode, out: Path) -> dict:
+    sink = ParquetSink(out / "requests.parquet.tmp")
+    summary = mode.generate(sink)
+    sink.finish()
+    os.replace(out / "requests.parquet.tmp", out / "requests.parquet")
+    return summary
+
+
+def _generate_in_processes(mode: Mode, out: Path) -> dict:
+    spec, count = mode.spec, mode.processes
+    start = time.perf_counter_ns() + START_LEAD_NS
+    ctx = mp.get_context("fork")
+    procs = []
+    for i in range(count):
+        p = ctx.Process(target=_child, args=(mode.share(i, count, start),
+                                             str(out / f"part-{i}.parquet"), i))
+        p.start()
+        procs.append(p)
+    limit = START_LEAD_NS / 1e9 + spec.warmup_s + spec.window_s + spec.timeout_s + 60
+    deadline = time.monotonic() + limit
+    for p in procs:
+        p.join(max(0.1, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    parts = [out / f"part-{i}.parquet" for i in range(count)]
+    missing = [str(p) for p, pr in zip(parts, procs) if pr.exitcode != 0 or not p.is_file()]
+    if missing:
+        raise RuntimeError(f"load-generator worker(s) failed: {', '.join(missing)}")
+    summaries = [json.loads(p.with_suffix(".json").read_text()) for p in parts]
+    with pq.ParquetWriter(out / "requests.parquet.tmp", pq.read_schema(parts[0])) as writer:
+        for p in parts:
+            for batch in pq.ParquetFile(p).iter_batches():
+                writer.write_batch(batch)
+    os.replace(out / "requests.parquet.tmp", out / "requests.parquet")
+    for p in parts:
+        p.unlink()
+        p.with_suffix(".json").unlink()
+    return merge_summaries(summaries)
+
+
+def _child(mode: Mode, part: str, index: int) -> None:
     sink = ParquetSink(Path(part), extra={"worker": index})
-    rec, summary = worker.run(spec, sink, seq_base=index * 1_000_000_000)
-    sink.close(rec)
+    summary = mode.generate(sink, seq_base=index * 1_000_000_000)
+    sink.finish()
     Path(part).with_suffix(".json").write_text(json.dumps(summary))
 
 
@@ -122,52 +104,3 @@ def merge_summaries(parts: list[dict]) -> dict:
     out["loadgen_cpu_pct_per_worker"] = [p.get("loadgen_cpu_pct", 0.0) for p in parts]
     out["processes"] = len(parts)
     return out
-
-
-def run_to_dir(spec: LoadSpec, out_dir: str | Path) -> dict:
-    """Run the spec and write requests.parquet and summary.json into out_dir."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    final = out / "requests.parquet"
-    if spec.mode == "ramp":
-        from .ramp import run_ramp
-        summary = run_ramp(spec, out)
-    elif spec.processes == 1:
-        sink = ParquetSink(out / "requests.parquet.tmp")
-        rec, summary = worker.run(spec, sink)
-        sink.close(rec)
-        os.replace(out / "requests.parquet.tmp", final)
-    else:
-        start = time.perf_counter_ns() + START_LEAD_NS
-        ctx = mp.get_context("fork")
-        procs = []
-        for i in range(spec.processes):
-            sub = _split(spec, i, spec.processes, start)
-            p = ctx.Process(target=_child, args=(sub, str(out / f"part-{i}.parquet"), i))
-            p.start()
-            procs.append(p)
-        limit = START_LEAD_NS / 1e9 + spec.warmup_s + spec.window_s + spec.timeout_s + 60
-        deadline = time.monotonic() + limit
-        for p in procs:
-            p.join(max(0.1, deadline - time.monotonic()))
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-        parts = [out / f"part-{i}.parquet" for i in range(spec.processes)]
-        missing = [str(p) for p, pr in zip(parts, procs) if pr.exitcode != 0 or not p.is_file()]
-        if missing:
-            raise RuntimeError(f"load-generator worker(s) failed: {', '.join(missing)}")
-        summaries = [json.loads(p.with_suffix(".json").read_text()) for p in parts]
-        with pq.ParquetWriter(out / "requests.parquet.tmp",
-                              pq.read_schema(parts[0])) as writer:
-            for p in parts:
-                for batch in pq.ParquetFile(p).iter_batches():
-                    writer.write_batch(batch)
-        os.replace(out / "requests.parquet.tmp", final)
-        for p in parts:
-            p.unlink()
-            p.with_suffix(".json").unlink()
-        summary = merge_summaries(summaries)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    return summary

@@ -6,7 +6,7 @@ been sent (open mode: the schedule; closed mode: when the connection became free
 think time; burst: the release instant), so latency = done_ns - intended_ns has no
 coordinated omission.
 
-Memory stays bounded on long runs: when a chunk is full a new one starts, and sealed chunks
+Memory stays bounded in long phases: when a chunk is full a new one starts, and sealed chunks
 whose rows are all final (answered or failed) are handed to a sink (a parquet writer) and
 dropped, oldest first, so rows keep their order.
 """
@@ -27,9 +27,8 @@ COLUMNS = {
 CHUNK_ROWS = 1 << 18
 
 
-_FIELDS = {"intended": "intended_ns", "sent": "sent_ns", "first_byte": "first_byte_ns",
-           "done": "done_ns", "status": "status", "error": "error", "nbytes": "bytes",
-           "conn": "conn", "svc": "svc_ms", "queue": "queue_ms"}
+# A Chunk's attribute for each column: the column's name, but `nbytes` for `bytes`.
+_ATTRS = {col: "nbytes" if col == "bytes" else col for col in COLUMNS}
 _FILL = {"conn": -1, "svc_ms": np.nan, "queue_ms": np.nan}
 
 
@@ -37,23 +36,23 @@ class Chunk:
     """`cap` rows of every column. `n` rows used; `final` rows answered or failed.
 
     Each column is a numpy array (`arrays`, by column name, for whole-column work) and a
-    memoryview of the same memory as an attribute (`chunk.sent[i] = t`): the hot path writes
+    memoryview of the same memory as an attribute (`chunk.sent_ns[i] = t`): the hot path writes
     single cells, and a memoryview store costs half a numpy one.
     """
 
-    __slots__ = ("cap", "n", "final", "arrays", *_FIELDS)
+    __slots__ = ("cap", "n", "final", "arrays", *_ATTRS.values())
 
     def __init__(self, cap: int) -> None:
         self.cap, self.n, self.final = cap, 0, 0
         self.arrays = {k: np.full(cap, _FILL[k], t) if k in _FILL else np.zeros(cap, t)
                        for k, t in COLUMNS.items()}
-        for attr, col in _FIELDS.items():
+        for col, attr in _ATTRS.items():
             setattr(self, attr, memoryview(self.arrays[col]))
 
     def end(self, i: int, error: int, t_ns: int) -> None:
         """Row i failed with an error class at t_ns (it becomes final)."""
         self.error[i] = error
-        self.done[i] = t_ns
+        self.done_ns[i] = t_ns
         self.final += 1
 
     def frame(self) -> dict[str, np.ndarray]:
@@ -82,7 +81,7 @@ class Records:
             self.sealed.append(c)
             c = self.chunk = Chunk(self.chunk_rows)
         i = c.n
-        c.intended[i] = intended_ns
+        c.intended_ns[i] = intended_ns
         c.n = i + 1
         self.total += 1
         return c, i

@@ -1,4 +1,4 @@
-"""LoadSpec: everything one load-generator run needs, in plain units (seconds, requests/s)."""
+"""LoadSpec: everything one load phase needs, in plain units (seconds, requests/s)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ THINK_DISTS = ("fixed", "exp")
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """One load-generator run against one HTTP/1.1 endpoint.
+    """One load phase against one HTTP/1.1 endpoint.
 
     Times are seconds; `rate_rps` is requests per second (open mode only). The measured window
     is [warmup_s, warmup_s + duration_s) after the start instant; requests intended before
@@ -25,7 +25,7 @@ class LoadSpec:
     method: str = "GET"
     body: bytes | str = b""
     headers: tuple[tuple[str, str], ...] = ()
-    mode: str = "closed"             # closed | open
+    mode: str = "closed"             # closed | open | burst | ramp (see modes/)
     connections: int = 1
     think_time_s: float = 0.0        # closed: pause after each response
     think_dist: str = "fixed"        # fixed | exp
@@ -38,7 +38,7 @@ class LoadSpec:
     keepalive: bool = True           # False: a new connection per request
     seed: int = 1
     cpus: tuple[int, ...] = ()       # pin the worker to these CPUs (empty: no pinning)
-    max_requests: int = 50_000_000   # hard bound on requests per run, whatever the rate
+    max_requests: int = 50_000_000   # hard bound on requests per phase, whatever the rate
     processes: int = 1               # worker processes, each one uvloop loop, schedule split
     bursts: int = 1                  # burst: how many releases of `connections` new connections
     burst_interval_s: float = 1.0    # burst: time between releases

@@ -6,20 +6,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from loadgen import generate_to_dir
 from loadgen import records as lrec
 from loadgen import stats
-from loadgen.parallel import run_to_dir
 from loadgen.spec import LoadSpec
 
 pytestmark = pytest.mark.slow
 
 
-def run(tmp_path, server, path="/work", **kw):
+def generate(tmp_path, server, path="/work", **kw):
     kw.setdefault("duration_s", 1.5)
     kw.setdefault("warmup_s", 0.3)
     spec = LoadSpec(host="127.0.0.1", port=server.port, target=path, **kw)
-    out = tmp_path / f"run-{len(list(tmp_path.iterdir()))}"
-    summary = run_to_dir(spec, out)
+    out = tmp_path / f"phase-{len(list(tmp_path.iterdir()))}"
+    summary = generate_to_dir(spec, out)
     df = pd.read_parquet(out / "requests.parquet")
     row = stats.summarize({k: df[k].to_numpy() for k in df.columns}, summary, spec.mode,
                           target_rate_rps=spec.rate_rps or None)
@@ -38,26 +38,26 @@ def assert_consistent(df):
 
 
 def test_closed_keepalive(tmp_path, py_server):
-    df, _, row = run(tmp_path, py_server, "/work?spin_us=100", mode="closed", connections=8)
+    df, _, row = generate(tmp_path, py_server, "/work?spin_us=100", mode="closed", connections=8)
     assert row["requests"] > 200 and row["errors"] == 0
     assert df["conn"].nunique() == 8
     assert df["svc_ms"].notna().mean() > 0.99        # Server-Timing kept per request
 
 
 def test_closed_new_connection_per_request(tmp_path, py_server):
-    df, _, row = run(tmp_path, py_server, mode="closed", connections=2, keepalive=False)
+    df, _, row = generate(tmp_path, py_server, mode="closed", connections=2, keepalive=False)
     assert row["requests"] > 50 and row["errors"] == 0
     assert df["conn"].nunique() == len(df)           # one connection per request
 
 
 def test_closed_think_time_sets_the_rate(tmp_path, py_server):
-    _, _, row = run(tmp_path, py_server, mode="closed", connections=4, think_time_s=0.05,
+    _, _, row = generate(tmp_path, py_server, mode="closed", connections=4, think_time_s=0.05,
                     duration_s=2.0)
     assert 4 / 0.05 * 0.6 < row["throughput_rps"] < 4 / 0.05 * 1.05
 
 
 def test_open_poisson_keeps_rate_and_measures_from_intended(tmp_path, py_server):
-    df, summary, row = run(tmp_path, py_server, mode="open", rate_rps=400, connections=8,
+    df, summary, row = generate(tmp_path, py_server, mode="open", rate_rps=400, connections=8,
                            duration_s=2.0)
     scheduled = summary["scheduled_in_window"]
     assert row["requests"] == scheduled
@@ -68,28 +68,28 @@ def test_open_poisson_keeps_rate_and_measures_from_intended(tmp_path, py_server)
 
 
 def test_open_replays_the_same_schedule(tmp_path, py_server):
-    a, _, _ = run(tmp_path, py_server, mode="open", rate_rps=200, connections=4, seed=5)
-    b, _, _ = run(tmp_path, py_server, mode="open", rate_rps=200, connections=4, seed=5)
+    a, _, _ = generate(tmp_path, py_server, mode="open", rate_rps=200, connections=4, seed=5)
+    b, _, _ = generate(tmp_path, py_server, mode="open", rate_rps=200, connections=4, seed=5)
     ga, gb = np.diff(a["intended_ns"].to_numpy()), np.diff(b["intended_ns"].to_numpy())
     n = min(len(ga), len(gb))
     assert n > 100 and np.abs(ga[:n] - gb[:n]).max() < 2   # identical gaps (ns rounding)
 
 
 def test_open_without_keepalive(tmp_path, py_server):
-    df, _, row = run(tmp_path, py_server, mode="open", rate_rps=150, connections=4,
+    df, _, row = generate(tmp_path, py_server, mode="open", rate_rps=150, connections=4,
                      keepalive=False)
     assert row["errors"] == 0 and df["conn"].nunique() == len(df)
 
 
 def test_open_overload_drops_arrivals_loudly(tmp_path, py_server):
-    _, summary, row = run(tmp_path, py_server, "/work?sleep_us=200000", mode="open",
+    _, summary, row = generate(tmp_path, py_server, "/work?sleep_us=200000", mode="open",
                           rate_rps=200, connections=1, max_outstanding=5, duration_s=1.0)
     assert row["dropped"] > 0 and summary["dropped"] > 0
     assert not row["valid"] and "dropped" in row["invalid_reasons"]
 
 
 def test_timeouts_are_errors(tmp_path, py_server):
-    _, _, row = run(tmp_path, py_server, "/work?sleep_us=3000000", mode="closed",
+    _, _, row = generate(tmp_path, py_server, "/work?sleep_us=3000000", mode="closed",
                     connections=2, timeout_s=0.3, duration_s=1.0, warmup_s=0.0)
     assert row["errors_timeout"] > 0 and row["completed"] == 0
 
@@ -99,12 +99,12 @@ def test_refused_connections_are_counted(tmp_path):
 
     class Nothing:
         port = free_port()
-    _, _, row = run(tmp_path, Nothing, mode="closed", connections=2, duration_s=0.5)
+    _, _, row = generate(tmp_path, Nothing, mode="closed", connections=2, duration_s=0.5)
     assert row["errors_refused"] > 0 and row["completed"] == 0 and not row["valid"]
 
 
 def test_burst_releases_together_and_reports_outcomes(tmp_path, py_server):
-    df, summary, row = run(tmp_path, py_server, "/register", mode="burst", method="POST",
+    df, summary, row = generate(tmp_path, py_server, "/register", mode="burst", method="POST",
                            body="user=burst{seq}&pass=x", connections=200, bursts=2,
                            burst_interval_s=0.5, warmup_s=0.0)
     assert row["requests"] == 400
@@ -118,12 +118,12 @@ def test_burst_against_closed_port_is_all_refused(tmp_path):
 
     class Nothing:
         port = free_port()
-    _, _, row = run(tmp_path, Nothing, mode="burst", connections=50, warmup_s=0.0)
+    _, _, row = generate(tmp_path, Nothing, mode="burst", connections=50, warmup_s=0.0)
     assert row["errors_refused"] == 50 and row["success_ratio"] == 0.0
 
 
 def test_ramp_finds_a_sustainable_rate(tmp_path, py_server):
-    _, summary, row = run(tmp_path, py_server, "/work?spin_us=2000", mode="ramp",
+    _, summary, row = generate(tmp_path, py_server, "/work?spin_us=2000", mode="ramp",
                           ramp_rates=(20, 40, 5000), ramp_step_s=1.0, slo_p99_ms=200.0,
                           connections=16, warmup_s=0.2)
     steps = summary["ramp_steps"]
@@ -134,7 +134,7 @@ def test_ramp_finds_a_sustainable_rate(tmp_path, py_server):
 
 
 def test_processes_split_the_schedule_and_merge(tmp_path, py_server):
-    df, summary, row = run(tmp_path, py_server, mode="open", rate_rps=600, connections=8,
+    df, summary, row = generate(tmp_path, py_server, mode="open", rate_rps=600, connections=8,
                            processes=2, duration_s=1.5)
     assert sorted(df["worker"].unique()) == [0, 1]
     assert summary["processes"] == 2
@@ -143,14 +143,14 @@ def test_processes_split_the_schedule_and_merge(tmp_path, py_server):
 
 def test_chunked_and_close_delimited_responses(tmp_path, odd_server):
     for path in ("/chunked", "/close", "/plain"):
-        df, _, row = run(tmp_path, odd_server, path, mode="closed", connections=2,
+        df, _, row = generate(tmp_path, odd_server, path, mode="closed", connections=2,
                          duration_s=0.5, warmup_s=0.0)
         assert row["completed"] > 10 and row["errors"] == 0, path
         assert (df["status"] == 200).all()
 
 
 def test_truncated_body_is_an_error_not_an_answer(tmp_path, odd_server):
-    df, _, row = run(tmp_path, odd_server, "/truncated", mode="closed", connections=2,
+    df, _, row = generate(tmp_path, odd_server, "/truncated", mode="closed", connections=2,
                      duration_s=0.5, warmup_s=0.0)
     assert len(df) > 10 and row["completed"] == 0
     assert (df["error"] == lrec.RESET).mean() > 0.9
@@ -159,12 +159,12 @@ def test_truncated_body_is_an_error_not_an_answer(tmp_path, odd_server):
 def test_framing_that_changes_mid_connection(tmp_path, odd_server):
     """After 19 keep-alive answers a connection's 20th response runs to the FIN (an answer)
     or is cut short of its Content-Length (an error), whichever parser reads it."""
-    df, _, _ = run(tmp_path, odd_server, "/close-later", mode="closed", connections=2,
+    df, _, _ = generate(tmp_path, odd_server, "/close-later", mode="closed", connections=2,
                    duration_s=0.5, warmup_s=0.0)
-    done = df[df["error"] != lrec.UNFINISHED]          # the run's end cuts the last ones
+    done = df[df["error"] != lrec.UNFINISHED]          # the phase's end cuts the last ones
     assert len(done) > 60 and (done["error"] == 0).all() and (done["status"] == 200).all()
     assert (done.groupby("conn").size() == 20).sum() >= 3
-    df, _, _ = run(tmp_path, odd_server, "/truncated-later", mode="closed", connections=2,
+    df, _, _ = generate(tmp_path, odd_server, "/truncated-later", mode="closed", connections=2,
                    duration_s=0.5, warmup_s=0.0)
     per_conn = df.groupby("conn")["error"].agg(["size", "last", "sum"])
     full = per_conn[per_conn["size"] == 20]
@@ -176,7 +176,7 @@ def test_server_timing_found_when_it_starts_mid_connection(tmp_path, odd_server)
     """Connections that have not carried Server-Timing are rechecked every RECHECK
     responses: a header that appears on the 40th response is read from then on."""
     from loadgen.client import RECHECK
-    df, _, row = run(tmp_path, odd_server, "/timing-later", mode="closed", connections=1,
+    df, _, row = generate(tmp_path, odd_server, "/timing-later", mode="closed", connections=1,
                      duration_s=0.5, warmup_s=0.0)
     assert row["errors"] == 0 and len(df) > 40 + 2 * RECHECK
     has = df["svc_ms"].notna().to_numpy()
@@ -190,7 +190,7 @@ def test_spills_in_chunks_and_keeps_every_row(tmp_path, py_server, monkeypatch):
     monkeypatch.setattr(lrec, "CHUNK_ROWS", 256)
     spec = LoadSpec(port=py_server.port, target="/work", mode="open", rate_rps=1000,
                     connections=8, duration_s=1.5, warmup_s=0.2)
-    summary = run_to_dir(spec, tmp_path / "spill")
+    summary = generate_to_dir(spec, tmp_path / "spill")
     import pyarrow.parquet as pq
     meta = pq.ParquetFile(tmp_path / "spill" / "requests.parquet").metadata
     assert meta.num_row_groups > 2
@@ -203,9 +203,9 @@ def test_spills_in_chunks_and_keeps_every_row(tmp_path, py_server, monkeypatch):
 def test_coordinated_omission_is_not_hidden(tmp_path, stall_server):
     """A server freezing 500 ms every second: open load sees it in its p99, while a closed
     single connection (the classic benchmark view) hides it."""
-    _, _, open_row = run(tmp_path, stall_server, "/", mode="open", rate_rps=200,
+    _, _, open_row = generate(tmp_path, stall_server, "/", mode="open", rate_rps=200,
                          connections=64, duration_s=4.0, warmup_s=0.5)
-    _, _, closed_row = run(tmp_path, stall_server, "/", mode="closed", connections=1,
+    _, _, closed_row = generate(tmp_path, stall_server, "/", mode="closed", connections=1,
                            duration_s=4.0, warmup_s=0.5)
     assert open_row["latency_p99_ms"] >= 250
     assert closed_row["latency_p99_ms"] < 100
@@ -213,14 +213,14 @@ def test_coordinated_omission_is_not_hidden(tmp_path, stall_server):
 
 
 def test_against_nginx(tmp_path, nginx_server):
-    _, _, closed = run(tmp_path, nginx_server, "/", mode="closed", connections=16)
-    _, _, opened = run(tmp_path, nginx_server, "/", mode="open", rate_rps=500, connections=8)
+    _, _, closed = generate(tmp_path, nginx_server, "/", mode="closed", connections=16)
+    _, _, opened = generate(tmp_path, nginx_server, "/", mode="open", rate_rps=500, connections=8)
     assert closed["errors"] == 0 and closed["throughput_rps"] > 500
     assert opened["errors"] == 0 and opened["requests"] > 500
 
 
 def test_against_the_c_server(tmp_path, c_server):
-    _, _, row = run(tmp_path, c_server, "/work?spin_us=50", mode="closed", connections=8)
+    _, _, row = generate(tmp_path, c_server, "/work?spin_us=50", mode="closed", connections=8)
     assert row["errors"] == 0 and row["completed"] > 100
 
 
@@ -245,7 +245,7 @@ def test_perfctl_load_json(tmp_path, py_server):
 
 def test_connects_cut_short_are_never_counted_as_answers(tmp_path):
     """A listener that never accepts: its backlog fills and later connects hang. Rows whose
-    connect was still waiting when the run ended must carry an error, not look answered."""
+    connect was still waiting when the phase ended must carry an error, not look answered."""
     import socket
     with socket.socket() as lsock:
         lsock.bind(("127.0.0.1", 0))
@@ -253,7 +253,7 @@ def test_connects_cut_short_are_never_counted_as_answers(tmp_path):
 
         class Stuck:
             port = lsock.getsockname()[1]
-        df, summary, row = run(tmp_path, Stuck, "/", mode="open", rate_rps=200, connections=4,
+        df, summary, row = generate(tmp_path, Stuck, "/", mode="open", rate_rps=200, connections=4,
                                keepalive=False, timeout_s=0.3, duration_s=0.6, warmup_s=0.0)
     assert row["completed"] == 0 and row["errors"] == row["requests"] > 0
     assert ((df["error"] != 0) | (df["status"] > 0)).all()

@@ -146,7 +146,7 @@ def test_scan_head_reads_framing_and_server_timing_case_insensitively():
 class _Worker:
     """Just enough of loadgen.worker.Worker for one Connection: records what it is told."""
     fast = False
-    running = True
+    issuing = True
 
     def __init__(self):
         self.done, self.failed = 0, 0
@@ -189,12 +189,12 @@ def test_a_head_split_into_single_bytes_is_still_read():
     resp = b"HTTP/1.1 203 OK\r\nServer-Timing: svc;dur=1.5\r\nContent-Length: 3\r\n\r\nabc"
     for i in range(len(resp)):
         conn.data_received(resp[i:i + 1])
-    assert w.done == 1 and chunk.status[0] == 203 and chunk.svc[0] == 1.5
-    assert chunk.nbytes[0] == len(resp) and 0 < chunk.first_byte[0] <= chunk.done[0]
+    assert w.done == 1 and chunk.status[0] == 203 and chunk.svc_ms[0] == 1.5
+    assert chunk.nbytes[0] == len(resp) and 0 < chunk.first_byte_ns[0] <= chunk.done_ns[0]
 
 
 def test_an_endless_head_is_a_parse_error():
-    from loadgen.client import MAX_HEAD
+    from loadgen.client import MAX_HEAD_BYTES
     from loadgen.records import PARSE, Chunk
     w, conn = _connection()
     chunk = Chunk(4)
@@ -202,7 +202,7 @@ def test_an_endless_head_is_a_parse_error():
     conn.send(chunk, 0, b"GET / HTTP/1.1\r\n\r\n")
     conn.data_received(b"HTTP/1.1 200 OK\r\n")
     line = b"X-Filler: " + b"a" * 4000 + b"\r\n"
-    for _ in range(MAX_HEAD // len(line) + 2):
+    for _ in range(MAX_HEAD_BYTES // len(line) + 2):
         if not conn.open:
             break
         conn.data_received(line)

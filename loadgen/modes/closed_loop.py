@@ -1,0 +1,89 @@
+"""Closed loop: each connection sends its next request once the answer to the last one is in
+(after the think time, if any), so the server's speed sets the rate.
+
+With keep-alive, no think time and a fixed request, the Connection sends the next request
+itself (Connection.on_message_complete: the fast path), and this mode only sees what falls
+off it: a full chunk, the request bound, a connection that closed.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+
+from ..client import Connection
+from ..records import CONNECT
+from ..spec import LoadSpec
+from ..worker import Worker
+from .base import RECONNECT_PAUSE_S, Mode
+
+_now = time.perf_counter_ns
+
+
+class ClosedMode(Mode):
+    name = "closed"
+
+    def __init__(self, spec: LoadSpec) -> None:
+        super().__init__(spec)
+        self.sends_next_inline = (self.keepalive and spec.think_time_s <= 0
+                                  and not spec.templated)
+
+    def start(self, worker: Worker) -> None:
+        worker.at(worker.start_ns, self._start, worker)
+
+    def on_answer(self, worker: Worker, conn: Connection) -> None:
+        if self.keepalive and conn.open:
+            self._think(worker, conn)
+        else:
+            worker.drop(conn)
+            worker.loop.create_task(self._reopen(worker))
+
+    def on_lost(self, worker: Worker, conn: Connection) -> None:
+        worker.loop.create_task(self._reopen(worker))
+
+    def _start(self, worker: Worker) -> None:
+        for conn in list(worker.conns):
+            self._next(worker, conn)
+        for _ in range(self.spec.connections - len(worker.conns)):
+            worker.loop.create_task(self._reopen(worker))
+
+    def _next(self, worker: Worker, conn: Connection) -> None:
+        if not worker.issuing:
+            return
+        if worker.rec.total >= worker.max_requests:
+            worker.stop_issuing()
+            return
+        if not conn.open:
+            worker.loop.create_task(self._reopen(worker))
+            return
+        chunk, row = worker.rec.new(_now())
+        worker.send(conn, chunk, row)
+
+    async def _reopen(self, worker: Worker) -> None:
+        while worker.issuing:
+            t0 = _now()
+            conn = await worker.open_connection()
+            if conn is not None and not worker.issuing:
+                conn.transport.close()      # issuing ended while this connect was under way
+                return
+            if conn is not None:
+                if not self.keepalive:      # the connect is part of this request's latency
+                    chunk, row = worker.rec.new(t0)
+                    worker.send(conn, chunk, row)
+                    chunk.sent_ns[row] = t0
+                else:
+                    self._next(worker, conn)
+                return
+            worker.failed_attempt(t0, t0, CONNECT)
+            await asyncio.sleep(RECONNECT_PAUSE_S)
+
+    def _think(self, worker: Worker, conn: Connection) -> None:
+        spec = self.spec
+        if spec.think_time_s <= 0:
+            self._next(worker, conn)
+            return
+        pause = spec.think_time_s
+        if spec.think_dist == "exp":
+            pause = float(np.random.exponential(spec.think_time_s))
+        worker.loop.call_later(pause, self._next, worker, conn)

@@ -1,0 +1,152 @@
+"""Open loop: a seeded schedule of arrivals sent at their intended times, whatever the answers
+do. Arrivals past the outstanding cap are recorded as DROPPED, never skipped.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import deque
+
+import numpy as np
+
+from .. import schedule
+from ..client import Connection
+from ..records import CONNECT, DROPPED, UNFINISHED, Chunk
+from ..spec import LoadSpec
+from ..worker import SPIN_WINDOW_NS, Worker
+from .base import RECONNECT_PAUSE_S, Mode
+
+_now = time.perf_counter_ns
+
+
+class OpenMode(Mode):
+    name = "open"
+
+    def __init__(self, spec: LoadSpec) -> None:
+        super().__init__(spec)
+        self.sched_ns = np.empty(0, dtype=np.int64)     # intended send times
+        self.late_ns = np.empty(0, dtype=np.int64)      # how late each was dispatched
+        self.next_arrival = 0
+        self.dropped = 0
+        self.idle: list[Connection] = []                 # open, no request in flight
+        self.pending: deque[tuple[Chunk, int]] = deque()  # arrived, waiting for a connection
+
+    def share(self, index: int, count: int, start_at_ns: int) -> OpenMode:
+        """As Mode.share, and the arrival rate divided: P independent Poisson streams of
+        rate/P superpose to one of rate. Constant streams are not offset against each
+        other: the P processes' arrivals fall on the same instants."""
+        part = super().share(index, count, start_at_ns).spec
+        return OpenMode(dataclasses.replace(part, rate_rps=self.spec.rate_rps / count))
+
+    def start(self, worker: Worker) -> None:
+        spec = self.spec
+        offsets = schedule.arrival_offsets_s(spec.arrivals, spec.rate_rps,
+                                             spec.warmup_s + spec.duration_s, spec.seed,
+                                             limit=spec.max_requests)
+        self.sched_ns = worker.start_ns + (offsets * 1e9).astype(np.int64)
+        self.late_ns = np.zeros(len(self.sched_ns), dtype=np.int64)
+        self.next_arrival = 0
+        self.idle.extend(worker.conns)
+        if self.keepalive:
+            for _ in range(spec.connections - len(worker.conns)):
+                self._refill(worker)
+        worker.at(worker.start_ns, self._dispatch, worker)
+
+    def on_answer(self, worker: Worker, conn: Connection) -> None:
+        if self.keepalive and conn.open:
+            self._became_idle(worker, conn)
+        else:
+            worker.drop(conn)
+            if self.keepalive:
+                self._refill(worker)
+
+    def on_lost(self, worker: Worker, conn: Connection) -> None:
+        if conn in self.idle:
+            self.idle.remove(conn)
+        if self.keepalive:
+            self._refill(worker)
+
+    def stop(self, worker: Worker) -> None:
+        t = _now()
+        for chunk, row in self.pending:   # intended in the window, never got a connection
+            chunk.end(row, UNFINISHED, t)
+        self.pending.clear()
+
+    def summary_extra(self, worker: Worker) -> dict:
+        late_ms = self.late_ns / 1e6
+        scheduled = 0
+        if len(self.sched_ns):
+            s = self.sched_ns
+            in_window = (s >= worker.measure_start_ns) & (s < worker.end_ns)
+            scheduled = int(np.count_nonzero(in_window))
+            late_ms = late_ms[in_window]
+        return {
+            "scheduled_in_window": scheduled, "dropped": self.dropped,
+            "send_lateness_p50_ms": float(np.percentile(late_ms, 50)) if late_ms.size else 0.0,
+            "send_lateness_p99_ms": float(np.percentile(late_ms, 99)) if late_ms.size else 0.0,
+            "send_lateness_max_ms": float(late_ms.max()) if late_ms.size else 0.0,
+        }
+
+    # --- arrivals ------------------------------------------------------------------------
+    def _dispatch(self, worker: Worker) -> None:
+        if not worker.issuing:
+            return
+        now = _now()
+        sched, i, n = self.sched_ns, self.next_arrival, len(self.sched_ns)
+        cap = self.spec.outstanding_cap
+        rec = worker.rec
+        while i < n and sched[i] <= now:
+            chunk, row = rec.new(int(sched[i]))
+            self.late_ns[i] = now - sched[i]
+            i += 1
+            if worker.in_flight + len(self.pending) >= cap:
+                chunk.end(row, DROPPED, now)
+                self.dropped += 1
+            elif self.idle:
+                worker.send(self.idle.pop(), chunk, row)
+            elif not self.keepalive:
+                worker.in_flight += 1
+                worker.loop.create_task(self._open_and_send(worker, chunk, row))
+            else:
+                self.pending.append((chunk, row))
+        self.next_arrival = i
+        if i < n:
+            wait_ns = sched[i] - _now()
+            if wait_ns > SPIN_WINDOW_NS:
+                worker.loop.call_later((wait_ns - SPIN_WINDOW_NS) / 1e9, self._dispatch, worker)
+            else:
+                worker.loop.call_soon(self._dispatch, worker)
+
+    async def _open_and_send(self, worker: Worker, chunk: Chunk, row: int) -> None:
+        t0 = _now()
+        conn = await worker.open_connection()
+        if conn is None or worker.finishing:
+            chunk.sent_ns[row] = t0
+            chunk.end(row, CONNECT if conn is None else UNFINISHED, _now())
+            if conn is not None:
+                conn.transport.close()
+            worker.in_flight -= 1
+            worker.maybe_finish()
+            return
+        conn.send(chunk, row, worker.next_request())
+        chunk.sent_ns[row] = t0          # the connect is part of the exchange
+
+    # --- keeping `connections` open ------------------------------------------------------
+    def _refill(self, worker: Worker) -> None:
+        """Open a connection in place of a lost one, retrying while requests are issued."""
+        async def reopen() -> None:
+            while worker.issuing:
+                conn = await worker.open_connection()
+                if conn is not None:
+                    self._became_idle(worker, conn)
+                    return
+                await asyncio.sleep(RECONNECT_PAUSE_S)
+        worker.loop.create_task(reopen())
+
+    def _became_idle(self, worker: Worker, conn: Connection) -> None:
+        if self.pending and worker.issuing:
+            chunk, row = self.pending.popleft()
+            worker.send(conn, chunk, row)
+        else:
+            self.idle.append(conn)

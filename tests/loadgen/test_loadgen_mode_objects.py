@@ -1,0 +1,80 @@
+"""The mode objects (loadgen/modes/): which class a mode name selects, and what each mode
+decides without a server: connection reuse, the inline fast path, process shares, ramp steps."""
+import asyncio
+
+import pytest
+
+from loadgen import spec as lspec
+from loadgen.modes import MODES, BurstMode, ClosedMode, OpenMode, RampMode, mode_for
+from loadgen.spec import LoadSpec
+from loadgen.worker import Worker
+
+SPECS = {
+    "closed": LoadSpec(mode="closed", connections=4),
+    "open": LoadSpec(mode="open", rate_rps=600, connections=5),
+    "burst": LoadSpec(mode="burst", connections=50, bursts=2),
+    "ramp": LoadSpec(mode="ramp", ramp_rates=(40, 20), ramp_step_s=1.0, warmup_s=0.5,
+                     processes=3),
+}
+
+
+@pytest.mark.parametrize("name,cls", [("closed", ClosedMode), ("open", OpenMode),
+                                      ("burst", BurstMode), ("ramp", RampMode)])
+def test_a_mode_name_selects_its_mode_object(name, cls):
+    mode = mode_for(SPECS[name])
+    assert type(mode) is cls and MODES[name] is cls and cls.name == name
+    assert mode.spec is SPECS[name]
+
+
+def test_the_mode_table_has_every_mode_a_spec_accepts():
+    assert set(MODES) == set(lspec.MODES)
+
+
+def _worker(mode):
+    loop = asyncio.new_event_loop()
+    try:
+        return Worker(mode, loop)
+    finally:
+        loop.close()
+
+
+def test_burst_opens_a_new_connection_for_every_request():
+    w = _worker(mode_for(SPECS["burst"]))
+    assert not w.keepalive and not w.fast
+    assert b"\r\nConnection: close\r\n" in w.request
+
+
+def test_closed_loop_sends_inline_only_with_keepalive_no_think_time_and_a_fixed_request():
+    assert ClosedMode(LoadSpec()).sends_next_inline
+    assert _worker(ClosedMode(LoadSpec())).fast
+    for slower in (LoadSpec(think_time_s=0.01), LoadSpec(keepalive=False),
+                   LoadSpec(target="/work?bucket={seq}")):
+        assert not ClosedMode(slower).sends_next_inline, slower
+    assert not OpenMode(SPECS["open"]).sends_next_inline
+
+
+def test_open_mode_divides_its_rate_and_connections_between_processes():
+    parts = [OpenMode(SPECS["open"]).share(i, 2, 123) for i in range(2)]
+    assert all(type(p) is OpenMode and p.spec.processes == 1 for p in parts)
+    assert [p.spec.rate_rps for p in parts] == [300, 300]
+    assert [p.spec.connections for p in parts] == [3, 2]
+    assert {p.spec.start_at_ns for p in parts} == {123}
+    assert parts[0].spec.seed != parts[1].spec.seed
+
+
+def test_closed_mode_divides_connections_between_processes_and_keeps_its_mode():
+    parts = [ClosedMode(SPECS["closed"]).share(i, 3, 1) for i in range(3)]
+    assert all(type(p) is ClosedMode for p in parts)
+    assert [p.spec.connections for p in parts] == [2, 1, 1]
+
+
+def test_ramp_steps_are_open_phases_in_one_process():
+    ramp = mode_for(SPECS["ramp"])
+    assert ramp.processes == 1
+    first, second = ramp.step(0, 20.0), ramp.step(1, 40.0)
+    assert type(first) is OpenMode and first.spec.mode == "open"
+    assert (first.spec.rate_rps, first.spec.duration_s, first.spec.warmup_s) == (20.0, 1.0, 0.5)
+    assert (second.spec.rate_rps, second.spec.warmup_s) == (40.0, 0.0)   # one warm-up, first
+    assert second.spec.seed == first.spec.seed + 1
+    with pytest.raises(NotImplementedError):
+        ramp.start(None)          # a ramp drives no Worker itself: its steps do
