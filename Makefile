@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 servers: $(STAMP)
-	$(BIN)/python -m orchestrator.bundled --build-all
+	$(BIN)/python -m orchestrator.run.bundled --build-all
 
 run: setup
 	$(BIN)/perfctl run $(EXPERIMENT)

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator import bundled, servers  # noqa: E402
+from orchestrator.run import bundled, ports, process  # noqa: E402
 
 
 def need(tool: str, package: str) -> str:
@@ -53,7 +53,7 @@ class Nginx:
         (self.dir / "www").mkdir()
         (self.dir / "logs").mkdir()
         (self.dir / "www" / "index.html").write_text("ok")
-        self.port = servers.free_port()
+        self.port = ports.free_port()
         user = "user root;\n" if os.geteuid() == 0 else ""
         (self.dir / "nginx.conf").write_text(f"""daemon off;
 {user}worker_processes {workers};
@@ -69,7 +69,7 @@ http {{
            location / {{ try_files /index.html =404; }} }}
 }}
 """)
-        self.proc = servers.spawn([exe, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")],
+        self.proc = process.spawn([exe, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")],
                                   cpus=cpus)
         wait_port(self.port)
 
@@ -77,15 +77,15 @@ http {{
         return f"http://127.0.0.1:{self.port}{path}"
 
     def stop(self) -> None:
-        servers.terminate(self.proc)
+        process.terminate(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Bundled:
     def __init__(self, impl: str, model: str, cpus: list[int], threads: int = 1, **kw) -> None:
         bundled.build(impl)
-        self.port = servers.free_port()
-        self.proc = servers.spawn(bundled.command(impl, model, self.port, threads=threads, **kw),
+        self.port = ports.free_port()
+        self.proc = process.spawn(bundled.command(impl, model, self.port, threads=threads, **kw),
                                   cpus=cpus)
         wait_port(self.port)
 
@@ -93,7 +93,7 @@ class Bundled:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def stop(self) -> None:
-        servers.terminate(self.proc)
+        process.terminate(self.proc)
 
 
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
@@ -114,7 +114,7 @@ def wrk(url: str, connections: int, duration_s: int, cpu: int, threads: int = 1)
 
 def perfctl_load(url: str, *args: str) -> dict:
     import json
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "load", url, *args,
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "load", url, *args,
                           "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr)

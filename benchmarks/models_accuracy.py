@@ -8,7 +8,7 @@ GET /work?spin_us=S&dist=exp (exponential service times, mean S) under open Pois
 utilisation u (rate = u / S) is an M/M/1 queue. The benchmark writes a small experiment file to
 a temporary directory, runs it through perfctl itself (`perfctl run FILE --out DIR`), loads the
 run with orchestrator.results.load, keeps each trial's measured window (warm-up dropped, as
-`perfctl model` does) and calls models.estimate.compare: the service time S and its SCV come
+`perfctl model` does) and calls models.comparison.compare: the service time S and its SCV come
 from the Server-Timing `svc` values, the model is chosen by compare (M/M/1 when the SCV is
 near 1), and compare adds the overhead, the time a request spends outside the server's queue
 and service (client, loopback, connect), to every prediction: its mean to the mean, its median
@@ -43,8 +43,9 @@ import numpy as np
 
 from _common import ROOT
 
-from models import estimate  # noqa: E402
-from orchestrator import modeling, results  # noqa: E402
+from models import comparison  # noqa: E402
+from orchestrator import results
+from orchestrator.analysis import views  # noqa: E402
 
 SERVER_CPU, CLIENT_CPU = 0, 1
 GOAL_MEAN, GOAL_P99 = 0.10, 0.20
@@ -79,7 +80,7 @@ def run_perfctl(yaml_text: str, workdir: Path) -> Path:
     exp.write_text(yaml_text)
     out = workdir / "run"
     exe = ROOT / ".venv" / "bin" / "perfctl"
-    cmd = ([str(exe)] if exe.exists() else [sys.executable, "-m", "orchestrator.cli_entry"])
+    cmd = ([str(exe)] if exe.exists() else [sys.executable, "-m", "orchestrator.cli"])
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([*cmd, "run", str(exp), "--out", str(out), "--no-plots"], cwd=workdir,
                        env=env, capture_output=True, text=True, timeout=3600)
@@ -94,10 +95,10 @@ def pct(x: float) -> str:
 
 def analyse(run_dir: Path, spin_us: int, keepalive: bool = False) -> None:
     run = results.load(run_dir)
-    trials, fallback = modeling.analysis_trials(run.trials)
-    reqs = modeling.measured_requests(run, trials)       # measured window only, no errors
+    trials, fallback = views.analysis_trials(run.trials)
+    reqs = views.measured_requests(run, trials)       # measured window only, no errors
     reqs = reqs[(reqs["status"] > 0) & (reqs["done_ns"] > 0)]   # never sent/answered rows
-    table = estimate.compare(trials, reqs)
+    table = comparison.compare(trials, reqs)
     invalid = run.trials[~run.trials["valid"].fillna(False).astype(bool)]
     for _, t in invalid.iterrows():
         print(f"  invalid trial {t['cell_id']} #{t['trial']} (rate {t.get('rate')}): "

@@ -20,7 +20,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -35,36 +34,13 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.netem import NetworkSpec, backend_status, build_proxy, make_injector  # noqa: E402
-from orchestrator.netem.probe import (PAYLOAD, _recv_exact, echo_rtt_samples,  # noqa: E402
-                                      echo_throughput_bps)
-from orchestrator.netem.spec import jitter_samples_ms  # noqa: E402
-
-ECHO_CODE = r"""
-import asyncio, signal
-try:
-    import uvloop; uvloop.install()
-except ImportError:
-    pass
-async def handle(r, w):
-    try:
-        while True:
-            b = await r.read(65536)
-            if not b:
-                break
-            w.write(b)
-            await w.drain()
-        w.close()
-    except (ConnectionError, OSError):
-        w.transport.abort()
-async def main():
-    srv = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
-    print(srv.sockets[0].getsockname()[1], flush=True)
-    loop = asyncio.get_running_loop(); stop = loop.create_future()
-    loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
-    await asyncio.wait_for(stop, 900)
-asyncio.run(main())
-"""
+from orchestrator.experiment.network import Network  # noqa: E402
+from orchestrator.netem import backend_status, build_proxy, make_injector  # noqa: E402
+from orchestrator.run.ports import free_port  # noqa: E402
+from orchestrator.run.process import spawn, spawn_until_line, terminate  # noqa: E402
+from orchestrator.netem.probe import (ECHO_SERVER_CODE, echo_rtt_samples,  # noqa: E402
+                                      echo_throughput_bps, interleaved_rtt_ms)
+from orchestrator.experiment.network import jitter_samples_ms  # noqa: E402
 
 HTTP_CODE = r"""
 import asyncio, signal
@@ -93,12 +69,11 @@ asyncio.run(main())
 
 
 class Proc:
-    """A child that prints its port on the first line."""
+    """A child that prints its port on its first line, under perfctl's process supervisor."""
 
     def __init__(self, argv):
-        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                  start_new_session=True)
-        line = self.p.stdout.readline()
+        self.p, line, err = spawn_until_line([str(a) for a in argv], 30.0, str(argv[0]))
+        err.close()
         m = re.search(r"(\d+)(?: to |\s*$)", line)
         self.line = line
         self.port = int(m.group(1)) if m else None
@@ -106,14 +81,7 @@ class Proc:
         self.echo_port = int(m2.group(1)) if m2 else None
 
     def stop(self):
-        if self.p.poll() is None:
-            os.killpg(self.p.pid, signal.SIGTERM)
-            try:
-                self.p.wait(5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.p.pid, signal.SIGKILL)
-                self.p.wait(5)
-        self.p.stdout.close()
+        terminate(self.p, grace_s=5.0)
 
 
 def proxy(binary, to_port, *flags, echo=False) -> Proc:
@@ -128,27 +96,8 @@ def p50(xs) -> float:
 
 
 def interleaved(port_a, port_b, n, warmup=10):
-    a, b = [], []
-    with socket.create_connection(("127.0.0.1", port_a)) as sa, socket.create_connection(("127.0.0.1", port_b)) as sb:
-        for s in (sa, sb):
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for i in range(warmup + n):
-            for s, out in ((sa, a), (sb, b)):
-                t0 = time.perf_counter_ns()
-                s.sendall(PAYLOAD)
-                _recv_exact(s, len(PAYLOAD))
-                if i >= warmup:
-                    out.append((time.perf_counter_ns() - t0) / 1e6)
+    a, b = interleaved_rtt_ms(port_a, port_b, n, warmup)
     return np.array(a), np.array(b)
-
-
-# --------------------------------------------------------------------------- load at delay 0
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start_http_server(tmp: Path):
@@ -163,15 +112,14 @@ http {{ access_log off; keepalive_requests 100000000; client_body_temp_path {tmp
   uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
   server {{ listen 127.0.0.1:{port} backlog=4096; location / {{ return 200 "ok\\n"; }} }} }}
 """)
-        p = subprocess.Popen([nginx, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        p = spawn([nginx, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")])
         for _ in range(100):
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 return "nginx", port, p
             except OSError:
                 time.sleep(0.05)
-        os.killpg(p.pid, signal.SIGKILL)
+        terminate(p)
     proc = Proc([sys.executable, "-c", HTTP_CODE])
     return "python-uvloop", proc.port, proc.p
 
@@ -235,7 +183,7 @@ def main() -> None:
         print(f"  {what:<48} {measured:<28} {target:<18} {'ok' if ok else 'MISS'}", flush=True)
 
     print(f"host: {os.cpu_count()} CPUs, load {open('/proc/loadavg').read().split()[:3]}")
-    echo = Proc([sys.executable, "-c", ECHO_CODE])
+    echo = Proc([sys.executable, "-c", ECHO_SERVER_CODE, "900"])
     tmp = Path(tempfile.mkdtemp(prefix="perfctl-netem-bench-"))
     started: list[Proc] = []
     try:
@@ -280,11 +228,11 @@ def main() -> None:
                 "|err| <= 10%", abs(err) <= 0.10)
         if backend_status("tbf")[0]:
             for bw in ("10mbit", "100mbit"):
-                spec = NetworkSpec(backend="tbf", bandwidth=bw)
+                spec = Network(backend="tbf", bandwidth=bw)
                 with make_injector(spec) as inj:
                     inj.prepare()
                     res = inj.probe(samples=3)
-                err = res.throughput_bps / spec.bandwidth - 1
+                err = res.throughput_bps / spec.bandwidth_bps - 1
                 row(f"tbf bandwidth {bw}: bulk goodput", f"{res.throughput_bps / 1e6:.2f} Mbit/s ({err * 100:+.1f}%)",
                     "|err| <= 10%", abs(err) <= 0.10)
 
@@ -312,11 +260,7 @@ def main() -> None:
             direct_r.append(load(hport, 50, secs))
             via_r.append(load(p0.port, 50, secs))
         p0.stop()
-        try:
-            os.killpg(hproc.pid, signal.SIGTERM)
-            hproc.wait(5)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(hproc.pid, signal.SIGKILL)
+        terminate(hproc, grace_s=5.0)
         d_rps = p50([r for r, _ in direct_r])
         v_rps = p50([r for r, _ in via_r])
         d_lat = p50([lat for _, lat in direct_r])

@@ -37,10 +37,6 @@ def generate_to_dir(spec: LoadSpec, out_dir: str | Path) -> dict:
     return summary
 
 
-# The former name, for orchestrator/adhoc.py until it calls generate_to_dir; then remove.
-run_to_dir = generate_to_dir
-
-
 def _generate_here(mode: Mode, out: Path) -> dict:
     sink = ParquetSink(out / "requests.parquet.tmp")
     summary = mode.generate(sink)

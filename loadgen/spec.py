@@ -10,6 +10,17 @@ ARRIVALS = ("poisson", "constant", "uniform")
 THINK_DISTS = ("fixed", "exp")
 
 
+def measured_window_s(mode: str, duration_s: float, bursts: int, burst_interval_s: float,
+                      ramp_steps: int, ramp_step_s: float) -> float:
+    """The measured time of one load phase: `duration_s`, all bursts, or all ramp steps. The
+    one definition: LoadSpec and the experiment's `load:` block both use it."""
+    if mode == "burst":
+        return bursts * burst_interval_s
+    if mode == "ramp":
+        return ramp_steps * ramp_step_s
+    return duration_s
+
+
 @dataclass(frozen=True)
 class LoadSpec:
     """One load phase against one HTTP/1.1 endpoint.
@@ -74,11 +85,8 @@ class LoadSpec:
     @property
     def window_s(self) -> float:
         """Length of the measured window (burst: all releases; ramp: all steps)."""
-        if self.mode == "burst":
-            return self.bursts * self.burst_interval_s
-        if self.mode == "ramp":
-            return len(self.ramp_rates) * self.ramp_step_s
-        return self.duration_s
+        return measured_window_s(self.mode, self.duration_s, self.bursts, self.burst_interval_s,
+                                 len(self.ramp_rates), self.ramp_step_s)
 
     @property
     def outstanding_cap(self) -> int:

@@ -97,8 +97,8 @@ def summarize(cols, summary: dict, mode: str, duration_s: float | None = None,
         "latency_mean_ms": float(lat_ms.mean()) if lat_ms.size else math.nan,
         "latency_min_ms": float(lat_ms.min()) if lat_ms.size else math.nan,
         "latency_max_ms": float(lat_ms.max()) if lat_ms.size else math.nan,
-        "service_mean_ms": float(svc_ms.mean()) if svc_ms.size else math.nan,
-        "service_p99_ms": percentile(svc_ms, 99.0),
+        "sent_to_done_mean_ms": float(svc_ms.mean()) if svc_ms.size else math.nan,
+        "sent_to_done_p99_ms": percentile(svc_ms, 99.0),
     }
     for code, name in ERROR_NAMES.items():
         if code != OK:

@@ -1,6 +1,7 @@
-"""Model parameters from a run's DataFrames, per-cell predictions and a measured-vs-model table.
+"""Model parameters from a run's DataFrames and per-cell predictions (comparison.py builds the
+measured-vs-model table from them).
 
-Inputs are the lead's result frames: ``trials_df`` (one row per trial) and ``requests_df`` (one
+Inputs are a run's result frames: ``trials_df`` (one row per trial) and ``requests_df`` (one
 row per request, times in ns, ``svc_ms``/``queue_ms`` from the server's Server-Timing header).
 
 Approximations (all first order, documented so the numbers can be judged):
@@ -26,7 +27,7 @@ Approximations (all first order, documented so the numbers can be judged):
   exponential service) plus a delay station for the overhead. The brief's simpler
   approximation, a single-server queue of demand S/c (plus, after Seidmann, a delay of
   S (c - 1)/c), is also reported as candidate ``mva_seidmann``; it is exact at N = 1 and in
-  saturation but over-predicts latency by up to ~25 % near the knee. ``compare`` also fits the USL
+  saturation but over-predicts latency by up to ~25 % near the knee. ``comparison.compare`` also fits the USL
   across cells that differ only in concurrency when >= 4 levels exist and predicts the latency
   from its throughput by Little's law, R = N / X(N) - Z.
 """
@@ -38,16 +39,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import closed, queues, usl
+from . import closed, queues
 
 __all__ = ["ServiceEstimate", "estimate_service", "worker_gap", "servers_for", "capacity_for",
-           "predict_cell", "compare"]
+           "predict_cell", "MEASURED_COLUMNS"]
 
 SCV_FAR_FROM_ONE = 0.25
 BLOCKING_MATTERS = 1e-3
-_MEASURED = {"cell_id", "trial", "throughput_rps", "latency_mean_ms", "latency_p50_ms",
-             "latency_p90_ms", "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "requests",
-             "errors", "error_rate", "target_rate", "achieved_rate", "valid", "connections"}
+MEASURED_COLUMNS = {"cell_id", "trial", "throughput_rps", "latency_mean_ms", "latency_p50_ms",
+                    "latency_p90_ms", "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "requests",
+                    "errors", "error_rate", "target_rate", "achieved_rate", "valid", "connections"}
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class ServiceEstimate:
         return self.overhead_s if math.isnan(self.overhead_mean_s) else self.overhead_mean_s
 
 
-def _num(v, default=math.nan) -> float:
+def as_float(v, default=math.nan) -> float:
     try:
         x = float(v)
     except (TypeError, ValueError):
@@ -75,7 +76,7 @@ def _num(v, default=math.nan) -> float:
     return default if math.isnan(x) else x
 
 
-def _ok(requests_df: pd.DataFrame) -> pd.DataFrame:
+def ok_only(requests_df: pd.DataFrame) -> pd.DataFrame:
     """Requests that completed: no error class, an HTTP status in 1..399 and a done time (a row
     with error 0 but status 0 / done_ns 0 is an arrival that was never sent or never answered)."""
     keep = np.ones(len(requests_df), dtype=bool)
@@ -166,7 +167,7 @@ def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None =
     single_worker: the server has one worker serving in arrival order, so ``worker_gap``
     can be measured and is added to the service time (``gap_s``).
     A boolean ``measured`` column, when present, keeps only the measured (non-warm-up) requests."""
-    df = _ok(requests_df)
+    df = ok_only(requests_df)
     if "measured" in df.columns:      # warm-up requests, when marked, do not count
         df = df[df["measured"].fillna(False).astype(bool)]
     if "svc_ms" in df.columns and df["svc_ms"].notna().sum() >= 2:
@@ -196,7 +197,7 @@ def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None =
 
 
 def _limit(v) -> float:
-    x = _num(v)
+    x = as_float(v)
     return math.inf if math.isnan(x) or x <= 0 else x
 
 
@@ -204,7 +205,7 @@ def servers_for(threads, cores, spin_us=0.0, sleep_us=0.0) -> float:
     """Effective number of servers c (a float; callers round). Missing/non-positive threads or
     cores mean 'unlimited'; both unlimited gives inf. See the module docstring."""
     t, c = _limit(threads), _limit(cores)
-    spin, sleep = max(_num(spin_us, 0.0), 0.0), max(_num(sleep_us, 0.0), 0.0)
+    spin, sleep = max(as_float(spin_us, 0.0), 0.0), max(as_float(sleep_us, 0.0), 0.0)
     if sleep == 0.0:              # CPU-bound (also: no work parameters at all)
         return min(t, c)
     if spin == 0.0:               # sleep-bound: every thread can sleep at once
@@ -217,17 +218,17 @@ def capacity_for(threads, backlog) -> float:
     return _limit(threads) + _limit(backlog)
 
 
-def _threads_cores(row) -> tuple[float, float]:
+def threads_cores(row) -> tuple[float, float]:
     """Threads and cores from a trial row, with the server's concurrency model when a column
     names it: single -> 1 thread; thread/virtual -> one thread per connection; async -> one
     loop (1 CPU, unlimited sleepers). Python servers run spin under the GIL: 1 CPU."""
-    threads, cores = _num(row.get("server_threads")), _num(row.get("server_cores"))
+    threads, cores = as_float(row.get("server_threads")), as_float(row.get("server_cores"))
     model = next((str(row[k]) for k in ("server_model", "concurrency_model", "model")
                   if k in row and isinstance(row[k], str)), "")
     if model == "single":
         threads = 1.0
     elif model in ("thread", "virtual"):
-        threads = _num(row.get("connections"), math.inf)
+        threads = as_float(row.get("connections"), math.inf)
     elif model == "async":
         threads, cores = math.inf, 1.0
     if "python" in str(row.get("server", "")).lower():
@@ -278,13 +279,13 @@ def predict_cell(row, service: ServiceEstimate) -> dict:
     row = pd.Series(row) if isinstance(row, dict) else row
     S, scv = service.mean_s, service.scv
     oh = (service.overhead_for_mean_s, service.overhead_s)
-    threads, cores = _threads_cores(row)
+    threads, cores = threads_cores(row)
     c = servers_for(threads, cores, row.get("work_spin_us"), row.get("work_sleep_us"))
     K = capacity_for(threads, row.get("server_backlog"))
     mode = str(row.get("load_mode", "open"))
     if mode == "closed":
-        n = int(_num(row.get("connections"), 1.0))
-        z = max(_num(row.get("think_time_s"), 0.0), 0.0)
+        n = int(as_float(row.get("connections"), 1.0))
+        z = max(as_float(row.get("think_time_s"), 0.0), 0.0)
         if math.isfinite(c):
             cr = max(1, int(round(c)))
             res = closed.mva([S, oh[0]], n, z, delay_stations=[1], servers=[cr, 1])
@@ -305,10 +306,10 @@ def predict_cell(row, service: ServiceEstimate) -> dict:
                             "throughput_rps": float(res.bound_throughput[-1])}}
         key = "mva"
     else:
-        lam = _num(row.get("target_rate"))
+        lam = as_float(row.get("target_rate"))
         for alt in ("achieved_rate", "throughput_rps"):
             if not (lam > 0):
-                lam = _num(row.get(alt))
+                lam = as_float(row.get(alt))
         if not (lam > 0):
             raise ValueError("open-mode row has no positive target_rate/achieved_rate/throughput_rps")
         cands, key = _open_candidates(lam, S, scv, c, K, oh)
@@ -319,213 +320,3 @@ def predict_cell(row, service: ServiceEstimate) -> dict:
             "throughput_rps": best.get("throughput_rps", math.nan),
             "utilization": best.get("utilization", math.nan), "servers": c, "capacity": K,
             "candidates": cands}
-
-
-def _rel(pred: float, meas: float) -> float:
-    if not (math.isfinite(meas) and meas != 0) or math.isnan(pred):
-        return math.nan
-    return (pred - meas) / meas
-
-
-# Per-trial measurements and self-checks: never configuration, whatever the run looks like.
-_PER_TRIAL_PREFIXES = ("latency_", "errors_", "rtt_", "send_lateness_", "gc_", "loop_lag_",
-                       "loadgen_", "server_cpu", "server_rss", "server_threads_max", "service_",
-                       "throughput_", "startup_", "invalid_", "success_", "measure_")
-_PER_TRIAL = {"completed", "dropped", "duration_actual_s", "timeouts"}
-# Cell configuration columns perfctl writes (axes are configuration too, whatever their name).
-_CONFIG = {"server", "server_impl", "server_model", "server_threads", "server_backlog",
-           "server_cores", "load_mode", "mode", "think_time_s", "duration_s", "work_spin_us",
-           "work_sleep_us"}
-
-
-def _per_trial(col: str) -> bool:
-    return col in _MEASURED or col in _PER_TRIAL or col.startswith(_PER_TRIAL_PREFIXES)
-
-
-def _config_columns(trials: pd.DataFrame) -> list[str]:
-    """The columns that describe a cell's configuration rather than one trial's measurement.
-
-    A column counts when it is not a known per-trial measurement (``_MEASURED``, the
-    ``latency_``/``errors_``/``rtt_``/``send_lateness_``/``gc_``/... families) and its value is
-    the same in every trial of every cell (so a new per-trial column perfctl may add later drops
-    out by itself as soon as a cell has two trials). When every cell has a single trial that test
-    cannot tell anything apart, so an unknown column whose value differs in every row (a
-    per-trial reading: it could not group two cells anyway) is dropped as well."""
-    if trials.empty:
-        return []
-    cells = trials["cell_id"].astype(str) if "cell_id" in trials.columns else None
-    repeated = cells is not None and bool(cells.duplicated().any())
-    keys = []
-    for col in trials.columns:
-        if col in ("cell_id", "trial", "connections") or _per_trial(col):
-            continue
-        vals = trials[col].astype(str)    # NaN -> 'nan': a missing value is a value here
-        if cells is not None and (vals.groupby(cells).nunique() > 1).any():
-            continue                      # differs between trials of one cell: a measurement
-        if (not repeated and col not in _CONFIG and len(vals) > 1
-                and vals.nunique() == len(vals)):
-            continue
-        keys.append(col)
-    return keys
-
-
-def _usl_groups(closed_trials: pd.DataFrame) -> list[pd.DataFrame]:
-    """Closed trials grouped by cell configuration (``_config_columns``) minus concurrency:
-    each group is a set of cells that differ only in ``connections`` (columns tied 1:1 to it,
-    such as an axis that renames it, are ignored too). Per-trial readings never split a group."""
-    if closed_trials.empty:
-        return []
-    conns = closed_trials["connections"]
-    keys = []
-    for col in _config_columns(closed_trials):
-        pair = closed_trials[[col]].astype(str).assign(_n=conns.astype(str)).drop_duplicates()
-        if pair[col].nunique() == conns.nunique() == len(pair) and len(pair) > 1:
-            continue  # an alias of the concurrency axis
-        keys.append(col)
-    if not keys:
-        return [closed_trials]
-    key_frame = closed_trials[keys].astype(str)
-    return [closed_trials.loc[idx] for idx in key_frame.groupby(keys, sort=False).groups.values()]
-
-
-def _measured_mask(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None,
-                   measured=None) -> np.ndarray | None:
-    """Boolean mask of the requests inside their trial's measured window, or None when nothing
-    says which requests are warm-up. Sources, all honoured when present (combined with AND):
-    the ``measured`` argument (a boolean array/Series aligned with requests_df), a boolean
-    ``measured`` column of requests_df, and ``measure_start_ns``/``measure_end_ns`` columns of
-    trials_df (per cell_id and trial; compared with the requests' ``intended_ns``)."""
-    n = len(requests_df)
-    mask = None
-
-    def _and(m) -> None:
-        nonlocal mask
-        m = np.asarray(m, dtype=bool)
-        if m.shape != (n,):
-            raise ValueError(f"measured mask has {m.size} values for {n} requests")
-        mask = m if mask is None else (mask & m)
-
-    if measured is not None:
-        if isinstance(measured, pd.Series) and not measured.index.equals(requests_df.index):
-            measured = measured.reindex(requests_df.index)   # aligned by label
-        if isinstance(measured, pd.Series):
-            measured = measured.fillna(False).to_numpy()
-        _and(measured)
-    if "measured" in requests_df.columns:
-        _and(requests_df["measured"].fillna(False).astype(bool).to_numpy())
-    if (trials_df is not None and {"measure_start_ns", "measure_end_ns", "cell_id", "trial"}
-            <= set(trials_df.columns) and {"cell_id", "trial", "intended_ns"} <= set(requests_df.columns)):
-        win = trials_df[["cell_id", "trial", "measure_start_ns", "measure_end_ns"]]
-        win = win.dropna().drop_duplicates(["cell_id", "trial"])
-        if len(win):
-            j = requests_df[["cell_id", "trial", "intended_ns"]].reset_index(drop=True).merge(
-                win, on=["cell_id", "trial"], how="left")
-            t = j["intended_ns"].to_numpy(dtype=float)
-            lo, hi = j["measure_start_ns"].to_numpy(dtype=float), j["measure_end_ns"].to_numpy(dtype=float)
-            _and(np.where(np.isnan(lo), True, (t >= lo) & (t < hi)))
-    return mask
-
-
-def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
-            measured=None) -> pd.DataFrame:
-    """One row per cell: configuration, measured mean/p99 latency [ms] and throughput (pooled
-    over the cell's valid trials), the chosen model's prediction, every applicable model's
-    prediction (pred_<key>_mean_ms / _p99_ms) and signed relative errors (pred - meas) / meas
-    (err_<key>_mean / _p99). Closed cells also get USL columns when >= 4 concurrency levels.
-
-    Warm-up: the measured mean/p99 and the service estimate come from the requests given, so
-    they must be the measured window's. ``compare`` drops the other requests when it can tell
-    them apart: ``measured`` (a boolean mask aligned with requests_df), a boolean ``measured``
-    column in requests_df, or ``measure_start_ns``/``measure_end_ns`` columns in trials_df
-    (against each request's ``intended_ns``); see ``_measured_mask``. Otherwise every request
-    given counts, and the caller must pass measured requests only (perfctl's own caller,
-    orchestrator.modeling.measured_requests, cuts each trial's window from its summary.json)."""
-    trials = trials_df
-    if "valid" in trials.columns:
-        trials = trials[trials["valid"].fillna(False).astype(bool)]
-    reqs = None
-    if requests_df is not None:
-        mask = _measured_mask(requests_df, trials_df, measured)
-        reqs = _ok(requests_df if mask is None else requests_df[mask])
-    single_ref = None
-    if reqs is not None and {"connections", "load_mode"} <= set(trials.columns):
-        single_ref = trials[(trials["connections"] == 1) & (trials["load_mode"] == "closed")]
-    rows = []
-    for cell, g in trials.groupby("cell_id", sort=False):
-        first = g.iloc[0]
-        out = {k: first[k] for k in g.columns if k not in _MEASURED or k in ("cell_id", "connections",
-                                                                            "target_rate")}
-        out["trials"] = len(g)
-        out["measured_throughput_rps"] = float(g["throughput_rps"].mean())
-        cr = None
-        if reqs is not None:
-            cr = reqs[(reqs["cell_id"] == cell) & reqs["trial"].isin(g["trial"])]
-        if cr is not None and len(cr):
-            lat = cr["latency_ns"].to_numpy(dtype=float) / 1e6
-            out["measured_mean_ms"], out["measured_p99_ms"] = float(lat.mean()), float(np.percentile(lat, 99))
-        else:
-            out["measured_mean_ms"] = float(g["latency_mean_ms"].mean())
-            out["measured_p99_ms"] = float(g["latency_p99_ms"].mean())
-        svc = None
-        try:
-            if cr is not None and "svc_ms" in cr.columns and cr["svc_ms"].notna().sum() >= 2:
-                svc = estimate_service(cr, single_worker=_threads_cores(first)[0] == 1)
-            elif single_ref is not None and len(single_ref):
-                ref = single_ref
-                for k in ("server", "work_spin_us", "work_sleep_us"):
-                    if k in ref.columns:
-                        ref = ref[ref[k].astype(str) == str(first[k])]
-                if len(ref):
-                    svc = estimate_service(reqs[reqs["cell_id"].isin(ref["cell_id"])], ref)
-        except ValueError:
-            svc = None
-        if svc is None:
-            out["model"] = "no service estimate"
-            rows.append(out)
-            continue
-        out.update(service_mean_ms=svc.mean_s * 1e3, service_scv=svc.scv, service_source=svc.source,
-                   overhead_ms=svc.overhead_s * 1e3, overhead_mean_ms=svc.overhead_for_mean_s * 1e3,
-                   worker_gap_ms=svc.gap_s * 1e3)
-        try:
-            p = predict_cell(first, svc)
-        except ValueError as e:
-            out["model"] = f"error: {e}"
-            rows.append(out)
-            continue
-        out.update(model=p["model"], servers=p["servers"], capacity=p["capacity"],
-                   pred_mean_ms=p["mean_ms"], pred_p99_ms=p["p99_ms"],
-                   pred_throughput_rps=p["throughput_rps"], pred_utilization=p["utilization"],
-                   err_mean=_rel(p["mean_ms"], out["measured_mean_ms"]),
-                   err_p99=_rel(p["p99_ms"], out["measured_p99_ms"]))
-        for key, v in p["candidates"].items():
-            out[f"pred_{key}_mean_ms"], out[f"pred_{key}_p99_ms"] = v["mean_ms"], v["p99_ms"]
-            out[f"err_{key}_mean"] = _rel(v["mean_ms"], out["measured_mean_ms"])
-            out[f"err_{key}_p99"] = _rel(v["p99_ms"], out["measured_p99_ms"])
-        rows.append(out)
-    table = pd.DataFrame(rows)
-    if "load_mode" in trials.columns and "connections" in trials.columns:
-        _add_usl(table, trials[trials["load_mode"] == "closed"])
-    return table
-
-
-def _add_usl(table: pd.DataFrame, closed_trials: pd.DataFrame) -> None:
-    for g in _usl_groups(closed_trials):
-        g = g[np.isfinite(g["throughput_rps"].astype(float)) & (g["connections"] > 0)]
-        if g["connections"].nunique() < 4:
-            continue
-        try:
-            f = usl.fit(g["connections"], g["throughput_rps"])
-        except ValueError:
-            continue
-        for cell in g["cell_id"].unique():
-            i = table.index[table["cell_id"] == cell]
-            n = float(g.loc[g["cell_id"] == cell, "connections"].iloc[0])
-            z = max(_num(g.loc[g["cell_id"] == cell, "think_time_s"].iloc[0], 0.0), 0.0) \
-                if "think_time_s" in g.columns else 0.0
-            x = f.predict(n)
-            r_ms = (n / x - z) * 1e3 if x > 0 else math.inf
-            table.loc[i, ["usl_sigma", "usl_kappa", "usl_lam", "usl_peak_concurrency", "usl_r_squared",
-                          "pred_usl_throughput_rps", "pred_usl_mean_ms"]] = \
-                [f.sigma, f.kappa, f.lam, f.peak_concurrency, f.r_squared, x, r_ms]
-            meas = float(table.loc[i, "measured_mean_ms"].iloc[0])
-            table.loc[i, "err_usl_mean"] = _rel(r_ms, meas)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .spec import NetworkSpec, ms_arg, rate_arg
+from ..experiment.network import Network, ms_arg, rate_arg
 
 Cmd = list[str]
 
@@ -68,14 +68,14 @@ def netem_limit(delay_ms: float, bandwidth_bps: float | None, mtu: int = 1500) -
     return max(1000, int(math.ceil(2 * bdp_pkts)))
 
 
-def netem_qdisc_commands(spec: NetworkSpec, ns: str, host_if: str, ns_if: str) -> list[Cmd]:
+def netem_qdisc_commands(spec: Network, ns: str, host_if: str, ns_if: str) -> list[Cmd]:
     """`tc qdisc add ... root netem ...` on both veth ends (up on the host end, down in ns)."""
     up, down = spec.direction_delays_ms()
     return [
         ["tc", "qdisc", "add", "dev", host_if, "root", "netem",
-         *netem_args(up, spec.jitter, spec.distribution, spec.loss, spec.bandwidth)],
+         *netem_args(up, spec.jitter_ms, spec.distribution, spec.loss, spec.bandwidth_bps)],
         ["tc", "-n", ns, "qdisc", "add", "dev", ns_if, "root", "netem",
-         *netem_args(down, spec.jitter, spec.distribution, spec.loss, spec.bandwidth)],
+         *netem_args(down, spec.jitter_ms, spec.distribution, spec.loss, spec.bandwidth_bps)],
     ]
 
 
@@ -92,12 +92,12 @@ def tbf_args(bandwidth_bps: float, latency_ms: float = 50.0, burst: int | None =
     return ["rate", rate_arg(bandwidth_bps), "burst", str(burst), "latency", ms_arg(latency_ms)]
 
 
-def tbf_qdisc_commands(spec: NetworkSpec, ns: str, host_if: str, ns_if: str) -> list[Cmd]:
+def tbf_qdisc_commands(spec: Network, ns: str, host_if: str, ns_if: str) -> list[Cmd]:
     """`tc qdisc add ... root tbf ...` on both veth ends: the bandwidth limit in each direction."""
-    assert spec.bandwidth, "tbf needs a bandwidth"
+    assert spec.bandwidth_bps, "tbf needs a bandwidth"
     return [
-        ["tc", "qdisc", "add", "dev", host_if, "root", "tbf", *tbf_args(spec.bandwidth)],
-        ["tc", "-n", ns, "qdisc", "add", "dev", ns_if, "root", "tbf", *tbf_args(spec.bandwidth)],
+        ["tc", "qdisc", "add", "dev", host_if, "root", "tbf", *tbf_args(spec.bandwidth_bps)],
+        ["tc", "-n", ns, "qdisc", "add", "dev", ns_if, "root", "tbf", *tbf_args(spec.bandwidth_bps)],
     ]
 
 
@@ -109,7 +109,7 @@ def qdisc_probe_command(ns: str, kind: str) -> Cmd:
     return ["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", *args]
 
 
-def proxy_argv(binary: str | Path, spec: NetworkSpec, listen: str, to: str,
+def proxy_argv(binary: str | Path, spec: Network, listen: str, to: str,
                echo_listen: str | None = None, seed: int | None = None,
                queue_limit: int | None = None) -> Cmd:
     """The perfctl-proxy command line for `spec`."""
@@ -121,12 +121,12 @@ def proxy_argv(binary: str | Path, spec: NetworkSpec, listen: str, to: str,
         argv += ["--delay-up", ms_arg(up)]
     if down:
         argv += ["--delay-down", ms_arg(down)]
-    if spec.jitter:
-        argv += ["--jitter", ms_arg(spec.jitter), "--distribution", spec.distribution]
+    if spec.jitter_ms:
+        argv += ["--jitter", ms_arg(spec.jitter_ms), "--distribution", spec.distribution]
     if spec.loss:
-        argv += ["--loss", f"{spec.loss:.9g}", "--rto", ms_arg(spec.rto)]
-    if spec.bandwidth:
-        argv += ["--bandwidth", rate_arg(spec.bandwidth)]
+        argv += ["--loss", f"{spec.loss:.9g}", "--rto", ms_arg(spec.rto_ms)]
+    if spec.bandwidth_bps:
+        argv += ["--bandwidth", rate_arg(spec.bandwidth_bps)]
     if queue_limit:
         argv += ["--queue-limit", str(int(queue_limit))]
     if seed is not None:

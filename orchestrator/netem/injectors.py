@@ -1,4 +1,4 @@
-"""Injectors: put a NetworkSpec between the load generator and the server.
+"""Injectors: put a Network between the load generator and the server.
 
 The runner's sequence, the same for every backend:
 
@@ -22,24 +22,22 @@ Backends:
 from __future__ import annotations
 
 import atexit
-import os
 import re
-import select
-import signal
+import shutil
+import socket
 import subprocess
 import sys
-import tempfile
-import time
 import weakref
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 from ..errors import PerfctlError
+from ..experiment.network import Network
+from ..run.process import spawn_until_line, terminate
 from . import probe as _probe
 from .build import build_proxy
 from .commands import netem_qdisc_commands, netns_exec, proxy_argv, tbf_qdisc_commands
 from .namespace import Netns, qdisc_status, run
-from .spec import NetworkSpec
 from .verify import verify, verify_bandwidth
 
 BACKENDS = ("proxy", "netem", "tbf")
@@ -49,7 +47,6 @@ _live: "weakref.WeakSet[Injector]" = weakref.WeakSet()
 def backend_status(name: str) -> tuple[bool, str]:
     """(works on this host, why / why not) for 'proxy', 'netem' or 'tbf'."""
     if name == "proxy":
-        import shutil
         if (Path(__file__).parent / "build" / "perfctl-proxy").is_file() or (
                 shutil.which("make") and (shutil.which("gcc") or shutil.which("cc"))):
             return True, "perfctl-proxy (built on demand with gcc/make); any Linux, no root needed"
@@ -59,7 +56,13 @@ def backend_status(name: str) -> tuple[bool, str]:
     raise ValueError(f"unknown backend {name!r}")
 
 
-def choose_backend(spec: NetworkSpec) -> str:
+def backends_report() -> list[dict]:
+    """[{backend, works, reason}] for proxy, netem, tbf."""
+    return [{"backend": b, "works": ok, "reason": why}
+            for b in BACKENDS for ok, why in [backend_status(b)]]
+
+
+def choose_backend(spec: Network) -> str:
     """The backend for `spec`: its own unless 'auto'; for auto netem where it works, else proxy
     (tbf only when asked for)."""
     if spec.backend != "auto":
@@ -67,7 +70,7 @@ def choose_backend(spec: NetworkSpec) -> str:
     return "netem" if backend_status("netem")[0] else "proxy"
 
 
-def make_injector(spec: NetworkSpec, **kwargs) -> "Injector":
+def make_injector(spec: Network, **kwargs) -> "Injector":
     """An injector for spec using choose_backend(spec). kwargs go to the backend's constructor."""
     cls = {"proxy": ProxyInjector, "netem": NetemInjector, "tbf": TbfInjector}[choose_backend(spec)]
     return cls(spec, **kwargs)
@@ -84,7 +87,7 @@ class Injector(ABC):
     #: network namespace the server must run in (None: the host's)
     netns: str | None = None
 
-    def __init__(self, spec: NetworkSpec):
+    def __init__(self, spec: Network):
         self.spec = spec
         self._started = False
         _live.add(self)
@@ -121,8 +124,8 @@ class Injector(ABC):
         bandwidth, if set). Returns (ok, reason)."""
         expected = self.spec.expected_rtt_p50_ms()
         ok, reason = verify(expected, result.added_p50_ms)
-        if self.spec.bandwidth and result.throughput_bps:
-            ok_bw, why_bw = verify_bandwidth(self.spec.bandwidth, result.throughput_bps)
+        if self.spec.bandwidth_bps and result.throughput_bps:
+            ok_bw, why_bw = verify_bandwidth(self.spec.bandwidth_bps, result.throughput_bps)
             if not ok_bw:
                 return False, why_bw + ("" if ok else "; " + reason)
             reason += "; " + why_bw
@@ -156,7 +159,7 @@ class ProxyInjector(Injector):
 
     backend = "proxy"
 
-    def __init__(self, spec: NetworkSpec, seed: int | None = None, listen_host: str = "127.0.0.1",
+    def __init__(self, spec: Network, seed: int | None = None, listen_host: str = "127.0.0.1",
                  queue_limit: int | None = None, start_timeout_s: float = 10.0):
         super().__init__(spec)
         self.seed = seed
@@ -183,7 +186,8 @@ class ProxyInjector(Injector):
         self.argv = proxy_argv(self.binary, self.spec, f"{self.listen_host}:0",
                                f"{target_host}:{target_port}", echo_listen=f"{self.listen_host}:0",
                                seed=self.seed, queue_limit=self.queue_limit)
-        self.proc, line, self._stderr = _launch(self.argv, self.start_timeout_s)
+        self.proc, line, self._stderr = spawn_until_line(self.argv, self.start_timeout_s,
+                                                         "perfctl-proxy")
         m = _LISTEN_RE.search(line)
         if not m:
             self.stop()
@@ -196,7 +200,7 @@ class ProxyInjector(Injector):
     def probe(self, samples: int = 20) -> _probe.ProbeResult:
         if not self.echo_address:
             raise PerfctlError("probe() needs a started ProxyInjector")
-        timeout = 10.0 + 3 * (self.spec.rto / 1e3 if self.spec.loss else 0) + self.spec.expected_rtt_ms() / 1e3 * 4
+        timeout = 10.0 + 3 * (self.spec.rto_ms / 1e3 if self.spec.loss else 0) + self.spec.expected_rtt_ms() / 1e3 * 4
         if self._baseline_ms is None:
             self._baseline_ms = _proxy_baseline_ms(self.binary)
         rtts = _probe.echo_rtt_samples(*self.echo_address, samples=samples, timeout_s=timeout)
@@ -204,17 +208,17 @@ class ProxyInjector(Injector):
                                  expected_added_ms=self.spec.expected_rtt_p50_ms())
         res.notes.append("16-byte request/response round trips to the proxy's built-in echo at the "
                          "far end of the emulated path; baseline = same through an unshaped proxy")
-        if self.spec.bandwidth:
-            res.expected_bps = self.spec.bandwidth
+        if self.spec.bandwidth_bps:
+            res.expected_bps = self.spec.bandwidth_bps
             res.throughput_bps = _probe.echo_throughput_bps(*self.echo_address,
-                                                            _bulk_bytes(self.spec.bandwidth),
+                                                            _bulk_bytes(self.spec.bandwidth_bps),
                                                             timeout_s=timeout + 30)
         return res
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None:
-            _terminate_group(proc)
+            terminate(proc)
         if self._stderr is not None:
             try:
                 self._stderr.seek(0)
@@ -234,59 +238,19 @@ class ProxyInjector(Injector):
         return d
 
 
-def _launch(argv: list[str], timeout_s: float):
-    """Start argv in its own process group; wait for its first stdout line."""
-    err = tempfile.TemporaryFile()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
-    deadline = time.monotonic() + timeout_s
-    line = b""
-    while time.monotonic() < deadline and not line.endswith(b"\n"):
-        r, _, _ = select.select([proc.stdout], [], [], 0.1)
-        if r:
-            b = os.read(proc.stdout.fileno(), 4096)
-            if not b:
-                break
-            line += b
-        elif proc.poll() is not None:
-            break
-    if not line.endswith(b"\n"):
-        _terminate_group(proc)
-        err.seek(0)
-        msg = err.read().decode(errors="replace").strip()
-        err.close()
-        raise PerfctlError(f"perfctl-proxy did not start ({' '.join(argv)}): "
-                           f"{msg or 'no listening line within %.0f s' % timeout_s}")
-    return proc, line.decode().strip(), err
-
-
-def _terminate_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=grace_s)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    if proc.stdout:
-        proc.stdout.close()
-
-
 def _proxy_baseline_ms(binary: Path | None, samples: int = 20) -> float:
     """p50 RTT through an unshaped proxy's echo: what the probe would read with zero delay."""
     if binary is None:
         return 0.0
-    proc, line, err = _launch([str(binary), "--listen", "127.0.0.1:0", "--to", "127.0.0.1:9",
-                               "--echo-listen", "127.0.0.1:0"], 10.0)
+    proc, line, err = spawn_until_line([str(binary), "--listen", "127.0.0.1:0", "--to",
+                                        "127.0.0.1:9", "--echo-listen", "127.0.0.1:0"], 10.0,
+                                       "perfctl-proxy")
     try:
         m = _LISTEN_RE.search(line)
         rtts = _probe.echo_rtt_samples(m.group(3), int(m.group(4)), samples=samples)
         return sorted(rtts)[len(rtts) // 2]
     finally:
-        _terminate_group(proc)
+        terminate(proc)
         err.close()
 
 
@@ -296,7 +260,7 @@ class _NamespaceInjector(Injector):
 
     kind = ""
 
-    def __init__(self, spec: NetworkSpec):
+    def __init__(self, spec: Network):
         super().__init__(spec)
         ok, why = qdisc_status(self.kind)
         if not ok:
@@ -356,30 +320,28 @@ class _NamespaceInjector(Injector):
                                  expected_added_ms=self.spec.expected_rtt_p50_ms())
         res.notes.append(f"connect() time to {self.ns.ns_ip}:{port} (SYN -> RST through the veth "
                          "qdiscs); baseline = connect() to a closed port on 127.0.0.1")
-        if self.spec.bandwidth:
-            res.expected_bps = self.spec.bandwidth
-            res.throughput_bps = self._sink_throughput(_bulk_bytes(self.spec.bandwidth))
+        if self.spec.bandwidth_bps:
+            res.expected_bps = self.spec.bandwidth_bps
+            res.throughput_bps = self._sink_throughput(_bulk_bytes(self.spec.bandwidth_bps))
             res.notes.append("throughput: bulk upload to a sink inside the namespace")
         return res
 
     def _sink_throughput(self, nbytes: int) -> float:
         argv = netns_exec(self.ns.name, [sys.executable, "-c", _probe.SINK_CODE, self.ns.ns_ip])
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc, line, err = spawn_until_line(argv, 10.0, "the throughput sink in the namespace")
+        err.close()
         self._sink = proc
         try:
-            r, _, _ = select.select([proc.stdout], [], [], 10.0)
-            line = proc.stdout.readline() if r else b""
-            if not line.strip().isdigit():
+            if not line.isdigit():
                 raise PerfctlError("the throughput sink in the namespace did not start")
             return _probe.sink_throughput_bps(self.ns.ns_ip, int(line), nbytes)
         finally:
-            _terminate_group(proc, grace_s=2.0)
+            terminate(proc, grace_s=2.0)
             self._sink = None
 
     def stop(self) -> None:
         if self._sink is not None:
-            _terminate_group(self._sink, grace_s=1.0)
+            terminate(self._sink, grace_s=1.0)
             self._sink = None
         ns, self.ns = self.ns, None
         if ns is not None:
@@ -395,7 +357,6 @@ class _NamespaceInjector(Injector):
 
 
 def _closed_local_port() -> int:
-    import socket
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -414,13 +375,13 @@ class NetemInjector(_NamespaceInjector):
 
 
 class TbfInjector(_NamespaceInjector):
-    """tc tbf (token bucket) on both veth ends: spec.bandwidth each way, aggregate over all
-    connections. Bandwidth only (NetworkSpec refuses delay/jitter/loss with backend tbf)."""
+    """tc tbf (token bucket) on both veth ends: spec.bandwidth_bps each way, aggregate over all
+    connections. Bandwidth only (Network refuses delay/jitter/loss with backend tbf)."""
 
     backend = kind = "tbf"
 
-    def __init__(self, spec: NetworkSpec):
-        if not spec.bandwidth:
+    def __init__(self, spec: Network):
+        if not spec.bandwidth_bps:
             raise PerfctlError("backend tbf needs a bandwidth (e.g. bandwidth: 10mbit)")
         super().__init__(spec)
 
@@ -430,6 +391,8 @@ class TbfInjector(_NamespaceInjector):
 
 @atexit.register
 def _stop_all() -> None:
+    """Namespaces and qdiscs are no processes, so run/process.py cannot end them: remove
+    them at interpreter exit (their processes are already the supervisor's)."""
     for inj in list(_live):
         try:
             inj.stop()

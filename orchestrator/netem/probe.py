@@ -181,3 +181,54 @@ while c.recv(1 << 17):
     pass
 c.sendall(b"ok\n"); c.close()
 """
+
+
+# An echo server for probing a path from the outside (tests, benchmarks), in its own process
+# so its latency does not fight the caller for the GIL: prints its port, echoes every byte
+# (backlog 4096), exits on SIGTERM or after argv[1] seconds (default 120).
+ECHO_SERVER_CODE = r"""
+import asyncio, signal, sys
+try:
+    import uvloop; uvloop.install()
+except ImportError:
+    pass
+async def handle(r, w):
+    try:
+        while True:
+            b = await r.read(65536)
+            if not b:
+                break
+            w.write(b)
+            await w.drain()
+        w.close()
+    except (ConnectionError, OSError):
+        w.transport.abort()
+async def main():
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
+    print(srv.sockets[0].getsockname()[1], flush=True)
+    loop = asyncio.get_running_loop()
+    stop = loop.create_future()
+    loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
+    await asyncio.wait_for(stop, float(sys.argv[1]) if len(sys.argv) > 1 else 120)
+asyncio.run(main())
+"""
+
+
+def interleaved_rtt_ms(port_a: int, port_b: int, n: int, warmup: int = 10,
+                       host: str = "127.0.0.1") -> tuple[list[float], list[float]]:
+    """n echo round trips [ms] on each of two paths, alternating a/b so both see the same
+    host noise; the first `warmup` pairs are dropped."""
+    a: list[float] = []
+    b: list[float] = []
+    with socket.create_connection((host, port_a), timeout=10) as sa, \
+            socket.create_connection((host, port_b), timeout=10) as sb:
+        for s in (sa, sb):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(warmup + n):
+            for s, out in ((sa, a), (sb, b)):
+                t0 = time.perf_counter_ns()
+                s.sendall(PAYLOAD)
+                _recv_exact(s, len(PAYLOAD))
+                if i >= warmup:
+                    out.append((time.perf_counter_ns() - t0) / 1e6)
+    return a, b

@@ -17,11 +17,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator import bundled
+from orchestrator.experiment.catalogue import CONCURRENCY_MODELS
+from orchestrator.run import bundled
 
 HOST = "127.0.0.1"
 IMPL_MODELS = [(impl, model) for impl in ("python", "c", "java")
-               for model in bundled.MODELS[impl]]
+               for model in CONCURRENCY_MODELS[impl]]
 SERVER_TIMING = re.compile(r"queue;dur=(\d+\.\d{3}), svc;dur=(\d+\.\d{3})")
 LISTENING = re.compile(r"perfctl-server listening on 127\.0\.0\.1:(\d+) impl=(\w+) "
                        r"model=(\w+) threads=(\d+) backlog=(\d+)")

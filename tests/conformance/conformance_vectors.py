@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from orchestrator.bundled import CORPUS
+from orchestrator.run.bundled import CORPUS
 
 Body = bytes | re.Pattern | dict | int | None
 

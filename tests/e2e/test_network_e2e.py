@@ -24,7 +24,7 @@ placement: {server_cpus: [0], loadgen_cpus: [1]}
 
 def test_delay_axis_is_injected_and_verified(write_yaml, perfctl_env, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run",
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run",
                            str(write_yaml(DELAYS)), "--out", str(out)], cwd=ROOT,
                           env=perfctl_env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -43,13 +43,13 @@ def test_delay_axis_is_injected_and_verified(write_yaml, perfctl_env, tmp_path):
 
 
 def test_injection_that_misses_marks_the_trial_invalid():
-    from orchestrator.netem import NetworkSpec
+    from orchestrator.experiment.network import Network
     from orchestrator.netem.probe import ProbeResult
-    from orchestrator.runner import _network_row
+    from orchestrator.run.trial import _network_row
 
     class Fake:
         backend = "proxy"
-        spec = NetworkSpec.model_validate({"delay": "10ms"})
+        spec = Network.model_validate({"delay": "10ms"})
 
         def check(self, probe):
             from orchestrator.netem import verify

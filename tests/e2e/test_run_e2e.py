@@ -26,7 +26,7 @@ placement: {server_cpus: [0], loadgen_cpus: [1]}
 
 
 def perfctl(args, env, **kw):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, **kw)
 
 
@@ -77,7 +77,7 @@ def test_sigint_keeps_trials_and_resume_finishes(write_yaml, perfctl_env, tmp_pa
     text = TWO_CELLS.replace("matrix: {mode: [closed, open]}", "matrix: {mode: [closed]}\nrepeats: 3")
     exp = write_yaml(text)
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli_entry", "run", str(exp),
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(exp),
                              "--out", str(out)], cwd=ROOT, env=perfctl_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

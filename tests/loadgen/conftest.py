@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import bundled, servers
+from orchestrator.run import bundled, ports, process
 
 HERE = Path(__file__).resolve().parent
 
@@ -29,16 +29,16 @@ def _wait_port(port: int, proc, timeout: float = 20.0) -> None:
 
 class Running:
     def __init__(self, argv, cpus=None, cwd=None):
-        self.port = servers.free_port()
+        self.port = ports.free_port()
         argv = [a.replace("{port}", str(self.port)) for a in argv]
-        self.proc = servers.spawn(argv, cpus=cpus, cwd=cwd)
+        self.proc = process.spawn(argv, cpus=cpus, cwd=cwd)
         _wait_port(self.port, self.proc)
 
     def url(self, path="/"):
         return f"http://127.0.0.1:{self.port}{path}"
 
     def stop(self):
-        servers.terminate(self.proc)
+        process.terminate(self.proc)
 
 
 def _bundled(impl, model, **kw):
@@ -88,9 +88,9 @@ def nginx_server(tmp_path_factory):
     (d / "www").mkdir()
     (d / "www" / "index.html").write_text("ok")
     (d / "logs").mkdir()
-    port = servers.free_port()
+    port = ports.free_port()
     (d / "nginx.conf").write_text(nginx_conf(d, port))
-    proc = servers.spawn([exe, "-p", str(d), "-c", str(d / "nginx.conf")], cpus=[0])
+    proc = process.spawn([exe, "-p", str(d), "-c", str(d / "nginx.conf")], cpus=[0])
     _wait_port(port, proc)
     s = Running.__new__(Running)
     s.port, s.proc = port, proc

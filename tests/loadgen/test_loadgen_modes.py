@@ -95,7 +95,7 @@ def test_timeouts_are_errors(tmp_path, py_server):
 
 
 def test_refused_connections_are_counted(tmp_path):
-    from orchestrator.servers import free_port
+    from orchestrator.run.ports import free_port
 
     class Nothing:
         port = free_port()
@@ -114,7 +114,7 @@ def test_burst_releases_together_and_reports_outcomes(tmp_path, py_server):
 
 
 def test_burst_against_closed_port_is_all_refused(tmp_path):
-    from orchestrator.servers import free_port
+    from orchestrator.run.ports import free_port
 
     class Nothing:
         port = free_port()
@@ -229,7 +229,7 @@ def test_perfctl_load_json(tmp_path, py_server):
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[2]
-    p = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "load",
+    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "load",
                         py_server.url("/work?spin_us=10"), "-c", "4", "-d", "1s", "--warmup",
                         "0.2s", "--json"], cwd=root, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
@@ -237,7 +237,7 @@ def test_perfctl_load_json(tmp_path, py_server):
     assert out["requests"] > 0 and out["throughput_rps"] > 0
     assert set(out["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
     assert isinstance(out["valid"], bool) and "selfcheck" in out
-    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "load",
+    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", "load",
                           "ftp://x", "--json"], cwd=root, capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "http://" in bad.stderr and "Traceback" not in bad.stderr

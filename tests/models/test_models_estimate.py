@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import closed, estimate, queues, usl
+from models import closed, comparison, estimate, queues, usl
 from models.estimate import ServiceEstimate
 
 MS = 1_000_000  # ns per ms
@@ -117,7 +117,7 @@ def test_compare_on_simulated_run(simulate):
                            latency_mean_ms=n / x * 1e3, latency_p99_ms=np.nan, valid=True,
                            connections=n, think_time_s=0.0, server_threads=4, server_backlog=128,
                            server_cores=4, work_spin_us=4000, work_sleep_us=0))
-    table = estimate.compare(pd.DataFrame(trials), pd.concat(reqs, ignore_index=True))
+    table = comparison.compare(pd.DataFrame(trials), pd.concat(reqs, ignore_index=True))
     t = table.set_index("cell_id")
     assert t.loc["mmc", "model"] == "M/M/3" and abs(t.loc["mmc", "err_mean"]) < 0.03
     assert abs(t.loc["mmc", "err_p99"]) < 0.04

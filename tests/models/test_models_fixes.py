@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import estimate, usl
+from models import comparison, estimate, usl
 from models.estimate import ServiceEstimate
 
 MS = 1_000_000  # ns per ms
@@ -57,13 +57,13 @@ def _noisy_closed_trials(repeats: int, seed: int = 3) -> pd.DataFrame:
 @pytest.mark.parametrize("repeats", [1, 3])
 def test_usl_groups_ignore_per_trial_columns(repeats):
     trials = _noisy_closed_trials(repeats)
-    groups = estimate._usl_groups(trials)
+    groups = comparison._usl_groups(trials)
     assert len(groups) == 2                               # one per server, not one per trial
     for g in groups:
         assert g["server"].nunique() == 1
         assert sorted(g["connections"].unique()) == list(LEVELS)
         assert len(g) == len(LEVELS) * repeats
-    table = estimate.compare(trials, None).set_index("cell_id")
+    table = comparison.compare(trials, None).set_index("cell_id")
     assert table.loc["c-pool-8", "usl_sigma"] == pytest.approx(0.05, rel=1e-3)
     assert table.loc["c-pool-8", "usl_kappa"] == pytest.approx(0.001, rel=1e-2)
     assert table.loc["py-8", "usl_sigma"] == pytest.approx(0.2, rel=1e-3)
@@ -81,12 +81,12 @@ def test_usl_groups_still_split_on_config_axes():
             parts.append(base.assign(delay=delay, server_threads=threads,
                                      cell_id=base["cell_id"] + f"-{delay}-{threads}"))
     trials = pd.concat(parts, ignore_index=True)
-    groups = estimate._usl_groups(trials)
+    groups = comparison._usl_groups(trials)
     assert len(groups) == 4
     assert all(len(g) == len(LEVELS) and g["delay"].nunique() == 1 for g in groups)
     # an axis that only renames the concurrency (1:1 with connections) does not split
     aliased = base.assign(users=base["connections"].map(lambda n: f"u{n}"))
-    assert len(estimate._usl_groups(aliased)) == 1
+    assert len(comparison._usl_groups(aliased)) == 1
 
 
 def _warm_run():
@@ -115,7 +115,7 @@ def _warm_run():
 
 def test_compare_drops_warmup_when_marked():
     trials, reqs, warm, mean, p99, s_mean = _warm_run()
-    raw = estimate.compare(trials, reqs).iloc[0]
+    raw = comparison.compare(trials, reqs).iloc[0]
     assert raw["measured_mean_ms"] > mean * 1.5            # warm-up included: far off
     expected = dict(measured_mean_ms=mean, measured_p99_ms=p99, service_mean_ms=s_mean)
     variants = {
@@ -125,14 +125,14 @@ def test_compare_drops_warmup_when_marked():
         "trial window": (trials.assign(measure_start_ns=int(1e9), measure_end_ns=int(6e9)), reqs, None),
     }
     for name, (t, r, m) in variants.items():
-        row = estimate.compare(t, r, measured=m).iloc[0]
+        row = comparison.compare(t, r, measured=m).iloc[0]
         for k, v in expected.items():
             assert row[k] == pytest.approx(v, rel=1e-6), (name, k)
     # estimate_service honours the column on its own too
     e = estimate.estimate_service(reqs.assign(measured=~warm))
     assert e.mean_s == pytest.approx(s_mean / 1e3, rel=1e-9)
     with pytest.raises(ValueError, match="mask"):
-        estimate.compare(trials, reqs, measured=np.ones(3, dtype=bool))
+        comparison.compare(trials, reqs, measured=np.ones(3, dtype=bool))
 
 
 @pytest.mark.parametrize("sigma,kappa", [(1.0, 0.01), (1.5, 0.02), (2.0, 0.0), (0.9, 1.0)])
@@ -171,6 +171,6 @@ def test_compare_ignores_unfinished_rows_without_error_class():
                                   svc_ms=np.nan, queue_ms=np.nan, measured=True)
     ghost["latency_ns"] = ghost["done_ns"] - ghost["intended_ns"]
     ghost["service_ns"] = 0
-    row = estimate.compare(trials, pd.concat([reqs, ghost], ignore_index=True)).iloc[0]
+    row = comparison.compare(trials, pd.concat([reqs, ghost], ignore_index=True)).iloc[0]
     assert row["measured_mean_ms"] == pytest.approx(mean, rel=1e-6)
     assert row["measured_p99_ms"] == pytest.approx(p99, rel=1e-6)

@@ -12,35 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-# An echo server in its own process (so its latency does not fight the test for the GIL):
-# prints its port, echoes every byte, backlog 4096, exits on SIGTERM or after 120 s.
-ECHO_CODE = r"""
-import asyncio, signal, sys
-try:
-    import uvloop; uvloop.install()
-except ImportError:
-    pass
-async def handle(r, w):
-    try:
-        while True:
-            b = await r.read(65536)
-            if not b:
-                break
-            w.write(b)
-            await w.drain()
-        w.close()
-    except (ConnectionError, OSError):
-        w.transport.abort()
-async def main():
-    srv = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
-    print(srv.sockets[0].getsockname()[1], flush=True)
-    loop = asyncio.get_running_loop()
-    stop = loop.create_future()
-    loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
-    await asyncio.wait_for(stop, 120)
-asyncio.run(main())
-"""
-
+from orchestrator.netem.probe import ECHO_SERVER_CODE
 
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
@@ -60,7 +32,7 @@ def proxy_bin() -> str:
 
 @pytest.fixture(scope="module")
 def echo_port():
-    proc = subprocess.Popen([sys.executable, "-c", ECHO_CODE], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", ECHO_SERVER_CODE], stdout=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline())
         yield port

@@ -9,8 +9,9 @@ import sys
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.netem.cli import app, build_proxy_command
-from orchestrator.netem.doctor import doctor, host_settings
+from orchestrator.cli.netem import app, build_proxy_command
+from orchestrator.cli.doctor import doctor
+from orchestrator.run.hostinfo import host_settings
 
 runner = CliRunner()
 
@@ -39,7 +40,7 @@ def test_netem_cli_build_command_asymmetric():
 
 
 def test_netem_cli_proxy_foreground_sigterm(echo_port):
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.netem.cli", "proxy",
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "netem", "proxy",
                              "--listen", "127.0.0.1:0", "--to", f"127.0.0.1:{echo_port}",
                              "--delay", "1ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()

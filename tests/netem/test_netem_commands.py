@@ -1,11 +1,11 @@
 """Command construction for ip / tc / perfctl-proxy (pure functions, no side effects)."""
 from __future__ import annotations
 
-from orchestrator.netem import NetworkSpec
+from orchestrator.experiment.network import Network
 from orchestrator.netem.commands import (netem_args, netem_limit, netem_qdisc_commands, netns_exec,
                                          netns_setup_commands, netns_teardown_commands, proxy_argv,
                                          qdisc_probe_command, tbf_args, tbf_qdisc_commands)
-from orchestrator.netem.spec import ms_arg, rate_arg
+from orchestrator.experiment.network import ms_arg, rate_arg
 
 
 def test_netem_ms_and_rate_args():
@@ -28,7 +28,7 @@ def test_netem_netem_args():
 
 
 def test_netem_qdisc_commands_both_ends():
-    spec = NetworkSpec(delay_up="3ms", delay_down="7ms", jitter="1ms", distribution="pareto")
+    spec = Network(delay_up="3ms", delay_down="7ms", jitter="1ms", distribution="pareto")
     up, down = netem_qdisc_commands(spec, "perfctl-1-0", "pcabcdefh", "pcabcdefn")
     assert up[:7] == ["tc", "qdisc", "add", "dev", "pcabcdefh", "root", "netem"]
     assert up[up.index("delay") + 1:up.index("delay") + 3] == ["3ms", "1ms"]
@@ -41,7 +41,7 @@ def test_netem_tbf_commands():
     assert tbf_args(10e6) == ["rate", "10000000bit", "burst", "6250", "latency", "50ms"]
     assert tbf_args(1e9)[3] == str(625000)   # 5 ms of traffic
     assert tbf_args(1e6)[3] == "4096"
-    spec = NetworkSpec(backend="tbf", bandwidth="10mbit")
+    spec = Network(backend="tbf", bandwidth="10mbit")
     host, ns = tbf_qdisc_commands(spec, "perfctl-1-0", "h", "n")
     assert host == ["tc", "qdisc", "add", "dev", "h", "root", "tbf", "rate", "10000000bit",
                     "burst", "6250", "latency", "50ms"]
@@ -64,11 +64,11 @@ def test_netem_namespace_commands():
 
 
 def test_netem_proxy_argv():
-    spec = NetworkSpec(delay="10ms", jitter="2ms", distribution="normal", loss="1%",
+    spec = Network(delay="10ms", jitter="2ms", distribution="normal", loss="1%",
                        rto="50ms", bandwidth="10mbit")
     argv = proxy_argv("/bin/p", spec, "127.0.0.1:0", "127.0.0.1:8080", echo_listen="127.0.0.1:0", seed=3)
     assert argv == ["/bin/p", "--listen", "127.0.0.1:0", "--to", "127.0.0.1:8080",
                     "--echo-listen", "127.0.0.1:0", "--delay-up", "10ms", "--delay-down", "10ms",
                     "--jitter", "2ms", "--distribution", "normal", "--loss", "0.01", "--rto", "50ms",
                     "--bandwidth", "10000000bit", "--seed", "3"]
-    assert proxy_argv("p", NetworkSpec(), "a:1", "b:2") == ["p", "--listen", "a:1", "--to", "b:2"]
+    assert proxy_argv("p", Network(), "a:1", "b:2") == ["p", "--listen", "a:1", "--to", "b:2"]

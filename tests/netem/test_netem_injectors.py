@@ -11,7 +11,8 @@ import time
 import pytest
 
 from orchestrator.errors import PerfctlError
-from orchestrator.netem import (NetemInjector, NetworkSpec, ProxyInjector, TbfInjector,
+from orchestrator.experiment.network import Network
+from orchestrator.netem import (NetemInjector, ProxyInjector, TbfInjector,
                                 backend_status, make_injector)
 from orchestrator.netem.namespace import Netns, cleanup_stale, list_netns
 
@@ -31,7 +32,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_netem_proxy_injector_lifecycle(echo_port):
-    spec = NetworkSpec.from_config({"backend": "proxy", "delay": "5ms"})
+    spec = Network.from_config({"backend": "proxy", "delay": "5ms"})
     with ProxyInjector(spec, seed=1) as inj:
         host, port = inj.start("127.0.0.1", echo_port)
         assert host == "127.0.0.1" and port not in (0, echo_port)
@@ -53,7 +54,7 @@ def test_netem_proxy_injector_lifecycle(echo_port):
 
 
 def test_netem_proxy_injector_bandwidth_probe(echo_port):
-    spec = NetworkSpec.from_config({"backend": "proxy", "bandwidth": "20mbit"})
+    spec = Network.from_config({"backend": "proxy", "bandwidth": "20mbit"})
     with make_injector(spec) as inj:
         inj.start("127.0.0.1", echo_port)
         res = inj.probe(samples=5)
@@ -62,7 +63,7 @@ def test_netem_proxy_injector_bandwidth_probe(echo_port):
 
 def test_netem_check_reports_invalid(echo_port):
     """A probe that disagrees with the spec is reported invalid with the reason."""
-    spec = NetworkSpec.from_config({"backend": "proxy", "delay": "5ms"})
+    spec = Network.from_config({"backend": "proxy", "delay": "5ms"})
     with ProxyInjector(spec) as inj:
         inj.start("127.0.0.1", echo_port)
         res = inj.probe(samples=5)
@@ -77,10 +78,10 @@ def test_netem_netem_unavailable_skip_with_reason():
         pytest.skip("this kernel has sch_netem; the unavailable path is not reachable here")
     assert "netem" in why
     with pytest.raises(PerfctlError, match="backend: proxy") as e:
-        NetemInjector(NetworkSpec(delay="10ms"))
+        NetemInjector(Network(delay="10ms"))
     assert why in str(e.value)
     # auto falls back to the proxy
-    assert isinstance(make_injector(NetworkSpec(delay="1ms")), ProxyInjector)
+    assert isinstance(make_injector(Network(delay="1ms")), ProxyInjector)
 
 
 @root_only
@@ -89,7 +90,7 @@ def test_netem_netem_live_when_available(echo_port):
     if not ok:
         pytest.skip(f"netem not available on this host: {why}")
     before = list_netns()
-    with NetemInjector(NetworkSpec(delay="5ms")) as inj:
+    with NetemInjector(Network(delay="5ms")) as inj:
         inj.prepare()
         res = inj.probe(samples=10)
         assert abs(res.added_p50_ms - 10.0) < 1.0
@@ -137,7 +138,7 @@ def test_netem_tbf_injector_end_to_end():
     if not ok:
         pytest.skip(f"tbf not available: {why}")
     before = list_netns()
-    spec = NetworkSpec.from_config({"backend": "tbf", "bandwidth": "20mbit"})
+    spec = Network.from_config({"backend": "tbf", "bandwidth": "20mbit"})
     inj = make_injector(spec)
     assert isinstance(inj, TbfInjector)
     try:

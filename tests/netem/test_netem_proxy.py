@@ -19,7 +19,8 @@ import pytest
 from scipy import stats
 
 from orchestrator.netem.probe import echo_rtt_samples, echo_throughput_bps
-from orchestrator.netem.spec import NetworkSpec, jitter_samples_ms
+from orchestrator.experiment.network import jitter_samples_ms
+from orchestrator.netem.probe import interleaved_rtt_ms
 
 
 def _p50(xs):
@@ -90,24 +91,6 @@ def test_netem_delay_adds_rtt(run_proxy, echo_port):
     assert abs(added2 - 8.0) < 1.0, added2
 
 
-def interleaved_rtts(port_a: int, port_b: int, n: int, warmup: int = 10):
-    """n round trips on each of two echo paths, alternating, so both see the same host noise."""
-    from orchestrator.netem.probe import PAYLOAD, _recv_exact
-    a, b = [], []
-    with socket.create_connection(("127.0.0.1", port_a), timeout=10) as sa, \
-            socket.create_connection(("127.0.0.1", port_b), timeout=10) as sb:
-        for s in (sa, sb):
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for i in range(warmup + n):
-            for s, out in ((sa, a), (sb, b)):
-                t0 = time.perf_counter_ns()
-                s.sendall(PAYLOAD)
-                _recv_exact(s, len(PAYLOAD))
-                if i >= warmup:
-                    out.append((time.perf_counter_ns() - t0) / 1e6)
-    return np.array(a), np.array(b)
-
-
 @pytest.mark.parametrize("dist", ["uniform", "normal", "pareto"])
 def test_netem_jitter_distribution_ks(run_proxy, echo_port, dist):
     """Added RTTs (two independent jittered one-way delays) follow the configured law.
@@ -119,7 +102,7 @@ def test_netem_jitter_distribution_ks(run_proxy, echo_port, dist):
     ref = run_proxy(echo_port, "--delay", f"{d}ms", echo=True)
     p = run_proxy(echo_port, "--delay", f"{d}ms", "--jitter", f"{j}ms", "--distribution", dist,
                   "--seed", "11", echo=True)
-    jit, plain = interleaved_rtts(p.echo_port, ref.echo_port, n=150)
+    jit, plain = map(np.array, interleaved_rtt_ms(p.echo_port, ref.echo_port, n=150))
     noise = plain - 2 * d
     rng = np.random.default_rng(3)
     n = 100_000

@@ -33,7 +33,7 @@ STATS_KEYS = {"impl", "model", "threads", "requests", "work_requests", "bucket_s
 
 def newest_java() -> str:
     """The JVM perfctl itself would pick for model `virtual` (the newest JDK, >= 21)."""
-    from orchestrator import bundled
+    from orchestrator.run import bundled
     jdk = bundled.find_jdk(21)
     if jdk is None:
         pytest.skip("no JDK >= 21 under /usr/lib/jvm")

@@ -26,7 +26,7 @@ def test_java_build_is_java17_bytecode(jkit):
 
 def test_java_bundled_command_starts_it(jkit):
     """The argv orchestrator/bundled.py builds runs the server (newest JDK, -Xss512k)."""
-    from orchestrator import bundled
+    from orchestrator.run import bundled
     bundled.build("java")
     argv = bundled.command("java", "pool", 0, threads=3, backlog=64)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -17,7 +17,7 @@ def run_quick_profile(tmp_path_factory):
     def run(study: str) -> Path:
         out = tmp_path_factory.mktemp(study) / "run"
         env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
-        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli_entry", "run",
+        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run",
                                f"experiments/{study}.yaml", "--profile", "quick", "--out",
                                str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=420)
@@ -29,7 +29,7 @@ def run_quick_profile(tmp_path_factory):
 @pytest.fixture(scope="session")
 def require_java() -> None:
     """Skip a study that needs the Java server when no JDK is installed."""
-    from orchestrator import bundled
+    from orchestrator.run import bundled
     if not bundled.find_jdks():
         pytest.skip("no JDK: the study needs the Java server")
 

@@ -20,14 +20,14 @@ def quick_run(run_quick_profile, require_java) -> Path:
 
 
 def test_study_table(quick_run):
-    from orchestrator import config, results
+    from orchestrator import experiment, results
 
-    plan = config.load_plan(EXPERIMENT, "quick")
+    plan = experiment.load_plan(EXPERIMENT, "quick")
     run = results.load(quick_run)
     assert run.info["experiment"] == "littles_law"
     t = run.trials
     assert len(t) == plan.trial_count
-    assert set(t["server_model"]) == {"pool", "virtual"}
+    assert set(t["concurrency_model"]) == {"pool", "virtual"}
     assert (t["load_mode"] == "closed").all()
     clients = sorted({c.values["clients"] for c in plan.cells})
     assert clients[0] == 1 and clients[-1] == 200

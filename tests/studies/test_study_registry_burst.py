@@ -19,9 +19,9 @@ def quick_run(run_quick_profile, require_java) -> Path:
 
 
 def test_success_table(quick_run):
-    from orchestrator import config, results
+    from orchestrator import experiment, results
 
-    plan = config.load_plan(EXPERIMENT, "quick")
+    plan = experiment.load_plan(EXPERIMENT, "quick")
     run = results.load(quick_run)
     assert run.info["experiment"] == "registry_burst"
     assert run.info["profile"] == "quick"
@@ -31,7 +31,7 @@ def test_success_table(quick_run):
     want = {(c.values["server"], c.values["backlog"], c.values["n"]) for c in plan.cells}
     got = set(zip(t["server"], t["backlog"].astype(int), t["n"].astype(int)))
     assert got == want
-    assert set(t["server_model"]) == {"single", "pool"}
+    assert set(t["concurrency_model"]) == {"single", "pool"}
     assert (t["load_mode"] == "burst").all()
     bursts = plan.cells[0].load.bursts
     # every released client is accounted for: a success or one error class

@@ -26,7 +26,7 @@ def test_quick_table(quick_run):
     assert set(t["layout"]) == {"flat", "by-type"}
     assert set(t["delay"]) == {"0ms", "50ms"}
     assert t.groupby(["layout", "delay", "rate"]).size().eq(1).all()
-    assert (t["server_model"] == "single").all() and (t["server_backlog"] == 50).all()
+    assert (t["concurrency_model"] == "single").all() and (t["server_backlog"] == 50).all()
     assert (t["requests"] > 0).all()
     lowest = t[t["rate"] == t["rate"].min()]
     # the lowest rate (rho well below 1) is served at the offered rate, without errors

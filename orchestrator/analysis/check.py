@@ -1,0 +1,184 @@
+"""Thresholds: pass/fail gates on a run's cells (`perfctl check`, the pytest plugin).
+
+An experiment file (or a separate YAML file) lists
+
+    thresholds:
+      - {where: {server: c-pool}, p99_ms: {lt: 5}, error_rate: {lt: 0.001}}
+      - {throughput_rps: {gt: 1000}}          # no where: every cell
+
+`where` selects cells by trials.csv columns (usually axes); every other key is a metric: a
+trials.csv column or a short alias (p50_ms, p90_ms, p99_ms, p999_ms, mean_ms, max_ms ->
+latency_*_ms) mapped to {operator: limit} with operators lt, le, gt, ge.
+
+Each (threshold, metric, operator) is checked on every matching cell against the cell's
+**mean over its valid trials**. A cell with no valid trial, a metric with no value (NaN), or
+a threshold whose `where` matches no cell is a breach: a gate must not pass on missing data.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from .. import results
+from ..errors import PerfctlError
+from .views import cell_labels
+
+ALIASES = {f"{p}_ms": f"latency_{p}_ms" for p in ("p50", "p90", "p99", "p999", "mean", "max")}
+OPERATORS = {"lt": (operator.lt, "<"), "le": (operator.le, "<="), "gt": (operator.gt, ">"),
+             "ge": (operator.ge, ">=")}
+NON_METRICS = {"cell_id", "trial", "valid", "invalid_reasons"}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One metric bound of one thresholds entry (entries with several metrics give several)."""
+
+    index: int                 # position in the thresholds list, from 1
+    where: dict
+    metric: str                # as written (e.g. p99_ms)
+    column: str                # trials column (e.g. latency_p99_ms)
+    op: str                    # lt | le | gt | ge
+    limit: float
+
+    @property
+    def text(self) -> str:
+        return f"{self.metric} {OPERATORS[self.op][1]} {self.limit:g}"
+
+    @property
+    def where_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.where.items()) or "every cell"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    threshold: Threshold
+    cell_id: str               # "" when the threshold matches no cell
+    cell_label: str
+    measured: float
+    trials: int                # valid trials averaged
+    passed: bool
+    note: str = ""
+
+
+def parse(entries, source: str, columns: list[str]) -> list[Threshold]:
+    """Thresholds from the YAML list; PerfctlError (naming `source`) on any problem."""
+    if not isinstance(entries, list):
+        raise PerfctlError(f"{source}: thresholds must be a list of mappings, got "
+                           f"{type(entries).__name__}. Fix: thresholds: [{{p99_ms: {{lt: 5}}}}]")
+    out = []
+    cols = set(columns)
+    for i, entry in enumerate(entries, 1):
+        where_ = f"{source}: thresholds[{i}]"
+        if not isinstance(entry, dict):
+            raise PerfctlError(f"{where_} is not a mapping. Fix: write it as "
+                               "{where: {server: NAME}, p99_ms: {lt: 5}}.")
+        where = entry.get("where") or {}
+        if not isinstance(where, dict):
+            raise PerfctlError(f"{where_}.where must map columns to values. Fix: where: {{server: py}}")
+        for k in where:
+            if k not in cols:
+                raise PerfctlError(f"{where_}.where names '{k}', which is no column of "
+                                   f"trials.csv. Fix: use an axis or column: {', '.join(columns[:12])}")
+        metrics = {k: v for k, v in entry.items() if k != "where"}
+        if not metrics:
+            raise PerfctlError(f"{where_} has no metric. Fix: add one, e.g. p99_ms: {{lt: 5}}.")
+        for metric, bounds in metrics.items():
+            column = ALIASES.get(metric, metric)
+            if column not in cols or column in NON_METRICS:
+                raise PerfctlError(
+                    f"{where_}: unknown metric '{metric}'. Fix: use a trials.csv column "
+                    f"(throughput_rps, error_rate, latency_p99_ms, ...) or an alias "
+                    f"({', '.join(ALIASES)}).")
+            if not isinstance(bounds, dict) or not bounds:
+                raise PerfctlError(f"{where_}.{metric} must map an operator to a limit. "
+                                   f"Fix: {metric}: {{lt: 5}} (operators: lt, le, gt, ge).")
+            for op, limit in bounds.items():
+                if op not in OPERATORS:
+                    raise PerfctlError(f"{where_}.{metric}: unknown operator '{op}'. "
+                                       "Fix: use lt, le, gt or ge.")
+                try:
+                    value = float(limit)
+                except (TypeError, ValueError):
+                    raise PerfctlError(f"{where_}.{metric}.{op}: limit {limit!r} is not a "
+                                       "number. Fix: give a plain number (in the metric's "
+                                       "unit, e.g. ms for p99_ms).") from None
+                out.append(Threshold(i, dict(where), metric, column, op, value))
+    return out
+
+
+def load_file(path: Path) -> list:
+    """The thresholds list from a YAML file: a top-level list or a `thresholds:` key."""
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise PerfctlError(f"{path}: cannot read the thresholds file ({e.strerror}). "
+                           "Fix: give an existing YAML file.") from None
+    except yaml.YAMLError as e:
+        raise PerfctlError(f"{path}: not valid YAML ({e}). Fix the syntax.") from None
+    if isinstance(doc, dict):
+        doc = doc.get("thresholds")
+    if doc is None:
+        raise PerfctlError(f"{path}: no thresholds found. Fix: a top-level list or a "
+                           "`thresholds:` key.")
+    return doc
+
+
+def thresholds_for(run: results.Run, file: Path | None = None) -> list[Threshold]:
+    """The run's thresholds: from `file` when given, else from run.json's experiment."""
+    cols = list(run.trials.columns)
+    if file is not None:
+        return parse(load_file(file), str(file), cols)
+    entries = run.info.get("document", {}).get("thresholds") or []
+    return parse(entries, str(run.info.get("source", run.path / "run.json")), cols)
+
+
+def _matches(trials: pd.DataFrame, where: dict) -> pd.Series:
+    m = pd.Series(True, index=trials.index)
+    for k, v in where.items():
+        col = trials[k]
+        num = pd.to_numeric(col, errors="coerce")
+        try:
+            m &= (num == float(v)) if num.notna().all() and not isinstance(v, str) else \
+                (col.astype(str) == str(v))
+        except (TypeError, ValueError):
+            m &= col.astype(str) == str(v)
+    return m
+
+
+def evaluate(run: results.Run, thresholds: list[Threshold]) -> list[Verdict]:
+    """Every threshold x matching cell, in threshold order then cell order."""
+    trials = run.trials
+    labels = cell_labels(run)
+    valid = trials["valid"].fillna(False).astype(bool) if "valid" in trials else \
+        pd.Series(True, index=trials.index)
+    out = []
+    for th in thresholds:
+        sel = trials[_matches(trials, th.where)]
+        if sel.empty:
+            out.append(Verdict(th, "", f"({th.where_text})", math.nan, 0, False,
+                               "matches no cell"))
+            continue
+        fn = OPERATORS[th.op][0]
+        for cid, g in sel.groupby("cell_id", sort=False):
+            good = g[valid.loc[g.index]]
+            label = labels.get(cid, cid)
+            if good.empty:
+                out.append(Verdict(th, cid, label, math.nan, 0, False, "no valid trial"))
+                continue
+            value = float(pd.to_numeric(good[th.column], errors="coerce").mean())
+            if math.isnan(value):
+                out.append(Verdict(th, cid, label, value, len(good), False, "no value"))
+                continue
+            out.append(Verdict(th, cid, label, value, len(good), bool(fn(value, th.limit))))
+    return out
+
+
+def check_run(run_dir, file: Path | None = None) -> list[Verdict]:
+    """Load a run and evaluate its thresholds (or those of `file`)."""
+    run = results.load(run_dir)
+    return evaluate(run, thresholds_for(run, file))

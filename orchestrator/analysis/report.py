@@ -1,0 +1,177 @@
+"""`perfctl report RUN_DIR`: one self-contained RUN_DIR/report.html.
+
+Every figure is embedded as a base64 PNG (the SVGs stay in plots/ beside it); the page loads
+nothing from anywhere else. Sections: the summary table (invalid trials in red, with their
+reasons), threshold verdicts when the experiment has thresholds, the figures, the models
+table (fitted in memory), and the run's configuration and host (run.json).
+
+A small inline script sets <body data-figures="ok"> once every image has decoded with a
+non-zero size ("failed:N" otherwise); tests read it from a headless browser's DOM.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .. import results
+from ..errors import PerfctlError
+from . import check, queueing
+from .figures import Figure
+from .model_figures import draw_models
+from .run_figures import draw_run
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
+max-width:1200px;color:#222;padding:0 1em}
+h1{margin-bottom:.2em} .sub{color:#666;margin-top:0}
+table{border-collapse:collapse;margin:1em 0;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
+th{background:#f3f3f3} td.l,th.l{text-align:left}
+tr.invalid td{background:#fde2e2} tr.fallback td{background:#fff4d6}
+.bad{color:#b00020;font-weight:bold} .good{color:#1b7f3b;font-weight:bold}
+figure{margin:1.5em 0} figure img{max-width:100%;border:1px solid #eee}
+figcaption{color:#555;font-size:13px} pre{background:#f7f7f7;padding:1em;overflow:auto;
+font-size:12px} .flag{display:inline-block;padding:2px 8px;border-radius:3px;color:#fff;
+background:#b00020} .ok{background:#1b7f3b}
+"""
+
+SCRIPT = """
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var bad = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); });
+  document.body.setAttribute('data-figures', bad.length ? 'failed:' + bad.length : 'ok');
+  document.body.setAttribute('data-figure-count', String(imgs.length));
+});
+"""
+
+
+def _e(v) -> str:
+    return html.escape(str(v))
+
+
+def _num(v, fmt: str) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return _e(v)
+    return "-" if math.isnan(f) else (format(f, fmt) if math.isfinite(f) else "∞")
+
+
+def _summary(trials: pd.DataFrame, axes: list[str]) -> str:
+    cols = [("trials", None), ("throughput req/s", "throughput_rps", ",.0f"),
+            ("p50 ms", "latency_p50_ms", ".3f"), ("p90 ms", "latency_p90_ms", ".3f"),
+            ("p99 ms", "latency_p99_ms", ".3f"), ("p99.9 ms", "latency_p999_ms", ".3f"),
+            ("max ms", "latency_max_ms", ".2f"), ("error rate", "error_rate", ".4f")]
+    head = "".join(f'<th class="l">{_e(a)}</th>' for a in axes)
+    head += "".join(f"<th>{_e(c[0])}</th>" for c in cols) + '<th>valid</th><th class="l">why invalid</th>'
+    rows = []
+    for _, g in trials.groupby("cell_id", sort=False):
+        valid = g["valid"].fillna(False).astype(bool)
+        cells = "".join(f'<td class="l">{_e(g[a].iloc[0])}</td>' for a in axes if a in g)
+        cells += f"<td>{len(g)}</td>"
+        use = g[valid] if valid.any() else g
+        for c in cols[1:]:
+            cells += f"<td>{_num(use[c[1]].mean(), c[2]) if c[1] in use else '-'}</td>"
+        reasons = "; ".join(sorted({str(r) for r in g.loc[~valid, "invalid_reasons"]
+                                    if str(r) and str(r) != "nan"})) \
+            if "invalid_reasons" in g else ""
+        flag = "ok" if valid.all() else "bad"
+        cells += f'<td class="{"good" if flag == "ok" else "bad"}">{int(valid.sum())}/{len(g)}</td>'
+        cells += f'<td class="l">{_e(reasons)}</td>'
+        rows.append(f'<tr class="{"" if valid.all() else "invalid"}">{cells}</tr>')
+    return (f"<table><tr>{head}</tr>{''.join(rows)}</table><p>Means over each cell's valid "
+            "trials (over all of them, in a red row, when none is valid).</p>")
+
+
+def _thresholds(run: results.Run) -> str:
+    try:
+        verdicts = check.evaluate(run, check.thresholds_for(run))
+    except PerfctlError as e:
+        return f'<p class="bad">{_e(e)}</p>'
+    if not verdicts:
+        return ""
+    rows = []
+    for v in verdicts:
+        cls = "good" if v.passed else "bad"
+        rows.append(f'<tr><td>{v.threshold.index}</td><td class="l">{_e(v.threshold.text)}</td>'
+                    f'<td class="l">{_e(v.cell_label)}</td><td>{_num(v.measured, ".4g")}</td>'
+                    f'<td class="{cls}">{"pass" if v.passed else "BREACH"}</td>'
+                    f'<td class="l">{_e(v.note)}</td></tr>')
+    breaches = sum(not v.passed for v in verdicts)
+    badge = (f'<span class="flag">{breaches} breach{"es" if breaches != 1 else ""}</span>'
+             if breaches else '<span class="flag ok">all pass</span>')
+    return (f"<h2>Thresholds {badge}</h2><table><tr><th>#</th><th class='l'>threshold</th>"
+            f"<th class='l'>cell</th><th>measured (mean of valid trials)</th><th>verdict</th>"
+            f"<th class='l'>note</th></tr>{''.join(rows)}</table>")
+
+
+def _models(table: pd.DataFrame) -> str:
+    if table.empty or "model" not in table:
+        return ""
+    rows = []
+    for _, r in table.iterrows():
+        cls = "fallback" if bool(r.get("from_invalid", False)) else ""
+        rows.append(f'<tr class="{cls}"><td class="l">{_e(r.get("label", r["cell_id"]))}</td>'
+                    f'<td class="l">{_e(r.get("model", ""))}</td>'
+                    f'<td>{_num(r.get("measured_mean_ms"), ".3f")}</td>'
+                    f'<td>{_num(r.get("pred_mean_ms"), ".3f")}</td>'
+                    f'<td>{_num(100 * r.get("err_mean", math.nan), "+.0f")}</td>'
+                    f'<td>{_num(r.get("measured_p99_ms"), ".3f")}</td>'
+                    f'<td>{_num(r.get("pred_p99_ms"), ".3f")}</td>'
+                    f'<td>{_num(100 * r.get("err_p99", math.nan), "+.0f")}</td></tr>')
+    return ("<h2>Queueing models</h2><table><tr><th class='l'>cell</th><th class='l'>model</th>"
+            "<th>measured mean ms</th><th>predicted mean ms</th><th>error %</th>"
+            "<th>measured p99 ms</th><th>predicted p99 ms</th><th>error %</th></tr>"
+            f"{''.join(rows)}</table><p>Yellow rows: the cell had no valid trial, so its "
+            "invalid trials were used. <code>perfctl model</code> prints every model.</p>")
+
+
+def _figure(f: Figure) -> str:
+    data = base64.b64encode(f.png.read_bytes()).decode("ascii")
+    return (f'<figure id="fig-{_e(f.name)}"><h3>{_e(f.title)}</h3>'
+            f'<img alt="{_e(f.title)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{_e(f.caption)}</figcaption></figure>")
+
+
+def build(run_dir, out: Path | None = None) -> Path:
+    """Draw every figure of the run into RUN_DIR/plots/ and write the report (default
+    RUN_DIR/report.html). Returns the report's path."""
+    run = results.load(run_dir)
+    trials = run.trials
+    out = Path(out) if out else run.path / "report.html"
+    plot_dir = run.path / "plots"
+    figs = draw_run(run, plot_dir)
+    try:
+        table = queueing.queueing_table(run)
+    except (ValueError, KeyError):
+        table = pd.DataFrame()
+    figs += draw_models(run, table, plot_dir)
+    info = run.info
+    invalid = int((~trials["valid"].fillna(False).astype(bool)).sum()) if not trials.empty else 0
+    badge = (f'<span class="flag">{invalid} of {len(trials)} trials invalid</span>' if invalid
+             else f'<span class="flag ok">all {len(trials)} trials valid</span>')
+    host = info.get("host", {})
+    sub = (f"{_e(info.get('started', ''))} · {_e(host.get('hostname', ''))} · "
+           f"{_e(host.get('cpu_count', '?'))} CPUs · perfctl {_e(host.get('perfctl_version', ''))}"
+           f" · commit {_e(str(host.get('git_commit', ''))[:10])} · profile "
+           f"{_e(info.get('profile') or '-')} · overrides {_e(' '.join(info.get('overrides') or []) or '-')}")
+    body = [f"<h1>{_e(info.get('experiment', run.path.name))}</h1><p class='sub'>{sub}</p>",
+            f"<p>{_e(info.get('document', {}).get('description', ''))}</p>",
+            f"<h2>Summary {badge}</h2>", _summary(trials, run.axes) if not trials.empty
+            else "<p>No trial recorded.</p>", _thresholds(run) if not trials.empty else "",
+            "<h2>Figures</h2>", *(_figure(f) for f in figs), _models(table),
+            "<h2>Configuration and host</h2><details><summary>run.json</summary>"
+            f"<pre>{_e(json.dumps(info, indent=1, default=str))}</pre></details>"]
+    page = ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>perfctl report: {_e(info.get('experiment', ''))}</title>"
+            f"<style>{CSS}</style></head><body>{''.join(body)}<script>{SCRIPT}</script>"
+            "</body></html>")
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)
+    return out

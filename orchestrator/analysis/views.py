@@ -1,0 +1,93 @@
+"""Views of a run that every analysis shares: which trials count, which requests count (the
+measured window; "ok" defined once), and cell labels.
+
+Which trials count: a cell's valid trials; a cell with no valid trial falls back to all of
+its trials and is flagged, so a noisy host still gets an answer instead of silence.
+Which requests count: those intended inside their trial's measured window (warm-up
+excluded), and for latency only the ok ones (`ok_requests`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..results import Run, read_summary, trial_dir
+
+
+def ok_requests(requests: pd.DataFrame) -> pd.DataFrame:
+    """The requests that completed without a transport error and with an HTTP status < 400."""
+    return requests[(requests["error"] == 0) & (requests["status"] < 400)]
+
+
+def analysis_trials(trials: pd.DataFrame) -> tuple[pd.DataFrame, set[str]]:
+    """The trials an analysis uses: each cell's valid trials, or all of a cell's trials when
+    none is valid. Returns (trials with `valid` forced True for the fallback cells, the
+    cell_ids that fell back)."""
+    if trials.empty or "valid" not in trials.columns:
+        return trials, set()
+    valid = trials["valid"].fillna(False).astype(bool)
+    has_valid = valid.groupby(trials["cell_id"]).transform("any")
+    keep = trials[valid | ~has_valid].copy()
+    fallback = set(keep.loc[~keep["valid"].fillna(False).astype(bool), "cell_id"])
+    keep["valid"] = True
+    return keep, fallback
+
+
+def trial_summary(run: Run, cell_id: str, trial: int) -> dict | None:
+    """The load generator's summary.json of one trial (None when missing)."""
+    return read_summary(trial_dir(run.path, cell_id, int(trial)))
+
+
+def _window(run: Run, cell_id: str, trial: int) -> tuple[int, int] | None:
+    s = trial_summary(run, cell_id, trial)
+    return None if s is None else (int(s["measure_start_ns"]), int(s["measure_end_ns"]))
+
+
+def trimmed_timeline(run: Run) -> pd.DataFrame:
+    """run.timeline without the bins that start after the measured window ends (the tail
+    where only the last responses arrive, which would read as a throughput collapse)."""
+    tl = run.timeline
+    if tl.empty:
+        return tl
+    keep = np.ones(len(tl), dtype=bool)
+    for (cid, k), idx in tl.groupby(["cell_id", "trial"], sort=False).indices.items():
+        s = trial_summary(run, cid, k)
+        if s is not None:
+            end_s = (s["measure_end_ns"] - s["start_ns"]) / 1e9
+            keep[idx] = tl["t_s"].to_numpy()[idx] < end_s - 1e-9
+    return tl[keep]
+
+
+def measured_requests(run: Run, trials: pd.DataFrame | None = None,
+                      ok_only: bool = True) -> pd.DataFrame:
+    """The run's requests intended inside each trial's measured window (warm-up dropped),
+    restricted to the (cell_id, trial) pairs of `trials` (default: all) and, with ok_only,
+    to requests that completed without a transport error or an HTTP status >= 400."""
+    req = run.requests
+    if req.empty:
+        return req
+    trials = run.trials if trials is None else trials
+    keep = np.zeros(len(req), dtype=bool)
+    for (cid, k), idx in req.groupby(["cell_id", "trial"], sort=False).indices.items():
+        if not ((trials["cell_id"] == cid) & (trials["trial"] == k)).any():
+            continue
+        w = _window(run, cid, int(k))
+        t = req["intended_ns"].to_numpy()[idx]
+        keep[idx] = True if w is None else (t >= w[0]) & (t < w[1])
+    out = req[keep]
+    if ok_only:
+        out = ok_requests(out)
+    return out.reset_index(drop=True)
+
+
+def cell_labels(run: Run, short: bool = False) -> dict[str, str]:
+    """cell_id -> 'axis=value, ...' from run.json (the cell_id itself when unknown). With
+    short, only the axes whose value differs between the run's cells are named."""
+    cells = run.info.get("cells", [])
+    vals = [c.get("values", {}) for c in cells]
+    varying = {k for v in vals for k in v if len({str(w.get(k)) for w in vals}) > 1}
+    out = {}
+    for c, v in zip(cells, vals):
+        keep = [k for k in v if k in varying] if short and varying else list(v)
+        out[c["cell_id"]] = ", ".join(f"{k}={v[k]}" for k in keep) or c["cell_id"]
+    return out

@@ -1,0 +1,133 @@
+"""The analysis commands of `perfctl`: model, report, check, compare.
+
+Exit codes: 0 fine; 1 a threshold breached (check) or a significant regression (compare);
+2 bad input (PerfctlError, mapped by main.py).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from .. import results
+from ..analysis import check as check_
+from ..analysis import compare as compare_
+from ..analysis import queueing
+from ..analysis import report as report_
+from ..analysis.model_figures import draw_models
+from ..errors import PerfctlError
+from .console import console, fmt, pct
+
+RunArg = Annotated[Path, typer.Argument(help="Run directory written by perfctl run "
+                                             "(e.g. results/latest).", show_default=False)]
+
+
+def model(run_dir: RunArg,
+          no_plots: Annotated[bool, typer.Option("--no-plots",
+                                                 help="Skip the model figures.")] = False) -> None:
+    """Fit queueing models to a run: predicted vs measured per cell, models.json, figures."""
+    doc, table = queueing.fit_run(run_dir)
+    if not no_plots:
+        run = results.load(run_dir)
+        draw_models(run, table, run.path / "plots")
+    cells = doc["cells"]
+    if not cells:
+        console.print("no trials to model")
+        return
+    t = Table(title="Models vs measurements (latency in ms; error = (predicted - measured) "
+                    "/ measured)")
+    for col in ("cell", "model", "meas mean", "pred mean", "err", "meas p99", "pred p99", "err",
+                "every applicable model: mean (err)"):
+        t.add_column(col, justify="left" if col in ("cell", "model") or col.startswith("every") else "right")
+    for c in cells:
+        g = c.get
+        others = [f"{k[5:-8]} {fmt(v, '.3g')} ({pct(g('err_' + k[5:-8] + '_mean'))})"
+                  for k, v in c.items() if k.startswith("pred_") and k.endswith("_mean_ms")
+                  and k != "pred_mean_ms" and v is not None]
+        t.add_row(g("label", g("cell_id")), str(g("model", "")), fmt(g("measured_mean_ms"), ".3f"),
+                  fmt(g("pred_mean_ms"), ".3f"), pct(g("err_mean")),
+                  fmt(g("measured_p99_ms"), ".3f"), fmt(g("pred_p99_ms"), ".3f"),
+                  pct(g("err_p99")), "\n".join(others),
+                  style="red" if g("from_invalid") else None)
+    console.print(t)
+    for f in doc["usl"]:
+        peak = f["peak_concurrency"]
+        console.print(f"USL {f['server']}: sigma={f['sigma']:.4g} kappa={f['kappa']:.3g} "
+                      f"lambda={f['lam']:.4g} req/s, R²={f['r_squared']:.3f}; peak "
+                      f"{fmt(f['peak_throughput_rps'], ',.0f')} req/s at N={fmt(peak, '.1f')}")
+    if any(c.get("from_invalid") for c in cells):
+        console.print("[red]red rows: no valid trial in the cell; its invalid trials were used[/]")
+    console.print(f"models: {results.load(run_dir).path / 'models.json'}")
+
+
+def report(run_dir: RunArg,
+           out: Annotated[Optional[Path], typer.Option("--out", "-o",
+                          help="Where to write the report (default RUN_DIR/report.html).")] = None
+           ) -> None:
+    """Write one self-contained report.html: summary, thresholds, figures, models, config."""
+    path = report_.build(run_dir, out)
+    console.print(f"report: {path}")
+
+
+def check(run_dir: RunArg,
+          thresholds: Annotated[Optional[Path], typer.Option(
+              "--thresholds", "-t",
+              help="YAML file with thresholds (default: the experiment's `thresholds:`).")] = None
+          ) -> None:
+    """Check thresholds per cell (mean over its valid trials); exit 1 on any breach."""
+    verdicts = check_.check_run(run_dir, thresholds)
+    if not verdicts:
+        raise PerfctlError(f"{run_dir}: no thresholds to check. Fix: add `thresholds:` to the "
+                           "experiment file, or pass --thresholds FILE.")
+    t = Table(title="Thresholds (measured: mean over the cell's valid trials)")
+    for col in ("#", "threshold", "where", "cell", "measured", "trials", "verdict"):
+        t.add_column(col, justify="right" if col in ("#", "measured", "trials") else "left")
+    for v in verdicts:
+        verdict = "[green]pass[/]" if v.passed else f"[bold red]BREACH[/]{' (' + v.note + ')' if v.note else ''}"
+        t.add_row(str(v.threshold.index), v.threshold.text, v.threshold.where_text, v.cell_label,
+                  fmt(v.measured, ".6g"), str(v.trials), verdict)
+    console.print(t)
+    breaches = sum(not v.passed for v in verdicts)
+    console.print(f"{len(verdicts)} checks, {breaches} breached")
+    if breaches:
+        raise typer.Exit(1)
+
+
+def compare(base: Annotated[Path, typer.Argument(help="Baseline run directory.",
+                                                 show_default=False)],
+            cand: Annotated[Path, typer.Argument(help="Candidate run directory.",
+                                                 show_default=False)],
+            tolerance: Annotated[float, typer.Option(
+                min=0.0, help="Relative change a regression must exceed (0.05 = 5%).")] = 0.05,
+            alpha: Annotated[float, typer.Option(
+                min=0.0, max=1.0, help="Significance level after Holm-Bonferroni.")] = 0.05
+            ) -> None:
+    """Compare two runs cell by cell; exit 1 on a significant regression beyond --tolerance."""
+    cells, notes = compare_.compare_runs(base, cand, tolerance, alpha)
+    t = Table(title=f"{base} -> {cand}: change (95% CI), Holm-adjusted p")
+    t.add_column("cell")
+    for m in compare_.METRICS:
+        t.add_column(m + (" req/s" if m == "throughput" else " ms"), justify="right")
+    t.add_column("verdict")
+    t.add_column("notes")
+    for c in cells:
+        vals = []
+        for name in compare_.METRICS:
+            m = c.metrics[name]
+            sig = "*" if m.significant else ""
+            vals.append(f"{fmt(m.base, '.4g')} -> {fmt(m.cand, '.4g')}\n{pct(m.change)}{sig} "
+                        f"[{pct(m.ci[0])}, {pct(m.ci[1])}]\np={fmt(m.p_holm, '.2g')}")
+        colour = {"slower": "bold red", "faster": "green"}.get(c.verdict, "")
+        t.add_row(c.label, *vals, f"[{colour}]{c.verdict}[/]" if colour else c.verdict,
+                  "; ".join(c.notes))
+    console.print(t)
+    for n in notes:
+        console.print(f"note: {n}")
+    if not cells:
+        console.print("no cell in common: nothing compared")
+    if compare_.regressed(cells):
+        console.print(f"[bold red]regression[/]: at least one cell is significantly slower by "
+                      f"more than {tolerance:.0%}")
+        raise typer.Exit(1)

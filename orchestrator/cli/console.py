@@ -1,0 +1,33 @@
+"""The consoles every command prints to, and number formatting for tables."""
+from __future__ import annotations
+
+import math
+import sys
+
+from rich.console import Console
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True)
+
+
+def fmt(v, spec: str) -> str:
+    """v formatted with spec; "-" for missing or NaN, "inf" for infinities."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "-"
+    if math.isnan(f):
+        return "-"
+    return format(f, spec) if math.isfinite(f) else "inf"
+
+
+def pct(v) -> str:
+    """A relative change as a signed whole percentage (0.123 -> "+12%")."""
+    return fmt(100 * v if isinstance(v, (int, float)) else math.nan, "+.0f") + \
+        ("%" if isinstance(v, (int, float)) and math.isfinite(v) else "")
+
+
+def fmt_duration(seconds: float) -> str:
+    """Whole seconds as 1m05s or 42s."""
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m}m{s:02d}s" if m else f"{s}s"

@@ -1,0 +1,82 @@
+"""`perfctl netem ...`: the proxy in the foreground.
+
+    perfctl netem proxy --listen 127.0.0.1:8081 --to 127.0.0.1:8080 --delay 10ms \
+        [--delay-up D] [--delay-down D] [--jitter 2ms --distribution normal] [--loss 1% --rto 200ms]
+        [--bandwidth 10mbit] [--echo-listen 127.0.0.1:0] [--seed 1]
+
+main.py mounts `app` as the `netem` group.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+import typer
+
+from ..errors import PerfctlError
+from ..experiment.network import Network
+from ..netem.build import build_proxy
+from ..netem.commands import proxy_argv
+
+app = typer.Typer(help="Network emulation: run perfctl-proxy by hand.", no_args_is_help=True,
+                  add_completion=False)
+
+
+@app.callback()
+def _group() -> None:
+    """Network emulation: run perfctl-proxy by hand."""
+
+
+def build_proxy_command(listen: str, to: str, delay: str | None = None, delay_up: str | None = None,
+                        delay_down: str | None = None, jitter: str | None = None,
+                        distribution: str = "uniform", loss: str | None = None, rto: str = "200ms",
+                        bandwidth: str | None = None, echo_listen: str | None = None,
+                        seed: int | None = None, binary: str = "perfctl-proxy") -> list[str]:
+    """Validate the options through Network (PerfctlError on bad units) and return argv."""
+    raw = {"backend": "proxy", "distribution": distribution, "rto": rto}
+    for key, value in (("delay", delay), ("delay_up", delay_up), ("delay_down", delay_down),
+                       ("jitter", jitter), ("loss", loss), ("bandwidth", bandwidth)):
+        if value is not None:
+            raw[key] = value
+    spec = Network.from_config(raw, where="netem proxy option")
+    for flag, addr in (("--listen", listen), ("--to", to), ("--echo-listen", echo_listen)):
+        if addr is not None and (":" not in addr or not addr.rsplit(":", 1)[1].isdigit()):
+            raise PerfctlError(f"{flag} {addr!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
+    return proxy_argv(binary, spec, listen, to, echo_listen=echo_listen, seed=seed)
+
+
+@app.command("proxy")
+def proxy(
+    listen: str = typer.Option(..., help="HOST:PORT to accept clients on (port 0 = any free port)"),
+    to: str = typer.Option(..., help="HOST:PORT of the server"),
+    delay: Optional[str] = typer.Option(None, help="one-way delay each direction, e.g. 10ms"),
+    delay_up: Optional[str] = typer.Option(None, help="client->server delay (default: --delay)"),
+    delay_down: Optional[str] = typer.Option(None, help="server->client delay (default: --delay)"),
+    jitter: Optional[str] = typer.Option(None, help="jitter, e.g. 2ms"),
+    distribution: str = typer.Option("uniform", help="uniform | normal | pareto"),
+    loss: Optional[str] = typer.Option(None, help="probability a chunk is held back one RTO (0.01 or 1%)"),
+    rto: str = typer.Option("200ms", help="hold-back time of a 'lost' chunk"),
+    bandwidth: Optional[str] = typer.Option(None, help="per-direction aggregate rate, e.g. 10mbit"),
+    echo_listen: Optional[str] = typer.Option(None, help="extra HOST:PORT echoing at the far end of the path"),
+    seed: Optional[int] = typer.Option(None, help="seed of the jitter/loss draws"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the command line and exit"),
+) -> None:
+    """Run perfctl-proxy in the foreground until SIGTERM / Ctrl-C."""
+    try:
+        argv = build_proxy_command(listen, to, delay, delay_up, delay_down, jitter, distribution,
+                                   loss, rto, bandwidth, echo_listen, seed)
+        if dry_run:
+            typer.echo(" ".join(argv))
+            return
+        binary = str(build_proxy())
+    except PerfctlError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(binary, [binary, *argv[1:]])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,31 @@
+"""`perfctl serve`: one bundled server in the foreground, by hand."""
+from __future__ import annotations
+
+import os
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import PerfctlError
+from ..experiment.catalogue import CONCURRENCY_MODELS, default_concurrency_model
+from ..run import bundled
+from ..run.ports import port_taken
+
+
+def serve(impl: Annotated[str, typer.Argument(help="c, java or python.")],
+          model: Annotated[Optional[str], typer.Option(help="Concurrency model: " + "; ".join(
+              f"{impl}: {', '.join(m)}" for impl, m in CONCURRENCY_MODELS.items()) + ".")] = None,
+          threads: Annotated[int, typer.Option(help="Worker threads / loops.")] = 4,
+          backlog: Annotated[int, typer.Option(help="listen() backlog.")] = 128,
+          buckets: Annotated[int, typer.Option(help="Counter array size.")] = 1024,
+          layout: Annotated[str, typer.Option(help="/search layout: flat or by-type.")] = "flat",
+          port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8080) -> None:
+    """Run one bundled server in the foreground (Ctrl-C stops it)."""
+    bundled.check_impl(impl, model)
+    if port_taken(port):
+        raise PerfctlError(f"port {port} is already taken. Fix: pass another with --port, or stop "
+                           "the process holding it.")
+    bundled.build(impl)
+    argv = bundled.command(impl, model or default_concurrency_model(impl), port, threads, backlog,
+                           buckets, layout)
+    os.execv(argv[0], argv)

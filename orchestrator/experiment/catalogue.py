@@ -1,0 +1,28 @@
+"""The bundled servers' concurrency models, as data (servers/PROTOCOL.md describes each).
+
+The first model of each implementation is its default. Validation (experiment/) and launching
+(run/bundled.py) both read this table; neither owns it.
+"""
+from __future__ import annotations
+
+CONCURRENCY_MODELS: dict[str, tuple[str, ...]] = {
+    "c": ("single", "thread", "pool", "epoll"),
+    "java": ("single", "thread", "pool", "virtual"),
+    "python": ("async", "pool"),
+}
+
+
+def default_concurrency_model(impl: str) -> str:
+    """The concurrency model an implementation runs when the experiment names none."""
+    return CONCURRENCY_MODELS[impl][0]
+
+
+def unknown_impl_or_model(impl: str, model: str | None = None) -> str | None:
+    """Why (impl, model) names no bundled server, or None when it does."""
+    if impl not in CONCURRENCY_MODELS:
+        return (f"unknown server impl {impl!r}; bundled servers are "
+                f"{', '.join(CONCURRENCY_MODELS)} (or give a `cmd:` instead of `impl:`)")
+    if model is not None and model not in CONCURRENCY_MODELS[impl]:
+        return (f"impl {impl!r} has no concurrency model {model!r}; choose one of "
+                f"{', '.join(CONCURRENCY_MODELS[impl])}")
+    return None

@@ -1,0 +1,173 @@
+"""Experiment files: YAML -> validated, frozen pydantic models -> a Plan of cells.
+
+Flow: read the YAML (document.py), apply a profile and `--set` overrides to the raw document,
+expand the matrix (matrix.py), substitute `{axis}` placeholders into a copy of the document
+per cell, and validate every cell's document with the typed models (servers.py, load.py,
+placement.py, network.py). All of it happens before the first server starts. Every problem
+raises PerfctlError naming the file, the key path and the fix. After this, no raw dict travels.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+
+from .base import FrozenModel
+from .document import (Scalar, apply_override, deep_merge, fail, read_document, substitute,
+                       validation_error)
+from .load import Load, Workload
+from .matrix import cell_id, expand
+from .network import Network
+from .placement import Placement
+from .servers import BundledServer, CommandServer, ServerConfig
+
+
+class Experiment(FrozenModel):
+    """The un-expanded file: what is common to all cells plus the matrix definition."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    servers: dict[str, dict[str, Any]]
+    workload: dict[str, Any] = Field(default_factory=dict)
+    load: dict[str, Any] = Field(default_factory=dict)
+    network: dict[str, Any] = Field(default_factory=dict)
+    matrix: dict[str, list[Scalar]] = Field(default_factory=dict)
+    exclude: list[dict[str, Scalar]] = Field(default_factory=list)
+    include: list[dict[str, Scalar]] = Field(default_factory=list)
+    repeats: int = Field(1, ge=1, le=1000)
+    placement: dict[str, Any] = Field(default_factory=dict)
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    thresholds: list[dict[str, Any]] = Field(default_factory=list)
+    models: list[str] | bool = False
+
+    @field_validator("servers")
+    @classmethod
+    def _some_servers(cls, v: dict) -> dict:
+        if not v:
+            raise ValueError("at least one server is needed")
+        return v
+
+
+class Cell(FrozenModel):
+    """One combination of axis values, fully resolved and validated."""
+
+    cell_id: str
+    values: dict[str, Scalar]          # the axis values, in matrix order
+    server_name: str
+    server: ServerConfig
+    workload: Workload
+    load: Load
+    network: Network
+    placement: Placement
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.values.items()) or self.server_name
+
+
+class Plan(FrozenModel):
+    """An experiment compiled for running: its cells and how often each runs."""
+
+    experiment: Experiment
+    source: str
+    profile: str | None
+    overrides: list[str]
+    cells: list[Cell]
+    repeats: int
+    document: dict[str, Any]   # the raw document after profile and overrides
+
+    @property
+    def axes(self) -> list[str]:
+        return list(self.cells[0].values) if self.cells else []
+
+    @property
+    def trial_count(self) -> int:
+        return len(self.cells) * self.repeats
+
+    def estimated_seconds(self) -> float:
+        total = 0.0
+        for c in self.cells:
+            start = 2.0 if isinstance(c.server, BundledServer) and c.server.impl == "java" else 0.8
+            total += self.repeats * (c.load.warmup_s + c.load.window_s + start + 0.7)
+        return total
+
+
+def compile_document(doc: dict, source: str, profile: str | None = None,
+                     overrides: list[str] | None = None) -> Plan:
+    """Profile, overrides, validation and matrix expansion of one raw document."""
+    doc = copy.deepcopy(doc)
+    overrides = list(overrides or [])
+    if profile:
+        profiles = doc.get("profiles") or {}
+        if profile not in profiles:
+            raise fail(source, "profiles", f"no profile named {profile!r}",
+                       f"use one of: {', '.join(profiles) or '(none defined)'}")
+        doc = deep_merge(doc, profiles[profile])
+    for a in overrides:
+        apply_override(doc, a, source)
+    try:
+        exp = Experiment.model_validate(doc)
+    except ValidationError as e:
+        raise validation_error(source, "", e) from None
+    cells = []
+    for values in expand(exp, source):
+        body = {k: doc.get(k, {}) for k in ("workload", "load", "network", "placement")}
+        server_raw = exp.servers[values["server"]]
+        body = substitute(body, values, source, "")
+        server_doc = substitute(server_raw, values, source, f"servers.{values['server']}")
+        label = ", ".join(f"{k}={v}" for k, v in values.items())
+        server = _validate_server(server_doc, source, f"servers.{values['server']}", label)
+        try:
+            workload = Workload.model_validate(body["workload"])
+            load = Load.model_validate(body["load"])
+            placement = Placement.model_validate(body["placement"])
+        except ValidationError as e:
+            prefix = next(k for k in ("workload", "load", "placement")
+                          if _has_error(k, body, e))
+            raise validation_error(source, prefix, e, label) from None
+        network = _validate_network(body["network"], source, label)
+        # The id hashes the network block as written (unit strings), as it always has, so
+        # cells keep their ids across perfctl versions and `compare` can match them.
+        resolved = {"values": values, "server": server.model_dump(), "workload": workload.model_dump(),
+                    "load": load.model_dump(), "network": dict(body["network"]),
+                    "placement": placement.model_dump()}
+        cells.append(Cell(cell_id=cell_id(resolved), values=values, server_name=values["server"],
+                          server=server, workload=workload, load=load, network=network,
+                          placement=placement))
+    return Plan(experiment=exp, source=source, profile=profile, overrides=overrides, cells=cells,
+                repeats=exp.repeats, document=doc)
+
+
+def _has_error(section: str, body: dict, e: ValidationError) -> bool:
+    model = {"workload": Workload, "load": Load, "placement": Placement}[section]
+    try:
+        model.model_validate(body[section])
+        return False
+    except ValidationError:
+        return True
+
+
+def _validate_server(doc: Any, source: str, key: str, label: str) -> ServerConfig:
+    if not isinstance(doc, dict) or ("impl" in doc) == ("cmd" in doc):
+        raise fail(source, key, "a server is either a bundled one (`impl: c|java|python`) or "
+                   "a command (`cmd: \"... {port} ...\"`), exactly one of the two",
+                   "give `impl:` or `cmd:`")
+    model = BundledServer if "impl" in doc else CommandServer
+    try:
+        return model.model_validate(doc)
+    except ValidationError as e:
+        raise validation_error(source, key, e, label) from None
+
+
+def _validate_network(doc: Any, source: str, label: str) -> Network:
+    if not isinstance(doc, dict):
+        raise fail(source, "network", "must be a mapping", "e.g. network: {delay: 10ms}")
+    return Network.from_config(doc, where=f"{source}: key `network` (cell {label})")
+
+
+def load_plan(path: str | Path, profile: str | None = None,
+              overrides: list[str] | None = None) -> Plan:
+    """Read, validate and expand an experiment file. Raises PerfctlError on any problem."""
+    return compile_document(read_document(path), str(path), profile, overrides)

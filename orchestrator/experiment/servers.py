@@ -1,0 +1,71 @@
+"""The `servers:` entries: a bundled server (impl + concurrency model) or any command."""
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import FrozenModel, Seconds
+from .catalogue import default_concurrency_model, unknown_impl_or_model
+
+
+class ReadyCheck(FrozenModel):
+    """How to tell a `cmd` server is ready: an HTTP GET path answering < 500, or a TCP accept."""
+
+    http: str | None = Field(None, description="path to GET, e.g. /health")
+    timeout_s: Seconds = Field(30.0, alias="timeout", description="give up after this long")
+
+
+class BundledServer(FrozenModel):
+    """One of perfctl's own servers (servers/PROTOCOL.md)."""
+
+    impl: Literal["c", "java", "python"]
+    model: str | None = Field(None, description="concurrency model (catalogue.py); default: "
+                              "the impl's first")
+    threads: int = Field(4, ge=1, le=100_000)
+    backlog: int = Field(128, ge=1, le=1_000_000)
+    buckets: int = Field(1024, ge=1, le=1 << 24)
+    layout: Literal["flat", "by-type"] = "flat"
+    variant: Literal["", "asan"] = ""
+    startup_timeout_s: Seconds = Field(30.0, alias="startup_timeout")
+
+    @model_validator(mode="after")
+    def _check_model(self) -> "BundledServer":
+        problem = unknown_impl_or_model(self.impl, self.model)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @property
+    def concurrency_model(self) -> str:
+        """The concurrency model that runs: `model` as written, or the impl's default."""
+        return self.model or default_concurrency_model(self.impl)
+
+    @property
+    def label(self) -> str:
+        return f"{self.impl}-{self.concurrency_model}"
+
+
+class CommandServer(FrozenModel):
+    """Any server: a shell command with {port} (and optionally {workdir}, {host})."""
+
+    cmd: str
+    ready: ReadyCheck = ReadyCheck()
+    files: dict[str, str] = Field(default_factory=dict,
+                                  description="files written into {workdir} before start")
+    threads: int | None = None
+    port: int | None = Field(None, ge=1, le=65535, description="fixed port; default: a free one")
+
+    @field_validator("cmd")
+    @classmethod
+    def _needs_port(cls, v: str) -> str:
+        if "{port}" not in v:
+            raise ValueError("cmd must contain {port}, where perfctl puts the port to listen on")
+        return v
+
+    @property
+    def label(self) -> str:
+        return self.cmd.split()[0].rsplit("/", 1)[-1]
+
+
+ServerConfig = Union[BundledServer, CommandServer]

@@ -1,0 +1,129 @@
+"""The bundled servers (servers/c, servers/java, servers/python): how to build and launch them.
+
+`build(impl)` compiles on demand, cached by a hash of the sources (build.py); `command(...)`
+gives the argv that servers/PROTOCOL.md promises. This module starts no long-lived process;
+launching is server.py's job. Which concurrency models exist is data (experiment/catalogue.py).
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import PerfctlError
+from ..experiment.catalogue import unknown_impl_or_model
+from .build import make_cached
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVERS_DIR = ROOT / "servers"
+CORPUS = SERVERS_DIR / "corpus" / "sentences.tsv"
+
+
+@dataclass(frozen=True)
+class Jdk:
+    """A Java installation: `home` has bin/java and bin/javac; `version` is the feature number."""
+
+    home: Path
+    version: int
+
+    @property
+    def java(self) -> str:
+        return str(self.home / "bin" / "java")
+
+
+def _jdk_version(home: Path) -> int | None:
+    release = home / "release"
+    if not release.is_file() or not (home / "bin" / "java").exists():
+        return None
+    m = re.search(r'JAVA_VERSION="(\d+)(?:\.(\d+))?', release.read_text(errors="replace"))
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2)) if major == 1 and m.group(2) else major
+
+
+@lru_cache(maxsize=None)
+def find_jdks() -> tuple[Jdk, ...]:
+    """Every JDK under /usr/lib/jvm and $JAVA_HOME, newest first."""
+    homes = {Path(p).resolve() for p in Path("/usr/lib/jvm").glob("*") if Path(p).is_dir()}
+    if os.environ.get("JAVA_HOME"):
+        homes.add(Path(os.environ["JAVA_HOME"]).resolve())
+    found = {}
+    for home in homes:
+        v = _jdk_version(home)
+        if v is not None:
+            found[home] = Jdk(home, v)
+    return tuple(sorted(found.values(), key=lambda j: (-j.version, str(j.home))))
+
+
+def find_jdk(min_version: int) -> Jdk | None:
+    """The newest JDK with feature version >= min_version, or None."""
+    for jdk in find_jdks():
+        if jdk.version >= min_version:
+            return jdk
+    return None
+
+
+def build(impl: str, variant: str = "") -> None:
+    """Build a bundled server unless the cached build matches its sources.
+
+    variant: "" for the normal build; "asan" for the C AddressSanitizer + UBSan build.
+    Raises PerfctlError with the compiler's last lines when the build fails.
+    """
+    check_impl(impl)
+    if impl == "python":
+        return
+    make_cached(SERVERS_DIR / impl, variant or "all", f"the bundled {impl} server",
+                "fix the sources or the toolchain (gcc/make for C, a JDK for Java) and run again.")
+
+
+def check_impl(impl: str, model: str | None = None) -> None:
+    """PerfctlError unless impl (and model, when given) names a bundled server."""
+    problem = unknown_impl_or_model(impl, model)
+    if problem:
+        raise PerfctlError(problem)
+
+
+def command(impl: str, model: str, port: int, threads: int = 4, backlog: int = 128,
+            buckets: int = 1024, layout: str = "flat", corpus: Path | None = None,
+            seed: int = 1, variant: str = "", host: str = "127.0.0.1") -> list[str]:
+    """The argv that starts one bundled server (see servers/PROTOCOL.md). Does not build."""
+    check_impl(impl, model)
+    flags = ["--port", str(port), "--host", host, "--model", model, "--threads", str(threads),
+             "--backlog", str(backlog), "--buckets", str(buckets), "--layout", layout,
+             "--corpus", str(corpus or CORPUS), "--seed", str(seed)]
+    if impl == "c":
+        name = "perfctl-server-asan" if variant == "asan" else "perfctl-server"
+        return [str(SERVERS_DIR / "c" / "build" / name), *flags]
+    if impl == "java":
+        jdk = find_jdk(21 if model == "virtual" else 17)
+        if jdk is None:
+            have = ", ".join(f"{j.version} ({j.home})" for j in find_jdks()) or "none"
+            raise PerfctlError(
+                f"java model {model!r} needs a JDK >= {21 if model == 'virtual' else 17}; "
+                f"found: {have}. Install one under /usr/lib/jvm or set JAVA_HOME.")
+        return [jdk.java, "-Xss512k", "-cp",
+                str(SERVERS_DIR / "java" / "build" / "classes"), "perfctl.server.Main", *flags]
+    return [sys.executable, str(SERVERS_DIR / "python" / "server.py"), *flags]
+
+
+def _main(argv: list[str]) -> int:
+    """`python -m orchestrator.run.bundled --build-all`: build every bundled server that has sources."""
+    if argv != ["--build-all"]:
+        print("usage: python -m orchestrator.run.bundled --build-all", file=sys.stderr)
+        return 2
+    for impl in ("c", "java"):
+        if (SERVERS_DIR / impl / "Makefile").is_file():
+            try:
+                build(impl)
+            except PerfctlError as e:
+                print(f"perfctl: {e}", file=sys.stderr)
+                return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,118 @@
+"""One server for one trial: launch (bundled or command), wait until ready, stop."""
+from __future__ import annotations
+
+import shlex
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from ..errors import PerfctlError
+from ..experiment.servers import BundledServer, CommandServer, ServerConfig
+from . import bundled
+from .ports import free_port, port_taken
+from .process import spawn, tail, terminate
+
+READY_POLL_S = 0.05
+
+
+class ServerProcess:
+    """One running server for one trial: start() -> wait_ready() -> stop()."""
+
+    def __init__(self, name: str, config: ServerConfig, workdir: Path,
+                 cpus: list[int] | None, source: str = "experiment", host: str = "127.0.0.1",
+                 wrap=None) -> None:
+        """host: the address to listen on; wrap: argv -> argv (e.g. run in a namespace)."""
+        self.name = name
+        self.config = config
+        self.workdir = workdir
+        self.cpus = cpus
+        self.source = source
+        self.host = host
+        self.wrap = wrap or (lambda argv: argv)
+        self.port = 0
+        self.log_path = workdir / "server.log"
+        self.proc: subprocess.Popen | None = None
+        self.argv: list[str] = []
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self.config
+        if isinstance(config, CommandServer) and config.port is not None:
+            if port_taken(config.port):
+                raise PerfctlError(
+                    f"{self.source}: key `servers.{self.name}.port`: port {config.port} is already "
+                    "taken by another process. Fix: stop that process, or remove `port:` so "
+                    "perfctl picks a free port.")
+            self.port = config.port
+        else:
+            self.port = free_port(self.host) if self.host.startswith("127.") else free_port()
+        if isinstance(config, BundledServer):
+            bundled.build(config.impl, config.variant)
+            self.argv = bundled.command(config.impl, config.concurrency_model, self.port, config.threads,
+                                        config.backlog, config.buckets, config.layout,
+                                        variant=config.variant, host=self.host)
+        else:
+            for rel, content in config.files.items():
+                f = self.workdir / rel
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text(content.replace("{port}", str(self.port))
+                             .replace("{workdir}", str(self.workdir)).replace("{host}", self.host))
+            cmd = (config.cmd.replace("{port}", str(self.port))
+                   .replace("{workdir}", str(self.workdir)).replace("{host}", self.host))
+            self.argv = shlex.split(cmd)
+        self.proc = spawn(self.wrap(self.argv), self.log_path, self.cpus, cwd=self.workdir)
+
+    def wait_ready(self) -> float:
+        """Block until the server answers; returns seconds taken. Raises PerfctlError when it
+        exits during start-up or does not answer in time (with its last 20 log lines)."""
+        config = self.config
+        timeout = config.startup_timeout_s if isinstance(config, BundledServer) else config.ready.timeout_s
+        path = "/health" if isinstance(config, BundledServer) else config.ready.http
+        t0 = time.monotonic()
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise PerfctlError(
+                    f"{self.source}: key `servers.{self.name}`: the server exited with status "
+                    f"{code} during start-up ({shlex.join(self.argv)}). Its last lines:\n"
+                    f"{tail(self.log_path)}\nFix: check the server's options and that it can run "
+                    "by hand (perfctl serve ... for bundled servers).")
+            if self._answers(path):
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                self.stop()
+                raise PerfctlError(
+                    f"{self.source}: key `servers.{self.name}`: the server did not become ready "
+                    f"within {timeout:.0f} s ({'GET ' + path if path else 'TCP connect'} on port "
+                    f"{self.port}). Its last lines:\n{tail(self.log_path)}\nFix: make it listen on "
+                    "{port}, or raise ready.timeout / startup_timeout.")
+            time.sleep(READY_POLL_S)
+
+    def _answers(self, path: str | None) -> bool:
+        if path is None:
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    return True
+            except OSError:
+                return False
+        try:
+            with urllib.request.urlopen(f"http://{self.host}:{self.port}{path}", timeout=1.0) as r:
+                return r.status < 500
+        except urllib.error.HTTPError as e:
+            return e.code < 500
+        except (OSError, ValueError):
+            return False
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        code = terminate(self.proc)
+        self.proc = None
+        return code

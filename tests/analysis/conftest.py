@@ -1,0 +1,105 @@
+"""Shared fixtures for the analysis tests: small real runs (session-scoped), synthetic runs,
+and the analysis commands on a local Typer app (cli.py wiring is the lead's)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app as perfctl_app
+from orchestrator.errors import PerfctlError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Four closed-load concurrency levels (enough for a USL fit) and two open-load rates.
+SMALL = """
+name: report-small
+servers:
+  py: {impl: python, model: async}
+workload: {path: /work, params: {spin_us: 300}}
+load: {mode: "{mode}", connections: "{connections}", rate: "{rate}", duration: 1500ms,
+       warmup: 500ms}
+matrix: {mode: [closed, open], connections: [1, 2, 4, 8], rate: [200, 400]}
+exclude:
+  - {mode: closed, rate: 400}
+  - {mode: open, connections: 1}
+  - {mode: open, connections: 2}
+  - {mode: open, connections: 4}
+placement: {server_cpus: [0], loadgen_cpus: [1]}
+thresholds:
+  - {where: {mode: closed}, error_rate: {le: 0.5}, throughput_rps: {gt: 1}}
+  - {p99_ms: {lt: 100000}}
+"""
+
+# One closed-load cell, two trials: the compare tests run it three times.
+COMPARE = """
+name: report-compare
+servers:
+  py: {impl: python, model: async}
+workload: {path: /work, params: {spin_us: 200, sleep_us: 0}}
+load: {mode: closed, connections: 2, duration: 2s, warmup: 500ms}
+repeats: 2
+placement: {server_cpus: [0], loadgen_cpus: [1]}
+"""
+
+
+def perfctl_run(yaml_text: str, tmp: Path, name: str, *extra: str) -> Path:
+    exp = tmp / f"{name}.yaml"
+    exp.write_text(yaml_text)
+    out = tmp / name
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(exp),
+                           "--out", str(out), "--no-plots", *extra], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory) -> Path:
+    return perfctl_run(SMALL, tmp_path_factory.mktemp("small"), "run")
+
+
+@pytest.fixture(scope="session")
+def compare_runs(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("compare")
+    return {"base": perfctl_run(COMPARE, tmp, "base"),
+            "again": perfctl_run(COMPARE, tmp, "again"),
+            "slow": perfctl_run(COMPARE, tmp, "slow", "--set", "workload.params.sleep_us=2000")}
+
+
+class Result:
+    def __init__(self, code: int, output: str) -> None:
+        self.code, self.output = code, output
+
+
+@pytest.fixture
+def analysis():
+    """Invoke an analysis command as `perfctl` would: PerfctlError -> exit 2."""
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Result:
+        r = runner.invoke(perfctl_app, [str(a) for a in args])
+        if isinstance(r.exception, PerfctlError):
+            return Result(2, r.output + str(r.exception))
+        if r.exception is not None and not isinstance(r.exception, SystemExit):
+            raise r.exception
+        return Result(r.exit_code, r.output)
+    return invoke
+
+
+def synthetic_run(path: Path, rows: list[dict], thresholds: list | None = None) -> Path:
+    """A run directory with only run.json and trials.csv (enough for check)."""
+    path.mkdir(parents=True, exist_ok=True)
+    df = pd.DataFrame(rows)
+    df.to_csv(path / "trials.csv", index=False)
+    axes = ["server", "rate"]
+    cells = [{"cell_id": cid, "values": {a: g[a].iloc[0] for a in axes}}
+             for cid, g in df.groupby("cell_id", sort=False)]
+    info = {"experiment": "synthetic", "source": str(path / "exp.yaml"), "axes": axes,
+            "cells": json.loads(pd.Series(cells).to_json(orient="values")),
+            "document": {"name": "synthetic", "thresholds": thresholds or []}}
+    (path / "run.json").write_text(json.dumps(info))
+    return path
