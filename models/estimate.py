@@ -24,7 +24,7 @@ Approximations (all first order, documented so the numbers can be judged):
   when |SCV - 1| > 0.25; M/M/c/K when K is finite and matters (load >= 1 or blocking > 1e-3).
 - Closed mode (N = connections users, think time Z): the server is one c-server station of
   demand S (solved exactly by ``closed.mva(..., servers=[c, 1])``, the product-form solution for
-  exponential service) plus a delay station for the overhead. The brief's simpler
+  exponential service) plus a delay station for the overhead. The common simpler
   approximation, a single-server queue of demand S/c (plus, after Seidmann, a delay of
   S (c - 1)/c), is also reported as candidate ``mva_seidmann``; it is exact at N = 1 and in
   saturation but over-predicts latency by up to ~25 % near the knee. ``comparison.compare`` also fits the USL
