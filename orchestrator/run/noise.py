@@ -35,12 +35,13 @@ from dataclasses import dataclass
 from .procfs import USER_HZ, CpuTicks, read_cpu_ticks, read_threads
 
 # Measured on a 2-vCPU VM (server on CPU 0, load generator on CPU 1, closed and open load):
-# quiet trials read steal 0-0.2%, foreign CPU 0-2% of one CPU (kernel threads, agents) and a
-# load-generator run-queue wait of 0.3-26 ms/s (waking an idle vCPU is not free); with a
-# neighbour spinning at 50-60% duty on either CPU, foreign CPU read 45-120% and, with it on
-# the load generator's CPU, that wait 220-255 ms/s. Each limit sits well clear of the quiet
-# readings (a false alarm costs a trial) and well below the noisy ones.
-MAX_STEAL_PCT = 2.0
+# quiet trials read steal 0-4% (the hypervisor's other guests come and go), foreign CPU 0-2%
+# of one CPU (kernel threads, agents) and a load-generator run-queue wait of 0.3-26 ms/s
+# (waking an idle vCPU is not free); with a neighbour spinning at 50-60% duty on either CPU,
+# foreign CPU read 45-120% and, with it on the load generator's CPU, that wait 220-255 ms/s.
+# Each limit sits clear of the quiet readings (a false alarm costs a trial) and well below
+# the noisy ones; a few % of steal moves a result by about as much, within run-to-run noise.
+MAX_STEAL_PCT = 5.0
 MAX_FOREIGN_CPU_PCT = 10.0
 MAX_LOADGEN_WAIT_MS_PER_S = 50.0
 

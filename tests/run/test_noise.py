@@ -92,7 +92,7 @@ def test_a_quiet_host_reads_quiet_even_when_the_server_waits_for_itself():
 
 
 @pytest.mark.parametrize("column, value, words", [
-    ("noise_steal_pct", 5.0, "CPU steal 5.0%"),
+    ("noise_steal_pct", 7.5, "CPU steal 7.5%"),
     ("noise_foreign_cpu_pct", 48.0, "other processes used 48% of a CPU on CPUs 0,1"),
     ("noise_loadgen_runqueue_wait_ms_per_s", 230.0, "load generator waited 230 ms/s"),
 ])
