@@ -31,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from _common import perfctl
+from orchestrator.run.procfs import USER_HZ, read_cpu_ticks
 
 SERVER = '''"""A tiny HTTP/1.1 keep-alive server: every request spins SPIN_US of CPU."""
 import asyncio, sys, time
@@ -139,6 +140,16 @@ def overlaps(run_dir: Path, bursts: list[dict]) -> list[tuple[float, bool, float
     return out
 
 
+def host_busy_pct(seconds: float = 3.0) -> float:
+    """CPU in use on CPUs 0 and 1 over a few seconds, before the neighbour starts: % of one CPU.
+    The goal on untouched trials assumes nothing else runs."""
+    a, t0 = read_cpu_ticks(), time.monotonic()
+    time.sleep(seconds)
+    b, dt = read_cpu_ticks(), time.monotonic() - t0
+    idle = sum(b[c].idle - a[c].idle for c in (0, 1) if c in a and c in b) / USER_HZ
+    return 100 * max(0.0, 2 * dt - idle) / dt
+
+
 def pct(xs: list, value) -> float:
     return 100 * sum(x == value for x in xs) / len(xs) if xs else float("nan")
 
@@ -157,6 +168,10 @@ def main() -> None:
                                      max_repeats=max_repeats))
     fast = SERVER.format(spin_us=BASE_SPIN_US)
     slow = SERVER.format(spin_us=int(BASE_SPIN_US * SLOWDOWN))
+    busy = host_busy_pct()
+    if busy > 5:
+        print(f"warning: before the neighbour started, other work used {busy:.0f}% of a CPU on "
+              "CPUs 0-1; trials it disturbs count as 'untouched' below")
     log = work / "neighbour.jsonl"
     stop = mp.get_context("fork").Event()
     neigh = mp.get_context("fork").Process(target=neighbour, args=(args.seed, [0, 1], str(log),
