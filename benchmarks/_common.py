@@ -112,10 +112,15 @@ def wrk(url: str, connections: int, duration_s: int, cpu: int, threads: int = 1)
     return {"rps": rps, **pct, "raw": out}
 
 
+def perfctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`perfctl ARGS` with this checkout's code, output captured."""
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def perfctl_load(url: str, *args: str) -> dict:
     import json
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "load", url, *args,
-                          "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = perfctl("load", url, *args, "--json")
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout)

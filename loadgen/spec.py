@@ -58,6 +58,8 @@ class LoadSpec:
     slo_p99_ms: float = 10.0         # ramp: a step meets the SLO when p99 < this ...
     slo_error_rate: float = 0.001    # ... and its error rate < this
     start_at_ns: int = 0             # common start instant (perf_counter_ns) for several workers
+    shard_index: int = 0             # open: this worker sends arrivals shard_index, +shard_count, ...
+    shard_count: int = 1             # ... of the whole schedule (schedule.shard)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -76,6 +78,8 @@ class LoadSpec:
             raise ValueError("duration_s must be > 0")
         if self.processes < 1 or self.bursts < 1:
             raise ValueError("processes and bursts must be >= 1")
+        if not 0 <= self.shard_index < self.shard_count:
+            raise ValueError("shard_index must be in [0, shard_count)")
 
     @property
     def templated(self) -> bool:

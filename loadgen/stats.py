@@ -20,7 +20,7 @@ MAX_SEND_LATENESS_P99_MS = 1.0     # open mode; or 10% of the mean gap between a
 MAX_LOOP_LAG_P99_MS = 5.0          # or 25% of the trial's p99 latency, whichever is larger
 MAX_GC_PAUSE_MS = 10.0             # or 25% of the trial's p99 latency
 MAX_LOADGEN_CPU_PCT = 95.0
-MIN_SCHEDULE_KEPT = 0.99
+MAX_SEND_RATE_MISS = 0.01          # open mode: sends in the window vs target rate x window
 
 
 def percentile(values: np.ndarray, q: float) -> float:
@@ -52,20 +52,44 @@ def percentile_ci(values: np.ndarray, q: float, confidence: float = 0.95) -> tup
     return float(part[lo_rank]), float(part[hi_rank])
 
 
+def median_ci(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median of a small sample (e.g. one value
+    per trial): [x(k), x(n+1-k)] for the largest k whose coverage, 1 - 2 P(Bin(n, 1/2) < k),
+    is at least `confidence`. NaN values are ignored; (NaN, NaN) when the sample is too small
+    to reach the confidence (fewer than 6 values at 95%)."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    x = x[np.isfinite(x)]
+    n = x.size
+    if n == 0:
+        return math.nan, math.nan
+    below = np.flatnonzero(sps.binom.cdf(np.arange(n), n, 0.5) <= (1.0 - confidence) / 2)
+    if below.size == 0:
+        return math.nan, math.nan
+    k = int(below[-1]) + 1
+    return float(x[k - 1]), float(x[n - k])
+
+
 def measured_mask(cols, summary: dict) -> np.ndarray:
     intended = np.asarray(cols["intended_ns"])
     return (intended >= summary["measure_start_ns"]) & (intended < summary["measure_end_ns"])
 
 
+def http_ok(status: np.ndarray) -> np.ndarray:
+    """Responses that count as answered: a 2xx status (anything else is an `errors_http`)."""
+    return (status >= 200) & (status < 300)
+
+
 def summarize(cols, summary: dict, mode: str, duration_s: float | None = None,
-              target_rate_rps: float | None = None) -> dict:
+              target_rate_rps: float | None = None,
+              max_error_rate: float | None = None) -> dict:
     """The trial's metrics and verdict from raw columns (requests intended in the window).
 
     Latency is done - intended (open mode: from the intended send time, so queueing inside
     the load generator counts; closed mode: intended = when the connection became free).
     `errors` counts transport errors (connect, reset, timeout, parse, dropped, unfinished)
-    and HTTP statuses >= 400; `errors_<class>` count each class. duration_s defaults to the
-    summary's measured window. Ramp trials are judged like open ones (on their chosen step).
+    and responses whose status is not 2xx; `errors_<class>` count each class. duration_s
+    defaults to the summary's measured window. Ramp trials are judged like open ones (on
+    their chosen step). max_error_rate: above it the trial is invalid (None: no limit).
     """
     if duration_s is None:
         duration_s = (summary["measure_end_ns"] - summary["measure_start_ns"]) / 1e9
@@ -76,23 +100,26 @@ def summarize(cols, summary: dict, mode: str, duration_s: float | None = None,
     err = np.asarray(cols["error"])[m]
     status = np.asarray(cols["status"])[m]
     ok = err == OK
+    answered = ok & http_ok(status)
     lat_ms = (np.asarray(cols["done_ns"])[m][ok] - np.asarray(cols["intended_ns"])[m][ok]) / 1e6
     svc_ms = (np.asarray(cols["done_ns"])[m][ok] - np.asarray(cols["sent_ns"])[m][ok]) / 1e6
     requests = int(m.sum())
-    errors = int(np.count_nonzero(~ok) + np.count_nonzero(ok & (status >= 400)))
+    errors = int(np.count_nonzero(~answered))
     completed = int(ok.sum())
-    sent = int(np.count_nonzero(err != DROPPED))
+    sent = int(np.count_nonzero((np.asarray(cols["sent_ns"])[m] > 0) & (err != DROPPED)))
+    offered = summary.get("scheduled_in_window", 0)
     row = {
         "requests": requests,
         "completed": completed,
         "errors": errors,
         "error_rate": errors / requests if requests else math.nan,
         "dropped": int(np.count_nonzero(err == DROPPED)),
-        "success_ratio": int(np.count_nonzero(ok & (status < 400))) / requests if requests else math.nan,
+        "success_ratio": int(np.count_nonzero(answered)) / requests if requests else math.nan,
         "throughput_rps": completed / duration_s,
         "throughput_kib_s": float(np.asarray(cols["bytes"])[m][ok].sum()) / 1024 / duration_s
         if "bytes" in cols else math.nan,
         "target_rate": target_rate_rps if mode == "open" else math.nan,
+        "offered_rate": offered / duration_s if mode == "open" else math.nan,
         "achieved_rate": (sent / duration_s) if mode == "open" else completed / duration_s,
         "latency_mean_ms": float(lat_ms.mean()) if lat_ms.size else math.nan,
         "latency_min_ms": float(lat_ms.min()) if lat_ms.size else math.nan,
@@ -103,7 +130,7 @@ def summarize(cols, summary: dict, mode: str, duration_s: float | None = None,
     for code, name in ERROR_NAMES.items():
         if code != OK:
             row[f"errors_{name}"] = int(np.count_nonzero(err == code))
-    row["errors_http"] = int(np.count_nonzero(ok & (status >= 400)))
+    row["errors_http"] = int(np.count_nonzero(ok & ~http_ok(status)))
     for name, q in PERCENTILES.items():
         row[f"latency_{name}_ms"] = percentile(lat_ms, q)
     row["latency_p99_ci_low_ms"], row["latency_p99_ci_high_ms"] = percentile_ci(lat_ms, 99.0)
@@ -111,27 +138,51 @@ def summarize(cols, summary: dict, mode: str, duration_s: float | None = None,
               "send_lateness_max_ms", "release_spread_ms_max", "sustainable_rps"):
         if k in summary or not k.startswith(("release", "sustainable")):
             row[k] = summary.get(k, math.nan)
-    reasons = verdict(row, summary, mode)
+    reasons = verdict(row, summary, mode, sent=sent, duration_s=duration_s,
+                      max_error_rate=max_error_rate)
     row["valid"] = not reasons
     row["invalid_reasons"] = "; ".join(reasons)
     return row
 
 
-def verdict(row: dict, summary: dict, mode: str) -> list[str]:
+def send_rate_miss(sent: int, target_rate_rps: float, duration_s: float) -> str:
+    """Why the sends in the window miss target x window by more than MAX_SEND_RATE_MISS
+    (or half an arrival, the rounding of the schedule's count); "" when they do not."""
+    expected = target_rate_rps * duration_s
+    if expected <= 0 or abs(sent - expected) <= max(MAX_SEND_RATE_MISS * expected, 0.5):
+        return ""
+    return (f"achieved send rate {sent / duration_s:.1f}/s misses the target "
+            f"{target_rate_rps:g}/s by {100 * (sent - expected) / expected:+.1f}% "
+            f"(limit ±{100 * MAX_SEND_RATE_MISS:g}%)")
+
+
+def error_breakdown(row: dict) -> str:
+    """The error classes that occurred, e.g. "refused 1142, http 3"."""
+    parts = [f"{k[len('errors_'):]} {row[k]}" for k in row
+             if k.startswith("errors_") and row[k]]
+    return ", ".join(parts)
+
+
+def verdict(row: dict, summary: dict, mode: str, sent: int | None = None,
+            duration_s: float | None = None, max_error_rate: float | None = None) -> list[str]:
     """Why this trial cannot be trusted (empty list: it can)."""
     reasons = []
     if row["completed"] == 0 and mode != "burst":
         reasons.append("no request completed in the measured window")
+    rate = row.get("error_rate")
+    if max_error_rate is not None and rate == rate and rate is not None and rate > max_error_rate:
+        reasons.append(f"error rate {100 * rate:.2f}% > {100 * max_error_rate:g}% "
+                       f"({error_breakdown(row)}): the server failed requests "
+                       "(validity.max_error_rate)")
     if mode == "open":
-        scheduled = summary.get("scheduled_in_window", 0)
-        sent = row["requests"] - row["dropped"]
-        if scheduled and sent < MIN_SCHEDULE_KEPT * scheduled:
-            reasons.append(f"load generator sent {sent} of {scheduled} scheduled arrivals "
-                           f"({100 * sent / scheduled:.1f}% < {100 * MIN_SCHEDULE_KEPT:.0f}%)")
+        target = row.get("target_rate") or 0.0
+        if sent is not None and duration_s and target > 0:
+            miss = send_rate_miss(sent, target, duration_s)
+            if miss:
+                reasons.append(miss)
         if row["dropped"]:
             reasons.append(f"{row['dropped']} arrivals dropped past the outstanding-request cap")
-        rate = row.get("target_rate") or 0.0
-        limit = max(MAX_SEND_LATENESS_P99_MS, 0.1 * 1e3 / rate if rate > 0 else 0.0)
+        limit = max(MAX_SEND_LATENESS_P99_MS, 0.1 * 1e3 / target if target > 0 else 0.0)
         if summary.get("send_lateness_p99_ms", 0.0) > limit:
             reasons.append(f"send lateness p99 {summary['send_lateness_p99_ms']:.2f} ms > "
                            f"{limit:.2f} ms: the load generator fell behind its schedule")
@@ -189,7 +240,7 @@ def timeline(cols, summary: dict, bin_s: float = 1.0):
             "throughput_rps": int(np.count_nonzero(sel & ok)) / bin_s,
             "latency_p50_ms": percentile(lat, 50.0),
             "latency_p99_ms": percentile(lat, 99.0),
-            "errors": int(np.count_nonzero(sel & (~ok | (status >= 400)))),
+            "errors": int(np.count_nonzero(sel & ~(ok & http_ok(status)))),
             "in_flight": in_flight,
             "warmup": bool(edge <= summary["measure_start_ns"]),
         })

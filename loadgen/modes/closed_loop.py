@@ -28,6 +28,7 @@ class ClosedMode(Mode):
         super().__init__(spec)
         self.sends_next_inline = (self.keepalive and spec.think_time_s <= 0
                                   and not spec.templated)
+        self.think_rng = np.random.default_rng(spec.seed)   # exp think times replay too
 
     def start(self, worker: Worker) -> None:
         worker.at(worker.start_ns, self._start, worker)
@@ -85,5 +86,5 @@ class ClosedMode(Mode):
             return
         pause = spec.think_time_s
         if spec.think_dist == "exp":
-            pause = float(np.random.exponential(spec.think_time_s))
+            pause = float(self.think_rng.exponential(spec.think_time_s))
         worker.loop.call_later(pause, self._next, worker, conn)

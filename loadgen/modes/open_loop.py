@@ -33,17 +33,19 @@ class OpenMode(Mode):
         self.pending: deque[tuple[Chunk, int]] = deque()  # arrived, waiting for a connection
 
     def share(self, index: int, count: int, start_at_ns: int) -> OpenMode:
-        """As Mode.share, and the arrival rate divided: P independent Poisson streams of
-        rate/P superpose to one of rate. Constant streams are not offset against each
-        other: the P processes' arrivals fall on the same instants."""
+        """As Mode.share, and the schedule dealt out: every process computes the whole
+        schedule from the same seed and sends every count-th arrival from `index`, so the
+        shares add up to exactly the schedule of one process (schedule.shard)."""
         part = super().share(index, count, start_at_ns).spec
-        return OpenMode(dataclasses.replace(part, rate_rps=self.spec.rate_rps / count))
+        return OpenMode(dataclasses.replace(part, seed=self.spec.seed, shard_index=index,
+                                            shard_count=count))
 
     def start(self, worker: Worker) -> None:
         spec = self.spec
         offsets = schedule.arrival_offsets_s(spec.arrivals, spec.rate_rps,
                                              spec.warmup_s + spec.duration_s, spec.seed,
-                                             limit=spec.max_requests)
+                                             limit=spec.max_requests, warmup_s=spec.warmup_s)
+        offsets = schedule.shard(offsets, spec.shard_index, spec.shard_count)
         self.sched_ns = worker.start_ns + (offsets * 1e9).astype(np.int64)
         self.late_ns = np.zeros(len(self.sched_ns), dtype=np.int64)
         self.next_arrival = 0

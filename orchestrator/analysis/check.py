@@ -11,8 +11,10 @@ trials.csv column or a short alias (p50_ms, p90_ms, p99_ms, p999_ms, mean_ms, ma
 latency_*_ms) mapped to {operator: limit} with operators lt, le, gt, ge.
 
 Each (threshold, metric, operator) is checked on every matching cell against the cell's
-**mean over its valid trials**. A cell with no valid trial, a metric with no value (NaN), or
-a threshold whose `where` matches no cell is a breach: a gate must not pass on missing data.
+**mean over its usable trials**: valid and quiet (views.usable_trials; with include_noisy,
+valid ones whatever the host did). Each verdict says how many trials it used and which were
+left out. A cell with no usable trial, a metric with no value (NaN), or a threshold whose
+`where` matches no cell is a breach: a gate must not pass on missing data.
 """
 from __future__ import annotations
 
@@ -26,12 +28,12 @@ import yaml
 
 from .. import results
 from ..errors import PerfctlError
-from .views import cell_labels
+from .views import cell_labels, excluded_trials, usable_trials
 
 ALIASES = {f"{p}_ms": f"latency_{p}_ms" for p in ("p50", "p90", "p99", "p999", "mean", "max")}
 OPERATORS = {"lt": (operator.lt, "<"), "le": (operator.le, "<="), "gt": (operator.gt, ">"),
              "ge": (operator.ge, ">=")}
-NON_METRICS = {"cell_id", "trial", "valid", "invalid_reasons"}
+NON_METRICS = {"cell_id", "trial", "seed", "valid", "invalid_reasons", "quiet", "noise_reasons"}
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,10 @@ class Verdict:
     cell_id: str               # "" when the threshold matches no cell
     cell_label: str
     measured: float
-    trials: int                # valid trials averaged
+    trials: int                # usable trials averaged
     passed: bool
     note: str = ""
+    excluded: int = 0          # the cell's trials left out (invalid, or noisy)
 
 
 def parse(entries, source: str, columns: list[str]) -> list[Threshold]:
@@ -150,12 +153,13 @@ def _matches(trials: pd.DataFrame, where: dict) -> pd.Series:
     return m
 
 
-def evaluate(run: results.Run, thresholds: list[Threshold]) -> list[Verdict]:
+def evaluate(run: results.Run, thresholds: list[Threshold],
+             include_noisy: bool = False) -> list[Verdict]:
     """Every threshold x matching cell, in threshold order then cell order."""
     trials = run.trials
     labels = cell_labels(run)
-    valid = trials["valid"].fillna(False).astype(bool) if "valid" in trials else \
-        pd.Series(True, index=trials.index)
+    usable = trials.index.isin(usable_trials(trials, include_noisy).index)
+    left_out = excluded_trials(trials, include_noisy)
     out = []
     for th in thresholds:
         sel = trials[_matches(trials, th.where)]
@@ -165,20 +169,26 @@ def evaluate(run: results.Run, thresholds: list[Threshold]) -> list[Verdict]:
             continue
         fn = OPERATORS[th.op][0]
         for cid, g in sel.groupby("cell_id", sort=False):
-            good = g[valid.loc[g.index]]
+            good = g[usable[trials.index.get_indexer(g.index)]]
             label = labels.get(cid, cid)
+            skipped = len(left_out.get(cid, []))
             if good.empty:
-                out.append(Verdict(th, cid, label, math.nan, 0, False, "no valid trial"))
+                noisy = sum("noisy" in w for w in left_out.get(cid, []))
+                note = (f"no usable trial ({skipped - noisy} invalid, {noisy} noisy)"
+                        if noisy else "no valid trial")
+                out.append(Verdict(th, cid, label, math.nan, 0, False, note, skipped))
                 continue
             value = float(pd.to_numeric(good[th.column], errors="coerce").mean())
             if math.isnan(value):
-                out.append(Verdict(th, cid, label, value, len(good), False, "no value"))
+                out.append(Verdict(th, cid, label, value, len(good), False, "no value",
+                                   skipped))
                 continue
-            out.append(Verdict(th, cid, label, value, len(good), bool(fn(value, th.limit))))
+            out.append(Verdict(th, cid, label, value, len(good), bool(fn(value, th.limit)),
+                               excluded=skipped))
     return out
 
 
-def check_run(run_dir, file: Path | None = None) -> list[Verdict]:
+def check_run(run_dir, file: Path | None = None, include_noisy: bool = False) -> list[Verdict]:
     """Load a run and evaluate its thresholds (or those of `file`)."""
     run = results.load(run_dir)
-    return evaluate(run, thresholds_for(run, file))
+    return evaluate(run, thresholds_for(run, file), include_noisy)

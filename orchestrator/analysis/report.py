@@ -1,9 +1,10 @@
 """`perfctl report RUN_DIR`: one self-contained RUN_DIR/report.html.
 
 Every figure is embedded as a base64 PNG (the SVGs stay in plots/ beside it); the page loads
-nothing from anywhere else. Sections: the summary table (invalid trials in red, with their
-reasons), threshold verdicts when the experiment has thresholds, the figures, the models
-table (fitted in memory), and the run's configuration and host (run.json).
+nothing from anywhere else. Sections: the summary table (invalid trials in red, noisy ones in
+amber, each with its reasons; the precision reached with `precision:`), threshold verdicts
+when the experiment has thresholds, the figures, the models table (fitted in memory), and the
+run's configuration and host (run.json).
 
 A small inline script sets <body data-figures="ok"> once every image has decoded with a
 non-zero size ("failed:N" otherwise); tests read it from a headless browser's DOM.
@@ -33,6 +34,7 @@ table{border-collapse:collapse;margin:1em 0;font-size:13px}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th{background:#f3f3f3} td.l,th.l{text-align:left}
 tr.invalid td{background:#fde2e2} tr.fallback td{background:#fff4d6}
+tr.noisy td{background:#fff4d6} .warn{color:#8a5a00;font-weight:bold}
 .bad{color:#b00020;font-weight:bold} .good{color:#1b7f3b;font-weight:bold}
 figure{margin:1.5em 0} figure img{max-width:100%;border:1px solid #eee}
 figcaption{color:#555;font-size:13px} pre{background:#f7f7f7;padding:1em;overflow:auto;
@@ -62,30 +64,59 @@ def _num(v, fmt: str) -> str:
     return "-" if math.isnan(f) else (format(f, fmt) if math.isfinite(f) else "∞")
 
 
+def _reasons(g: pd.DataFrame, mask: pd.Series, column: str) -> str:
+    if column not in g:
+        return ""
+    return "; ".join(sorted({str(r) for r in g.loc[mask, column] if str(r) and str(r) != "nan"}))
+
+
+def _flag(g: pd.DataFrame, column: str) -> pd.Series:
+    if column not in g:
+        return pd.Series(True, index=g.index)
+    return g[column].map(lambda v: True if v is None or v != v else bool(v))
+
+
+def _precision(g: pd.DataFrame) -> str:
+    if "precision_reached" not in g:
+        return "-"
+    last = g.iloc[-1]
+    half = _num(last.get("precision_half_width_pct"), ".1f")
+    ok = bool(last.get("precision_reached"))
+    return (f'<span class="{"good" if ok else "warn"}">±{half}% '
+            f'{"reached" if ok else "not reached"}</span> (target '
+            f'{_num(last.get("precision_target_pct"), "g")}%)')
+
+
 def _summary(trials: pd.DataFrame, axes: list[str]) -> str:
     cols = [("trials", None), ("throughput req/s", "throughput_rps", ",.0f"),
             ("p50 ms", "latency_p50_ms", ".3f"), ("p90 ms", "latency_p90_ms", ".3f"),
             ("p99 ms", "latency_p99_ms", ".3f"), ("p99.9 ms", "latency_p999_ms", ".3f"),
             ("max ms", "latency_max_ms", ".2f"), ("error rate", "error_rate", ".4f")]
     head = "".join(f'<th class="l">{_e(a)}</th>' for a in axes)
-    head += "".join(f"<th>{_e(c[0])}</th>" for c in cols) + '<th>valid</th><th class="l">why invalid</th>'
+    head += "".join(f"<th>{_e(c[0])}</th>" for c in cols)
+    head += ('<th>valid</th><th>quiet</th><th>precision</th><th class="l">why invalid</th>'
+             '<th class="l">why noisy</th>')
     rows = []
     for _, g in trials.groupby("cell_id", sort=False):
-        valid = g["valid"].fillna(False).astype(bool)
+        valid, quiet = _flag(g, "valid"), _flag(g, "quiet")
         cells = "".join(f'<td class="l">{_e(g[a].iloc[0])}</td>' for a in axes if a in g)
         cells += f"<td>{len(g)}</td>"
         use = g[valid] if valid.any() else g
         for c in cols[1:]:
             cells += f"<td>{_num(use[c[1]].mean(), c[2]) if c[1] in use else '-'}</td>"
-        reasons = "; ".join(sorted({str(r) for r in g.loc[~valid, "invalid_reasons"]
-                                    if str(r) and str(r) != "nan"})) \
-            if "invalid_reasons" in g else ""
-        flag = "ok" if valid.all() else "bad"
-        cells += f'<td class="{"good" if flag == "ok" else "bad"}">{int(valid.sum())}/{len(g)}</td>'
-        cells += f'<td class="l">{_e(reasons)}</td>'
-        rows.append(f'<tr class="{"" if valid.all() else "invalid"}">{cells}</tr>')
+        cells += f'<td class="{"good" if valid.all() else "bad"}">{int(valid.sum())}/{len(g)}</td>'
+        cells += f'<td class="{"good" if quiet.all() else "warn"}">{int(quiet.sum())}/{len(g)}</td>'
+        cells += f"<td>{_precision(g)}</td>"
+        cells += f'<td class="l">{_e(_reasons(g, ~valid, "invalid_reasons"))}</td>'
+        cells += f'<td class="l">{_e(_reasons(g, ~quiet, "noise_reasons"))}</td>'
+        cls = "invalid" if not valid.all() else ("noisy" if not quiet.all() else "")
+        rows.append(f'<tr class="{cls}">{cells}</tr>')
     return (f"<table><tr>{head}</tr>{''.join(rows)}</table><p>Means over each cell's valid "
-            "trials (over all of them, in a red row, when none is valid).</p>")
+            "trials (over all of them, in a red row, when none is valid). <b>valid</b>: the "
+            "measurement worked (the load generator kept its schedule, the server answered). "
+            "<b>quiet</b>: the host left the trial alone (no CPU steal, no other process on "
+            "the trial's CPUs); <code>perfctl compare</code> and <code>check</code> use only "
+            "valid, quiet trials. An amber row had a noisy trial.</p>")
 
 
 def _thresholds(run: results.Run) -> str:
@@ -100,13 +131,15 @@ def _thresholds(run: results.Run) -> str:
         cls = "good" if v.passed else "bad"
         rows.append(f'<tr><td>{v.threshold.index}</td><td class="l">{_e(v.threshold.text)}</td>'
                     f'<td class="l">{_e(v.cell_label)}</td><td>{_num(v.measured, ".4g")}</td>'
+                    f'<td>{v.trials}{f" ({v.excluded} left out)" if v.excluded else ""}</td>'
                     f'<td class="{cls}">{"pass" if v.passed else "BREACH"}</td>'
                     f'<td class="l">{_e(v.note)}</td></tr>')
     breaches = sum(not v.passed for v in verdicts)
     badge = (f'<span class="flag">{breaches} breach{"es" if breaches != 1 else ""}</span>'
              if breaches else '<span class="flag ok">all pass</span>')
     return (f"<h2>Thresholds {badge}</h2><table><tr><th>#</th><th class='l'>threshold</th>"
-            f"<th class='l'>cell</th><th>measured (mean of valid trials)</th><th>verdict</th>"
+            f"<th class='l'>cell</th><th>measured (mean of valid, quiet trials)</th><th>trials</th>"
+            f"<th>verdict</th>"
             f"<th class='l'>note</th></tr>{''.join(rows)}</table>")
 
 
@@ -155,6 +188,9 @@ def build(run_dir, out: Path | None = None) -> Path:
     invalid = int((~trials["valid"].fillna(False).astype(bool)).sum()) if not trials.empty else 0
     badge = (f'<span class="flag">{invalid} of {len(trials)} trials invalid</span>' if invalid
              else f'<span class="flag ok">all {len(trials)} trials valid</span>')
+    noisy = int((~_flag(trials, "quiet")).sum()) if not trials.empty else 0
+    if noisy:
+        badge += f' <span class="flag" style="background:#8a5a00">{noisy} noisy</span>'
     host = info.get("host", {})
     sub = (f"{_e(info.get('started', ''))} · {_e(host.get('hostname', ''))} · "
            f"{_e(host.get('cpu_count', '?'))} CPUs · perfctl {_e(host.get('perfctl_version', ''))}"

@@ -1,8 +1,10 @@
 """Views of a run that every analysis shares: which trials count, which requests count (the
 measured window; "ok" defined once), and cell labels.
 
-Which trials count: a cell's valid trials; a cell with no valid trial falls back to all of
-its trials and is flagged, so a noisy host still gets an answer instead of silence.
+Which trials count: for figures, models and the report, a cell's valid trials (a cell with no
+valid trial falls back to all of its trials and is flagged, so a noisy host still gets an
+answer instead of silence); for the gates (compare, check), its usable trials: valid and
+quiet, never a fallback (`usable_trials`).
 Which requests count: those intended inside their trial's measured window (warm-up
 excluded), and for latency only the ok ones (`ok_requests`).
 """
@@ -15,8 +17,41 @@ from ..results import Run, read_summary, trial_dir
 
 
 def ok_requests(requests: pd.DataFrame) -> pd.DataFrame:
-    """The requests that completed without a transport error and with an HTTP status < 400."""
-    return requests[(requests["error"] == 0) & (requests["status"] < 400)]
+    """The requests that completed without a transport error and with a 2xx status."""
+    return requests[(requests["error"] == 0) & (requests["status"] >= 200)
+                    & (requests["status"] < 300)]
+
+
+def _flag(trials: pd.DataFrame, column: str, default: bool) -> pd.Series:
+    if column not in trials.columns:
+        return pd.Series(default, index=trials.index)
+    return trials[column].map(lambda v: default if v is None or v != v else bool(v))
+
+
+def usable_trials(trials: pd.DataFrame, include_noisy: bool = False) -> pd.DataFrame:
+    """The trials a gate uses: valid ones, and quiet ones unless include_noisy (runs written
+    before `quiet` existed count as quiet)."""
+    keep = _flag(trials, "valid", True)
+    if not include_noisy:
+        keep &= _flag(trials, "quiet", True)
+    return trials[keep]
+
+
+def excluded_trials(trials: pd.DataFrame, include_noisy: bool = False) -> dict[str, list[str]]:
+    """cell_id -> why each excluded trial was left out ("trial 2 invalid: ...",
+    "trial 3 noisy: ...")."""
+    out: dict[str, list[str]] = {}
+    valid = _flag(trials, "valid", True)
+    quiet = _flag(trials, "quiet", True)
+    for i, t in trials.iterrows():
+        if not valid[i]:
+            why = f"trial {int(t['trial'])} invalid: {t.get('invalid_reasons', '')}"
+        elif not quiet[i] and not include_noisy:
+            why = f"trial {int(t['trial'])} noisy: {t.get('noise_reasons', '')}"
+        else:
+            continue
+        out.setdefault(t["cell_id"], []).append(why)
+    return out
 
 
 def analysis_trials(trials: pd.DataFrame) -> tuple[pd.DataFrame, set[str]]:

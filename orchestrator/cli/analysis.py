@@ -1,7 +1,8 @@
 """The analysis commands of `perfctl`: model, report, check, compare.
 
 Exit codes: 0 fine; 1 a threshold breached (check) or a significant regression (compare);
-2 bad input (PerfctlError, mapped by main.py).
+2 bad input (PerfctlError, mapped by main.py); 3 compare could not decide (too few usable
+trials in a cell, and no regression elsewhere).
 """
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ from .console import console, fmt, pct
 
 RunArg = Annotated[Path, typer.Argument(help="Run directory written by perfctl run "
                                              "(e.g. results/latest).", show_default=False)]
+NoisyOpt = Annotated[bool, typer.Option(
+    "--include-noisy", help="Use valid trials the host disturbed too (default: valid, quiet "
+                            "trials only).")]
+INCONCLUSIVE_EXIT = 3
 
 
 def model(run_dir: RunArg,
@@ -74,25 +79,39 @@ def report(run_dir: RunArg,
 def check(run_dir: RunArg,
           thresholds: Annotated[Optional[Path], typer.Option(
               "--thresholds", "-t",
-              help="YAML file with thresholds (default: the experiment's `thresholds:`).")] = None
-          ) -> None:
-    """Check thresholds per cell (mean over its valid trials); exit 1 on any breach."""
-    verdicts = check_.check_run(run_dir, thresholds)
+              help="YAML file with thresholds (default: the experiment's `thresholds:`).")] = None,
+          include_noisy: NoisyOpt = False) -> None:
+    """Check thresholds per cell (mean over its valid, quiet trials); exit 1 on any breach."""
+    verdicts = check_.check_run(run_dir, thresholds, include_noisy)
     if not verdicts:
         raise PerfctlError(f"{run_dir}: no thresholds to check. Fix: add `thresholds:` to the "
                            "experiment file, or pass --thresholds FILE.")
-    t = Table(title="Thresholds (measured: mean over the cell's valid trials)")
+    used = "valid trials" if include_noisy else "valid, quiet trials"
+    t = Table(title=f"Thresholds (measured: mean over the cell's {used})")
     for col in ("#", "threshold", "where", "cell", "measured", "trials", "verdict"):
         t.add_column(col, justify="right" if col in ("#", "measured", "trials") else "left")
     for v in verdicts:
         verdict = "[green]pass[/]" if v.passed else f"[bold red]BREACH[/]{' (' + v.note + ')' if v.note else ''}"
+        trials = f"{v.trials}" + (f" ({v.excluded} left out)" if v.excluded else "")
         t.add_row(str(v.threshold.index), v.threshold.text, v.threshold.where_text, v.cell_label,
-                  fmt(v.measured, ".6g"), str(v.trials), verdict)
+                  fmt(v.measured, ".6g"), trials, verdict)
     console.print(t)
     breaches = sum(not v.passed for v in verdicts)
-    console.print(f"{len(verdicts)} checks, {breaches} breached")
+    left_out = sum(v.excluded for v in {v.cell_id: v for v in verdicts}.values())
+    console.print(f"{len(verdicts)} checks, {breaches} breached"
+                  + (f"; {left_out} trial(s) left out (invalid or noisy: see trials.csv)"
+                     if left_out else ""))
     if breaches:
         raise typer.Exit(1)
+
+
+def _metric_text(m: compare_.MetricChange) -> str:
+    sig = "*" if m.significant else ""
+    text = (f"{fmt(m.base, '.4g')} -> {fmt(m.cand, '.4g')}\n{pct(m.change)}{sig} "
+            f"[{pct(m.ci[0])}, {pct(m.ci[1])}]\np={fmt(m.p_holm, '.2g')}")
+    if m.pooled_change == m.pooled_change:
+        text += f"\nrequests {pct(m.pooled_change)}"
+    return text
 
 
 def compare(base: Annotated[Path, typer.Argument(help="Baseline run directory.",
@@ -102,32 +121,39 @@ def compare(base: Annotated[Path, typer.Argument(help="Baseline run directory.",
             tolerance: Annotated[float, typer.Option(
                 min=0.0, help="Relative change a regression must exceed (0.05 = 5%).")] = 0.05,
             alpha: Annotated[float, typer.Option(
-                min=0.0, max=1.0, help="Significance level after Holm-Bonferroni.")] = 0.05
+                min=0.0, max=1.0, help="Significance level after Holm-Bonferroni.")] = 0.05,
+            include_noisy: NoisyOpt = False,
+            calibration: Annotated[Optional[Path], typer.Option(
+                help="Host calibration from perfctl calibrate (default: "
+                     "results/.calibration.json when there is one).")] = None
             ) -> None:
-    """Compare two runs cell by cell; exit 1 on a significant regression beyond --tolerance."""
-    cells, notes = compare_.compare_runs(base, cand, tolerance, alpha)
-    t = Table(title=f"{base} -> {cand}: change (95% CI), Holm-adjusted p")
+    """Compare two runs cell by cell, each trial one observation; exit 1 on a significant
+    regression beyond --tolerance, 3 when a cell has too few usable trials to decide."""
+    result = compare_.compare_runs(base, cand, tolerance, alpha, include_noisy=include_noisy,
+                                   calibration=calibration)
+    t = Table(title=f"{base} -> {cand}: median of trials, change (95% CI), Holm-adjusted "
+                    "Mann-Whitney p across trials")
     t.add_column("cell")
+    t.add_column("trials\nbase/cand", justify="right")
     for m in compare_.METRICS:
         t.add_column(m + (" req/s" if m == "throughput" else " ms"), justify="right")
     t.add_column("verdict")
     t.add_column("notes")
-    for c in cells:
-        vals = []
-        for name in compare_.METRICS:
-            m = c.metrics[name]
-            sig = "*" if m.significant else ""
-            vals.append(f"{fmt(m.base, '.4g')} -> {fmt(m.cand, '.4g')}\n{pct(m.change)}{sig} "
-                        f"[{pct(m.ci[0])}, {pct(m.ci[1])}]\np={fmt(m.p_holm, '.2g')}")
-        colour = {"slower": "bold red", "faster": "green"}.get(c.verdict, "")
-        t.add_row(c.label, *vals, f"[{colour}]{c.verdict}[/]" if colour else c.verdict,
-                  "; ".join(c.notes))
+    for c in result.cells:
+        colour = {"slower": "bold red", "faster": "green", "inconclusive": "yellow"}.get(c.verdict)
+        t.add_row(c.label, f"{c.n_base}/{c.n_cand}",
+                  *[_metric_text(c.metrics[m]) for m in compare_.METRICS],
+                  f"[{colour}]{c.verdict}[/]" if colour else c.verdict, "\n".join(c.notes))
     console.print(t)
-    for n in notes:
+    console.print("trials: the usable ones (valid" + ("" if include_noisy else ", quiet")
+                  + "); requests: the same quantile over the pooled requests (detail only)")
+    for n in result.notes:
         console.print(f"note: {n}")
-    if not cells:
-        console.print("no cell in common: nothing compared")
-    if compare_.regressed(cells):
+    if compare_.regressed(result.cells):
         console.print(f"[bold red]regression[/]: at least one cell is significantly slower by "
                       f"more than {tolerance:.0%}")
         raise typer.Exit(1)
+    if compare_.inconclusive(result.cells):
+        console.print("[yellow]inconclusive[/]: a cell has too few usable trials to decide "
+                      "(more repeats, a quieter host, or --include-noisy)")
+        raise typer.Exit(INCONCLUSIVE_EXIT)

@@ -11,7 +11,7 @@ import typer
 from .. import __version__
 from ..errors import PerfctlError
 from ..run import process
-from . import analysis, doctor, load, run, serve
+from . import analysis, calibrate, doctor, load, run, serve
 from .console import console, err_console
 from .netem import app as netem_app
 
@@ -40,6 +40,7 @@ app.command()(analysis.report)
 app.command()(analysis.check)
 app.command()(analysis.compare)
 app.command("doctor")(doctor.doctor)
+app.command()(calibrate.calibrate)
 app.add_typer(netem_app, name="netem", help="Network emulation tools (the latency proxy).")
 
 

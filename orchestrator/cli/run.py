@@ -8,7 +8,9 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from .. import results
 from ..analysis import queueing
@@ -49,24 +51,57 @@ def plan(file: FileArg, profile: ProfileOpt = None, set_: SetOpt = None) -> None
     console.print(f"{p.trial_count} trials, estimated wall time {fmt_duration(p.estimated_seconds())}")
 
 
-def _summary_table(trials, axes: list[str]) -> Table:
-    t = Table(title="Summary (mean over trials)")
+def _pct(v) -> str:
+    return "-" if v is None or v != v else format(float(v), ".1f")
+
+
+def _flags(g, column: str):
+    if column not in g:
+        return [True] * len(g)
+    return [True if v is None or v != v else bool(v) for v in g[column]]
+
+
+def _summary_table(trials, axes: list[str]) -> Group:
+    """The per-cell summary (means over the valid trials), which trials were invalid or
+    noisy and why, and whether each cell reached its precision (with `precision:`)."""
+    t = Table(title="Summary (mean over valid trials)")
     for a in axes:
         t.add_column(a)
-    for col in ("trials", "throughput req/s", "p50 ms", "p99 ms", "max ms", "errors", "valid"):
+    with_precision = "precision_reached" in trials
+    for col in ("trials", "throughput req/s", "p50 ms", "p99 ms", "max ms", "errors", "valid",
+                "quiet") + (("precision",) if with_precision else ()):
         t.add_column(col, justify="right")
+    why = []
     for cid, g in trials.groupby("cell_id", sort=False):
-        valid = int(g["valid"].astype(bool).sum())
-        style = None if valid == len(g) else "red"
+        valid, quiet = _flags(g, "valid"), _flags(g, "quiet")
+        use = g[valid] if any(valid) else g
+        style = None if all(valid) else "red"
 
         def num(col: str, fmt: str) -> str:
-            v = g[col].mean() if col in g else math.nan
+            v = use[col].mean() if col in use else math.nan
             return "-" if v != v else format(v, fmt)
+        extra = []
+        if with_precision:
+            last = g.iloc[-1]
+            reached = bool(last["precision_reached"])
+            extra = [f"{'' if reached else '[yellow]'}±{_pct(last['precision_half_width_pct'])}%"
+                     f" {'ok' if reached else 'not reached'}{'' if reached else '[/]'}"]
         t.add_row(*[str(g[a].iloc[0]) for a in axes], str(len(g)), num("throughput_rps", ",.0f"),
                   num("latency_p50_ms", ".3f"), num("latency_p99_ms", ".3f"),
                   num("latency_max_ms", ".2f"), str(int(g["errors"].sum())),
-                  f"{valid}/{len(g)}", style=style)
-    return t
+                  f"{sum(valid)}/{len(g)}",
+                  f"{sum(quiet)}/{len(g)}" if all(quiet) else f"[yellow]{sum(quiet)}/{len(g)}[/]",
+                  *extra, style=style)
+        label = ", ".join(f"{a}={g[a].iloc[0]}" for a in axes)
+        for (_, r), ok in zip(g.iterrows(), quiet):
+            if not ok:
+                why.append(f"[yellow]noisy[/] {label} #{r['trial']}: {r.get('noise_reasons', '')}")
+    notes = [Text.from_markup(w) for w in why]
+    if why:
+        notes.append(Text("valid: the measurement worked; quiet: the host left the trial alone. "
+                          "compare and check use valid, quiet trials only (README: valid and "
+                          "quiet)."))
+    return Group(t, *notes)
 
 
 def run(file: Annotated[Optional[Path], typer.Argument(help="Experiment YAML file.",

@@ -5,6 +5,7 @@ turn them into a `loadgen.spec.LoadSpec` through `to_load_spec`; nothing else bu
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -81,7 +82,7 @@ class Load(FrozenModel):
     warmup_s: Seconds = Field(2.0, alias="warmup", le=3600)
     timeout_s: Seconds = Field(5.0, alias="timeout", gt=0)
     keepalive: bool = True
-    seed: int = 1
+    seed: int = 1                    # mixed into every trial's seed (trial_seed)
     processes: int = Field(1, ge=1, le=64, description="load-generator worker processes")
     bursts: int = Field(1, ge=1, le=10_000, description="burst: releases of `connections`")
     burst_interval_s: Seconds = Field(1.0, alias="burst_interval", gt=0)
@@ -102,6 +103,15 @@ class Load(FrozenModel):
         return measured_window_s(self.mode, self.duration_s, self.bursts, self.burst_interval_s,
                                  len(self.ramp.rates) if self.ramp else 0,
                                  self.ramp.step_s if self.ramp else 0.0)
+
+
+def trial_seed(cell_id: str, trial: int, load_seed: int = 1) -> int:
+    """The seed of one trial's arrival schedule, think times and network draws: a hash of the
+    cell id, the trial number and `load.seed`. Every cell and every trial gets its own
+    schedule; running the same cell again replays the same schedules. 48 bits (exact in a
+    float64 column)."""
+    digest = hashlib.sha256(f"{cell_id}/{trial}/{load_seed}".encode()).digest()
+    return int.from_bytes(digest[:6], "big")
 
 
 def to_load_spec(load: Load, workload: Workload, host: str, port: int, seed: int,

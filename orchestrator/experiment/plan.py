@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .base import FrozenModel
 from .document import (Scalar, apply_override, deep_merge, fail, read_document, substitute,
@@ -22,6 +22,10 @@ from .matrix import cell_id, expand
 from .network import Network
 from .placement import Placement
 from .servers import BundledServer, CommandServer, ServerConfig
+from .units import fraction
+from .validity import Validity
+
+MIN_AUTO_TRIALS = 6     # the fewest trials whose median has a 95% order-statistic interval
 
 
 class Experiment(FrozenModel):
@@ -36,7 +40,14 @@ class Experiment(FrozenModel):
     matrix: dict[str, list[Scalar]] = Field(default_factory=dict)
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
     include: list[dict[str, Scalar]] = Field(default_factory=list)
-    repeats: int = Field(1, ge=1, le=1000)
+    repeats: int | Literal["auto"] = Field(1, description="trials per cell, or auto: until "
+                                           "`precision` is reached (at most `max_repeats`)")
+    precision: float | None = Field(None, gt=0, lt=1, description="target relative half-width "
+                                    "of the 95% CI of the median of a cell's usable trials")
+    precision_metric: Literal["throughput_rps", "latency_p50_ms", "latency_p99_ms"] | None = None
+    max_repeats: int = Field(20, ge=1, le=1000)
+    order: Literal["interleaved", "random", "sequential"] = "interleaved"
+    validity: Validity = Validity()
     placement: dict[str, Any] = Field(default_factory=dict)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     thresholds: list[dict[str, Any]] = Field(default_factory=list)
@@ -48,6 +59,43 @@ class Experiment(FrozenModel):
         if not v:
             raise ValueError("at least one server is needed")
         return v
+
+    @field_validator("repeats", mode="before")
+    @classmethod
+    def _repeats(cls, v):
+        if v == "auto":
+            return v
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or not str(v).isdigit() \
+                or not 1 <= int(v) <= 1000:
+            raise ValueError(f"repeats must be a valid integer from 1 to 1000, or auto "
+                             f"(got {v!r})")
+        return int(v)
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision(cls, v):
+        if isinstance(v, str):
+            return fraction(v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 1:
+            raise ValueError(f"precision {v} reads as {100 * v:g}%; write a percentage, "
+                             "e.g. precision: 5%")
+        return v
+
+    @model_validator(mode="after")
+    def _auto(self) -> "Experiment":
+        if self.repeats == "auto" and self.max_repeats < MIN_AUTO_TRIALS:
+            raise ValueError(f"repeats: auto needs max_repeats >= {MIN_AUTO_TRIALS} (the "
+                             f"median's 95% interval needs {MIN_AUTO_TRIALS} trials)")
+        return self
+
+    @property
+    def auto(self) -> bool:
+        return self.repeats == "auto"
+
+    @property
+    def target_precision(self) -> float | None:
+        """The relative precision asked for (auto without `precision`: 5%)."""
+        return self.precision if self.precision is not None or not self.auto else 0.05
 
 
 class Cell(FrozenModel):
@@ -66,6 +114,14 @@ class Cell(FrozenModel):
     def label(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.values.items()) or self.server_name
 
+    def precision_metric(self, exp: Experiment) -> str:
+        """The trials.csv column whose precision `repeats: auto` watches: the experiment's
+        precision_metric, else throughput for closed load (the server sets the rate) and p50
+        latency for the others (the rate is given)."""
+        if exp.precision_metric:
+            return exp.precision_metric
+        return "throughput_rps" if self.load.mode == "closed" else "latency_p50_ms"
+
 
 class Plan(FrozenModel):
     """An experiment compiled for running: its cells and how often each runs."""
@@ -75,8 +131,12 @@ class Plan(FrozenModel):
     profile: str | None
     overrides: list[str]
     cells: list[Cell]
-    repeats: int
+    repeats: int               # trials per cell; with repeats: auto, the most (max_repeats)
     document: dict[str, Any]   # the raw document after profile and overrides
+
+    @property
+    def order(self) -> str:
+        return self.experiment.order
 
     @property
     def axes(self) -> list[str]:
@@ -137,7 +197,7 @@ def compile_document(doc: dict, source: str, profile: str | None = None,
                           server=server, workload=workload, load=load, network=network,
                           placement=placement))
     return Plan(experiment=exp, source=source, profile=profile, overrides=overrides, cells=cells,
-                repeats=exp.repeats, document=doc)
+                repeats=exp.max_repeats if exp.auto else exp.repeats, document=doc)
 
 
 def _has_error(section: str, body: dict, e: ValidationError) -> bool:

@@ -1,11 +1,13 @@
 """The columns of trials.csv and the keys of run.json and summary.json: this module owns them.
 
-trials.csv has one row per trial, in three groups:
+trials.csv has one row per trial: its identity (IDENTITY_COLUMNS: the cell, the trial number
+and the trial's seed), then three groups:
 - configuration: what the cell was (the matrix axes, then CONFIGURATION_COLUMNS); the same in
   every trial of a cell;
 - measurement: what the trial measured (MEASUREMENT_COLUMNS, and the `errors_<class>` family);
-- self-check: whether the measurement can be trusted (SELF_CHECK_COLUMNS, ending in `valid` and
-  `invalid_reasons`).
+- self-check: whether the measurement can be trusted (SELF_CHECK_COLUMNS: the load generator's
+  checks, the host-noise readings and the cell's precision so far, ending in `valid`,
+  `invalid_reasons`, `quiet` and `noise_reasons`).
 Columns renamed since older perfctl versions are renamed on read (RENAMED_COLUMNS), so a
 results directory written before keeps loading.
 """
@@ -19,7 +21,10 @@ import pandas as pd
 
 from ..errors import PerfctlError
 
-IDENTITY_COLUMNS = ["cell_id", "trial", "server"]
+IDENTITY_COLUMNS = [
+    "cell_id", "trial",
+    "seed",                 # the trial's schedule seed (experiment/load.py trial_seed)
+    "server"]
 CONFIGURATION_COLUMNS = [
     "server_impl",          # c | java | python | cmd
     "concurrency_model",    # the bundled server's concurrency model ("" for a cmd server)
@@ -32,7 +37,10 @@ CONFIGURATION_COLUMNS = [
 ]
 MEASUREMENT_COLUMNS = [
     "startup_s", "requests", "completed", "errors", "error_rate", "dropped", "success_ratio",
-    "throughput_rps", "throughput_kib_s", "target_rate", "achieved_rate",
+    "throughput_rps", "throughput_kib_s",
+    "target_rate",          # open: the rate asked for, arrivals/s
+    "offered_rate",         # open: arrivals the schedule put in the window / window_s
+    "achieved_rate",        # open: requests sent in the window / window_s; closed: completed
     "latency_mean_ms", "latency_min_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms",
     "latency_p999_ms", "latency_max_ms", "latency_p99_ci_low_ms", "latency_p99_ci_high_ms",
     "sent_to_done_mean_ms",  # client-side send -> done (no client queueing); not server service
@@ -42,7 +50,17 @@ MEASUREMENT_COLUMNS = [
 ]
 SELF_CHECK_COLUMNS = [
     "loop_lag_p99_ms", "loadgen_cpu_pct", "gc_pause_max_ms", "send_lateness_p99_ms",
-    "send_lateness_max_ms", "release_spread_ms_max", "valid", "invalid_reasons",
+    "send_lateness_max_ms", "release_spread_ms_max",
+    # host noise over the measured window (run/noise.py says how each is read and judged)
+    "noise_steal_pct", "noise_foreign_cpu_pct", "noise_server_runqueue_wait_ms_per_s",
+    "noise_loadgen_runqueue_wait_ms_per_s", "noise_runqueue_wait_us_per_request",
+    "noise_server_involuntary_switches_per_s", "noise_loadgen_involuntary_switches_per_s",
+    "noise_cpus",
+    # with `precision:`: the cell's precision after this trial (run/precision.py)
+    "precision_metric", "precision_target_pct", "precision_trials", "precision_half_width_pct",
+    "precision_reached",
+    "valid", "invalid_reasons",   # the measurement worked (the load generator, the server)
+    "quiet", "noise_reasons",     # the host left the trial alone
 ]
 RENAMED_COLUMNS = {   # old name -> name since the layout change
     "duration_s": "window_s",

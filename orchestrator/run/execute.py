@@ -1,5 +1,7 @@
-"""Runs a Plan: every trial not yet recorded, one row appended atomically after each, so an
-interrupted run keeps every finished trial and `--resume` runs only what is missing."""
+"""Runs a Plan: every trial not yet recorded, in the plan's order (order.py), one row appended
+atomically after each, so an interrupted run keeps every finished trial and `--resume` runs
+only what is missing. With `repeats: auto` a cell stops once its precision is reached
+(precision.py) or after max_repeats trials."""
 from __future__ import annotations
 
 import time
@@ -8,8 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..experiment.plan import Plan
+from ..experiment.plan import Cell, Plan
 from ..results import TrialTable
+from .order import order_seed, trial_order
+from .precision import precision_state
 from .trial import execute_trial
 
 
@@ -23,34 +27,57 @@ class PlanOutcome:
     skipped: int
 
 
+def _cell_rows(table: TrialTable, cell: Cell, before: int | None = None) -> list[dict]:
+    return [r for r in table.rows if r["cell_id"] == cell.cell_id
+            and (before is None or int(r["trial"]) < before)]
+
+
 def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None) -> PlanOutcome:
     """Run every trial not yet in run_dir/trials.csv. Callbacks drive the progress display:
     on_start(cell, trial) before a trial, on_trial(row) after it."""
     table = TrialTable(run_dir)
     done = table.done()
-    todo = [(c, k) for c in plan.cells for k in range(1, plan.repeats + 1)
-            if (c.cell_id, k) not in done]
-    for cell, k in todo:
+    exp = plan.experiment
+    target = exp.target_precision
+
+    def wants(cell: Cell, k: int) -> bool:
+        if (cell.cell_id, k) in done or not exp.auto:
+            return True
+        rows = _cell_rows(table, cell, before=k)
+        return not precision_state(rows, cell.precision_metric(exp), target)["precision_reached"]
+
+    ran = 0
+    for cell, k in trial_order(plan, wants):
+        if (cell.cell_id, k) in done:
+            continue
         if on_start:
             on_start(cell, k)
         row = execute_trial(plan, cell, k, run_dir)
+        if target is not None:
+            row.update(precision_state(_cell_rows(table, cell) + [row],
+                                       cell.precision_metric(exp), target))
         table.append(row)
+        ran += 1
         if on_trial:
             on_trial(row)
-    return PlanOutcome(run_dir, table.frame() if table.rows else pd.DataFrame(), len(todo),
-                       len(done))
+    return PlanOutcome(run_dir, table.frame() if table.rows else pd.DataFrame(), ran, len(done))
 
 
 def run_info(plan: Plan, host: dict) -> dict:
     """The contents of run.json."""
+    exp = plan.experiment
     return {
-        "experiment": plan.experiment.name,
+        "experiment": exp.name,
         "source": str(Path(plan.source).resolve()),
         "profile": plan.profile,
         "overrides": plan.overrides,
         "document": plan.document,
         "axes": plan.axes,
-        "repeats": plan.repeats,
+        "repeats": exp.repeats,
+        "max_repeats": plan.repeats,
+        "precision": exp.target_precision,
+        "order": plan.order,
+        "order_seed": order_seed(plan),
         "cells": [{"cell_id": c.cell_id, "values": c.values,
                    "server": c.server.model_dump(mode="json"), "load": c.load.model_dump(),
                    "workload": c.workload.model_dump(),

@@ -1,72 +1,84 @@
-"""Samples a server process tree's CPU, memory and threads while a trial runs (psutil)."""
+"""Samples a trial while it runs, from a thread of the orchestrator: the server process tree's
+CPU, memory and threads (psutil), whether every process of that tree stays alive (TreeWatch),
+and the host-noise counters of the server and the load generator (NoiseProbe)."""
 from __future__ import annotations
 
+import math
 import threading
 import time
 
 import pandas as pd
 import psutil
 
+from .noise import NoiseProbe, NoiseSample
+from .tree_watch import TreeWatch, tree_pids
+
+SAMPLE_INTERVAL_S = 0.25     # noise readings are taken between the samples nearest the window
+
 
 class ResourceSampler:
-    """Every interval_s, sum CPU%, RSS and threads over the process and its children."""
+    """Every interval_s: CPU%, RSS and threads summed over the server's process tree, the
+    tree's liveness, and a NoiseSample. start() takes the first sample at once; stop() one
+    last sample."""
 
-    def __init__(self, pid: int, interval_s: float = 0.5) -> None:
+    def __init__(self, pid: int, loadgen_pid: int | None = None, cpus: set[int] | None = None,
+                 interval_s: float = SAMPLE_INTERVAL_S) -> None:
         self.pid = pid
+        self.loadgen_pid = loadgen_pid
         self.interval_s = interval_s
         self.samples: list[tuple[float, float, float, int]] = []  # t, cpu_pct, rss_mb, threads
+        self.noise: list[NoiseSample] = []
+        self.watch = TreeWatch(pid)
+        self.probe = NoiseProbe(cpus if cpus is not None else set())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="resource-sampler", daemon=True)
-        self._procs: dict[int, psutil.Process] = {}
+        self._t0 = time.monotonic()
 
     def start(self) -> "ResourceSampler":
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._thread.join(timeout=5)
+        self._tick(resources=False)
 
-    def _tree(self) -> list[psutil.Process]:
-        try:
-            root = psutil.Process(self.pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return []
-        out = []
-        for p in procs:     # keep Process objects so cpu_percent measures since last call
-            out.append(self._procs.setdefault(p.pid, p))
-        return out
-
-    def _loop(self) -> None:
-        t0 = time.monotonic()
-        for p in self._tree():
+    def _tick(self, resources: bool = True) -> None:
+        t_ns = time.perf_counter_ns()
+        procs = self.watch.tree()
+        self.watch.observe(procs, t_ns)
+        loadgen = tree_pids(self.loadgen_pid) if self.loadgen_pid is not None else []
+        self.noise.append(self.probe.sample(t_ns, [p.pid for p in procs], loadgen))
+        if not resources:
+            return
+        cpu = rss = 0.0
+        threads = 0
+        for p in procs:
             try:
-                p.cpu_percent(None)
+                with p.oneshot():
+                    cpu += p.cpu_percent(None)
+                    rss += p.memory_info().rss / 2**20
+                    threads += p.num_threads()
             except psutil.Error:
                 pass
+        self.samples.append((time.monotonic() - self._t0, cpu, rss, threads))
+
+    def _loop(self) -> None:
+        self._tick()
         while not self._stop.wait(self.interval_s):
-            cpu = rss = 0.0
-            threads = 0
-            for p in self._tree():
-                try:
-                    with p.oneshot():
-                        cpu += p.cpu_percent(None)
-                        rss += p.memory_info().rss / 2**20
-                        threads += p.num_threads()
-                except psutil.Error:
-                    pass
-            self.samples.append((time.monotonic() - t0, cpu, rss, threads))
+            self._tick()
 
     def summary(self) -> dict:
         """server_cpu_pct (mean of samples after the first), server_rss_mb (max), threads (max)."""
         s = self.samples[1:] or self.samples
         if not s:
-            return {"server_cpu_pct": float("nan"), "server_rss_mb": float("nan"),
+            return {"server_cpu_pct": math.nan, "server_rss_mb": math.nan,
                     "server_threads_max": 0}
         return {"server_cpu_pct": sum(x[1] for x in s) / len(s),
                 "server_rss_mb": max(x[2] for x in s),
                 "server_threads_max": max(x[3] for x in s)}
 
-    def frame(self):
+    def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.samples, columns=["t_s", "cpu_pct", "rss_mb", "threads"])

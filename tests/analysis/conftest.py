@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -34,14 +35,15 @@ thresholds:
   - {p99_ms: {lt: 100000}}
 """
 
-# One closed-load cell, two trials: the compare tests run it three times.
+# One closed-load cell, five trials (the fewest with which a Mann-Whitney test across
+# trials can reach p < 0.05 / 3): the compare tests run it three times.
 COMPARE = """
 name: report-compare
 servers:
   py: {impl: python, model: async}
 workload: {path: /work, params: {spin_us: 200, sleep_us: 0}}
-load: {mode: closed, connections: 2, duration: 2s, warmup: 500ms}
-repeats: 2
+load: {mode: closed, connections: 2, duration: 1s, warmup: 300ms}
+repeats: 5
 placement: {server_cpus: [0], loadgen_cpus: [1]}
 """
 
@@ -90,11 +92,25 @@ def analysis():
     return invoke
 
 
-def synthetic_run(path: Path, rows: list[dict], thresholds: list | None = None) -> Path:
-    """A run directory with only run.json and trials.csv (enough for check)."""
+def synthetic_run(path: Path, rows: list[dict], thresholds: list | None = None,
+                  requests: bool = False) -> Path:
+    """A run directory with run.json and trials.csv (enough for check); with requests, each
+    trial also gets a summary.json and a requests.parquet of 20 requests whose latency is the
+    row's latency_p50_ms (enough for compare)."""
     path.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(rows)
     df.to_csv(path / "trials.csv", index=False)
+    for r in rows if requests else []:
+        tdir = path / "cells" / r["cell_id"] / f"trial-{r['trial']}"
+        tdir.mkdir(parents=True, exist_ok=True)
+        start = 10**9
+        (tdir / "summary.json").write_text(json.dumps(
+            {"start_ns": 0, "measure_start_ns": start, "measure_end_ns": 3 * start}))
+        t = np.arange(20, dtype=np.int64) * 10**8 + start
+        pd.DataFrame({"intended_ns": t, "sent_ns": t,
+                      "done_ns": t + int(r.get("latency_p50_ms", 1.0) * 1e6),
+                      "status": np.full(20, 200, dtype=np.int16),
+                      "error": np.zeros(20, dtype=np.int8)}).to_parquet(tdir / "requests.parquet")
     axes = ["server", "rate"]
     cells = [{"cell_id": cid, "values": {a: g[a].iloc[0] for a in axes}}
              for cid, g in df.groupby("cell_id", sort=False)]

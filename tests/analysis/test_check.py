@@ -128,3 +128,26 @@ def test_plugin_is_inert_without_perf_run(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     p = _pytest([], tmp_path)
     assert p.returncode == 0 and "1 passed" in p.stdout
+
+
+def test_check_uses_valid_quiet_trials_and_says_how_many(tmp_path, analysis):
+    """A trial the host disturbed (p99 x10 next to a busy neighbour) no longer breaks the
+    gate; the table says it was left out. --include-noisy counts it again."""
+    rows = [dict(r, quiet=True, noise_reasons="") for r in ROWS[:2]]
+    rows.append(dict(ROWS[1], trial=4, latency_p99_ms=50.0, quiet=False,
+                     noise_reasons="other processes used 60% of a CPU on CPUs 0,1 (> 10%)"))
+    d = synthetic_run(tmp_path / "r", rows, [{"p99_ms": {"lt": 5}}])
+    [v] = check.check_run(d)
+    assert v.passed and v.measured == 4.0 and v.trials == 2 and v.excluded == 1
+    r = analysis("check", d)
+    assert r.code == 0 and "2 (1 left out)" in r.output and "valid, quiet" in r.output, r.output
+    [v] = check.check_run(d, include_noisy=True)
+    assert not v.passed and v.trials == 3
+    assert analysis("check", d, "--include-noisy").code == 1
+
+
+def test_a_cell_whose_trials_are_all_noisy_is_a_breach_that_says_so(tmp_path):
+    rows = [dict(ROWS[0], quiet=False, noise_reasons="CPU steal 9.0% > 2%")]
+    d = synthetic_run(tmp_path / "r", rows, [{"p99_ms": {"lt": 5}}])
+    [v] = check.check_run(d)
+    assert not v.passed and v.note == "no usable trial (0 invalid, 1 noisy)"

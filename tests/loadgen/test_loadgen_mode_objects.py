@@ -53,13 +53,14 @@ def test_closed_loop_sends_inline_only_with_keepalive_no_think_time_and_a_fixed_
     assert not OpenMode(SPECS["open"]).sends_next_inline
 
 
-def test_open_mode_divides_its_rate_and_connections_between_processes():
+def test_open_mode_deals_its_schedule_and_divides_connections_between_processes():
     parts = [OpenMode(SPECS["open"]).share(i, 2, 123) for i in range(2)]
     assert all(type(p) is OpenMode and p.spec.processes == 1 for p in parts)
-    assert [p.spec.rate_rps for p in parts] == [300, 300]
+    assert [(p.spec.shard_index, p.spec.shard_count) for p in parts] == [(0, 2), (1, 2)]
+    assert {p.spec.rate_rps for p in parts} == {600}      # each deals from the whole schedule
+    assert {p.spec.seed for p in parts} == {SPECS["open"].seed}
     assert [p.spec.connections for p in parts] == [3, 2]
     assert {p.spec.start_at_ns for p in parts} == {123}
-    assert parts[0].spec.seed != parts[1].spec.seed
 
 
 def test_closed_mode_divides_connections_between_processes_and_keeps_its_mode():

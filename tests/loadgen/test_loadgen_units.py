@@ -26,12 +26,52 @@ def test_poisson_gaps_are_exponential():
     t = schedule.arrival_offsets_s("poisson", 2000, 5.0, seed=3)
     gaps = np.diff(t)
     assert sps.kstest(gaps, "expon", args=(0, 1 / 2000)).pvalue > 0.01
-    assert len(t) == pytest.approx(10000, rel=0.05)
+    assert len(t) == 10000
+
+
+@pytest.mark.parametrize("arrivals", ["poisson", "uniform", "constant"])
+def test_open_load_offers_rate_times_window(arrivals):
+    """Issue #13: at 200/s over a 4 s window after 1 s of warm-up, seed 1001 offered 719
+    arrivals (10% short), and every cell shared that shortfall. Now each segment holds
+    rate x length arrivals, rounded, whatever the seed and rate."""
+    for rate, seed in ((200, 1001), (200, 7), (37.3, 1), (1000, 99), (0.9, 5)):
+        t = schedule.arrival_offsets_s(arrivals, rate, 5.0, seed, warmup_s=1.0)
+        in_window = np.count_nonzero((t >= 1.0) & (t < 5.0))
+        assert in_window == schedule.segment_count(rate, 4.0) == int(rate * 4 + 0.5), (rate, seed)
+        assert np.count_nonzero(t < 1.0) == int(rate * 1 + 0.5)
+        assert (np.diff(t) >= 0).all() and t[-1] < 5.0
+
+
+def test_poisson_arrivals_conditioned_on_their_count_are_uniform_in_the_window():
+    """Fixing the count keeps the Poisson shape: given n arrivals in a window, their times
+    are n sorted uniforms, so the gaps stay exponential in distribution."""
+    t = schedule.arrival_offsets_s("poisson", 500, 21.0, seed=11, warmup_s=1.0)
+    window = t[t >= 1.0]
+    assert sps.kstest(window, "uniform", args=(1.0, 20.0)).pvalue > 0.01
+    assert sps.kstest(np.diff(window), "expon", args=(0, 1 / 500)).pvalue > 0.01
+
+
+def test_shards_of_a_schedule_add_up_to_it_exactly():
+    whole = schedule.arrival_offsets_s("poisson", 300, 3.0, seed=4, warmup_s=0.5)
+    for count in (1, 2, 3, 7):
+        parts = [schedule.shard(whole, i, count) for i in range(count)]
+        assert sum(len(p) for p in parts) == len(whole)
+        assert np.array_equal(np.sort(np.concatenate(parts)), whole)
+        assert max(len(p) for p in parts) - min(len(p) for p in parts) <= 1
 
 
 def test_uniform_gaps_keep_the_mean():
     t = schedule.arrival_offsets_s("uniform", 500, 10.0, seed=3)
     assert np.diff(t).mean() == pytest.approx(1 / 500, rel=0.03)
+
+
+def test_median_ci_needs_six_values_and_brackets_the_median():
+    assert all(math.isnan(v) for v in stats.median_ci(np.arange(5.0)))
+    assert stats.median_ci(np.array([3.0, 1, 2, 6, 5, 4])) == (1.0, 6.0)   # 96.9% coverage
+    rng = np.random.default_rng(2)
+    hits = sum(lo <= 0.0 <= hi for lo, hi in (stats.median_ci(rng.normal(0, 1, 9))
+                                             for _ in range(2000)))
+    assert 0.95 <= hits / 2000 <= 0.99     # n = 9: [x(2), x(8)], 96.1% coverage
 
 
 def test_exact_percentiles_are_observed_values():
@@ -102,6 +142,37 @@ def test_summarize_counts_errors_and_flags_drops():
     assert row["requests"] == 100 and row["errors"] == 5 and row["dropped"] == 2
     assert row["latency_p50_ms"] == pytest.approx(1.0)
     assert not row["valid"] and "dropped" in row["invalid_reasons"]
+
+
+def _window(n, status=200, error=0):
+    cols = {"intended_ns": np.arange(n) * 10_000_000 + 1, "sent_ns": np.arange(n) * 10_000_000 + 1,
+            "done_ns": np.arange(n) * 10_000_000 + 1_000_001, "status": np.full(n, status),
+            "error": np.full(n, error, dtype=np.int8)}
+    return cols, {"measure_start_ns": 0, "measure_end_ns": 1_000_000_000,
+                  "scheduled_in_window": n}
+
+
+def test_open_trial_whose_send_rate_misses_the_target_is_invalid():
+    """The schedule offered and sent 90 arrivals in 1 s against a target of 100/s: before,
+    sent == scheduled passed; the load asked for was not the load offered."""
+    cols, summary = _window(90)
+    row = stats.summarize(cols, summary, "open", 1.0, 100.0)
+    assert row["offered_rate"] == 90 and row["achieved_rate"] == 90
+    assert not row["valid"] and "misses the target 100/s by -10.0%" in row["invalid_reasons"]
+    cols, summary = _window(100)
+    assert stats.summarize(cols, summary, "open", 1.0, 100.0)["valid"]
+
+
+def test_errors_above_max_error_rate_make_a_trial_invalid():
+    cols, summary = _window(100)
+    cols["error"][:3] = 1              # refused
+    cols["status"][3:5] = 302          # not 2xx: an error too
+    row = stats.summarize(cols, summary, "open", 1.0, 100.0, max_error_rate=0.01)
+    assert row["errors"] == 5 and row["errors_http"] == 2 and row["errors_refused"] == 3
+    assert not row["valid"] and "error rate 5.00% > 1%" in row["invalid_reasons"]
+    assert "refused 3, http 2" in row["invalid_reasons"]
+    assert stats.summarize(cols, summary, "open", 1.0, 100.0, max_error_rate=0.1)["valid"]
+    assert stats.summarize(cols, summary, "open", 1.0, 100.0)["valid"]      # no limit given
 
 
 def test_request_bytes():

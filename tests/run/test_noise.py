@@ -1,0 +1,119 @@
+"""Host-noise readings from /proc (run/procfs.py, run/noise.py) on synthetic text and samples,
+and the `quiet` verdict's thresholds."""
+import math
+
+import pytest
+
+from orchestrator.run import noise, procfs
+from orchestrator.run.noise import NoiseSample
+from orchestrator.run.procfs import USER_HZ, CpuTicks
+
+PROC_STAT = """cpu  149335 47 33900 272536 3002 0 7845 311 0 0
+cpu0 66873 14 14629 148009 480 0 3771 129 0 0
+cpu1 82461 33 19270 124526 2521 7 4074 182 0 0
+intr 4061723 0 0 0
+ctxt 123
+"""
+
+STATUS = """Name:\tpython
+State:\tS (sleeping)
+voluntary_ctxt_switches:\t354
+nonvoluntary_ctxt_switches:\t68
+"""
+
+
+def test_proc_stat_gives_each_cpu_its_idle_steal_and_interrupt_ticks():
+    cpus = procfs.parse_proc_stat(PROC_STAT)
+    assert set(cpus) == {0, 1}
+    assert cpus[0] == CpuTicks(idle=148009 + 480, steal=129, irq=3771)
+    assert cpus[1] == CpuTicks(idle=124526 + 2521, steal=182, irq=7 + 4074)
+
+
+def test_schedstat_status_and_children_lines():
+    assert procfs.parse_schedstat("347602551 184128 47\n") == (347602551, 184128)
+    assert procfs.parse_involuntary_switches(STATUS) == 68
+    assert procfs.parse_involuntary_switches("Name:\tx\n") == 0
+    assert procfs.parse_children("12 345 6789 ") == [12, 345, 6789]
+    assert procfs.parse_children("") == []
+
+
+def _sample(t_s, server_run_s, loadgen_run_s, own_run_s, idle_s, steal_s=0.0, irq_s=0.0,
+            server_wait_s=0.0, loadgen_wait_s=0.0, switches=(0, 0)):
+    ns = lambda s: int(round(s * 1e9))                       # noqa: E731
+    ticks = lambda s: int(round(s * USER_HZ))                # noqa: E731
+    return NoiseSample(ns(t_s), (ns(server_run_s), ns(server_wait_s), switches[0]),
+                       (ns(loadgen_run_s), ns(loadgen_wait_s), switches[1]), ns(own_run_s),
+                       CpuTicks(idle=ticks(idle_s), steal=ticks(steal_s), irq=ticks(irq_s)))
+
+
+def test_readings_split_the_cpus_time_into_ours_and_foreign():
+    """2 CPUs for 2 s = 4 CPU-seconds: 1 s idle, 0.1 s stolen, 0.2 s in interrupts leaves
+    2.7 s of tasks; ours ran 1.3 s, so others ran 1.4 s: 70% of one CPU."""
+    a = _sample(10.0, 5.0, 3.0, 1.0, 100.0, 1.0, 1.0)
+    b = _sample(12.0, 5.8, 3.4, 1.1, 101.0, 1.1, 1.2, server_wait_s=0.2,
+                loadgen_wait_s=0.04, switches=(30, 10))
+    row = noise.readings(a, b, requests=1000, window_s=2.0, cpus={0, 1})
+    assert row["noise_foreign_cpu_pct"] == pytest.approx(70.0, abs=0.5)
+    assert row["noise_steal_pct"] == pytest.approx(2.5, abs=0.1)
+    assert row["noise_server_runqueue_wait_ms_per_s"] == pytest.approx(100.0)
+    assert row["noise_loadgen_runqueue_wait_ms_per_s"] == pytest.approx(20.0)
+    assert row["noise_runqueue_wait_us_per_request"] == pytest.approx(240.0)   # 240 ms / 1000
+    assert row["noise_server_involuntary_switches_per_s"] == 15
+    assert row["noise_loadgen_involuntary_switches_per_s"] == 5
+    assert row["noise_cpus"] == "0,1"
+    assert all(math.isfinite(v) for k, v in row.items() if k != "noise_cpus")
+
+
+def test_foreign_time_is_never_negative():
+    """Tick sampling can put our run time above the CPUs' busy time: that reads 0, not < 0."""
+    a = _sample(0.0, 0.0, 0.0, 0.0, 0.0)
+    b = _sample(1.0, 0.9, 0.9, 0.1, 0.5)
+    assert noise.readings(a, b, 10, 1.0, {0, 1})["noise_foreign_cpu_pct"] == 0.0
+
+
+def test_window_samples_bracket_the_measured_window():
+    samples = [_sample(t, 0, 0, 0, 0) for t in (0.0, 0.25, 0.5, 0.75, 1.0, 1.25)]
+    first, last = noise.window_samples(samples, int(0.3e9), int(0.9e9))
+    assert (first.t_ns, last.t_ns) == (int(0.25e9), int(1.0e9))
+    first, last = noise.window_samples(samples, -5, int(9e9))      # sampling began late
+    assert (first.t_ns, last.t_ns) == (0, int(1.25e9))
+    assert noise.window_samples(samples[:1], 0, 1) is None
+
+
+QUIET = {"noise_steal_pct": 0.1, "noise_foreign_cpu_pct": 1.5,
+         "noise_server_runqueue_wait_ms_per_s": 300.0,     # the server waiting for itself
+         "noise_loadgen_runqueue_wait_ms_per_s": 12.0, "noise_runqueue_wait_us_per_request": 5.0,
+         "noise_server_involuntary_switches_per_s": 900.0,
+         "noise_loadgen_involuntary_switches_per_s": 9.0, "noise_cpus": "0,1"}
+
+
+def test_a_quiet_host_reads_quiet_even_when_the_server_waits_for_itself():
+    assert noise.noise_reasons(QUIET, loadgen_has_own_cpus=True) == []
+
+
+@pytest.mark.parametrize("column, value, words", [
+    ("noise_steal_pct", 7.5, "CPU steal 7.5%"),
+    ("noise_foreign_cpu_pct", 48.0, "other processes used 48% of a CPU on CPUs 0,1"),
+    ("noise_loadgen_runqueue_wait_ms_per_s", 230.0, "load generator waited 230 ms/s"),
+])
+def test_each_noise_reading_past_its_threshold_is_a_reason(column, value, words):
+    reasons = noise.noise_reasons({**QUIET, column: value}, loadgen_has_own_cpus=True)
+    assert len(reasons) == 1 and words in reasons[0]
+
+
+def test_load_generator_wait_is_judged_only_when_it_has_cpus_of_its_own():
+    row = {**QUIET, "noise_loadgen_runqueue_wait_ms_per_s": 230.0}
+    assert noise.noise_reasons(row, loadgen_has_own_cpus=False) == []
+
+
+def test_unmeasured_noise_is_not_quiet():
+    assert noise.noise_reasons(noise.not_measured(), True) == ["host noise not measured"]
+
+
+def test_the_readers_work_on_this_machine():
+    cpus = procfs.read_cpu_ticks()
+    assert cpus and all(t.idle >= 0 for t in cpus.values())
+    import os
+    threads = procfs.read_threads(os.getpid())
+    assert os.getpid() in threads and threads[os.getpid()][0] > 0
+    assert procfs.read_threads(2 ** 22 + 12345) == {}
