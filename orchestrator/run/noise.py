@@ -7,8 +7,8 @@ measured window, become these trials.csv columns:
 
   noise_steal_pct                      CPU steal on the trial's CPUs (/proc/stat), % of their time
   noise_foreign_cpu_pct                CPU time on the trial's CPUs used by processes that are not
-                                       the server's, the load generator's or perfctl's, % of one
-                                       CPU: the CPUs' elapsed time less idle, steal and interrupt
+                                       the server's, the load generator's or perfctl's (perfctl
+                                       and all it started, e.g. a latency proxy), % of one CPU: the CPUs' elapsed time less idle, steal and interrupt
                                        time (/proc/stat), less our threads' run time (schedstat)
   noise_server_runqueue_wait_ms_per_s  time the server's threads were runnable but waited for a
   noise_loadgen_runqueue_wait_ms_per_s   CPU (/proc/<pid>/task/*/schedstat), ms per second
@@ -32,7 +32,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from .procfs import USER_HZ, CpuTicks, read_cpu_ticks, read_threads
+from .procfs import USER_HZ, CpuTicks, descendants, read_cpu_ticks, read_threads
 
 # Measured on a 2-vCPU VM (server on CPU 0, load generator on CPU 1, closed and open load):
 # quiet trials read steal 0-4% (the hypervisor's other guests come and go), foreign CPU 0-2%
@@ -77,7 +77,7 @@ class NoiseSample:
     t_ns: int
     server: tuple[int, int, int]      # ThreadTotals.totals() of the server's process tree
     loadgen: tuple[int, int, int]     # of the load generator's processes
-    own_run_ns: int                   # on-CPU ns of perfctl's own threads (the sampler too)
+    own_run_ns: int                   # on-CPU ns of perfctl and its other children (a proxy)
     cpus: CpuTicks                    # summed over the watched CPUs
 
 
@@ -97,7 +97,9 @@ class NoiseProbe:
     def sample(self, t_ns: int, server_pids, loadgen_pids) -> NoiseSample:
         self.server.update(server_pids)
         self.loadgen.update(loadgen_pids)
-        self.own.update([os.getpid()])
+        trial = set(server_pids) | set(loadgen_pids)
+        self.own.update([os.getpid(), *(p for p in descendants(os.getpid()) or []
+                                        if p not in trial)])
         return NoiseSample(t_ns, self.server.totals(), self.loadgen.totals(),
                            self.own.totals()[0], sum_ticks(read_cpu_ticks(), self.cpus))
 
