@@ -19,7 +19,9 @@ measured window, become these trials.csv columns:
 
 A trial is not quiet when (thresholds below, reasons in `noise_reasons`):
 - steal > MAX_STEAL_PCT: a hypervisor took the CPUs away;
-- foreign CPU > MAX_FOREIGN_CPU_PCT of one CPU: something else ran where the trial runs;
+- foreign CPU > MAX_FOREIGN_CPU_PCT of one CPU (or MAX_FOREIGN_SHARE_PCT of the watched CPUs,
+  when they are many: an unpinned trial on a big host watches all of them): something else ran
+  where the trial runs;
 - the load generator waited > MAX_LOADGEN_WAIT_MS_PER_S for its CPU, when it has CPUs of its
   own (pinned apart from the server, at most one worker process per CPU): nothing of the
   trial competes for them, so any wait there is someone else's doing.
@@ -43,6 +45,7 @@ from .procfs import USER_HZ, CpuTicks, descendants, read_cpu_ticks, read_threads
 # the noisy ones; a few % of steal moves a result by about as much, within run-to-run noise.
 MAX_STEAL_PCT = 5.0
 MAX_FOREIGN_CPU_PCT = 10.0
+MAX_FOREIGN_SHARE_PCT = 5.0
 MAX_LOADGEN_WAIT_MS_PER_S = 50.0
 
 COLUMNS = ["noise_steal_pct", "noise_foreign_cpu_pct", "noise_server_runqueue_wait_ms_per_s",
@@ -157,9 +160,11 @@ def noise_reasons(row: dict, loadgen_has_own_cpus: bool) -> list[str]:
     if row["noise_steal_pct"] > MAX_STEAL_PCT:
         reasons.append(f"CPU steal {row['noise_steal_pct']:.1f}% > {MAX_STEAL_PCT:g}% "
                        "(the hypervisor ran other guests)")
-    if row["noise_foreign_cpu_pct"] > MAX_FOREIGN_CPU_PCT:
+    n_cpus = len(str(row["noise_cpus"]).split(","))
+    limit = max(MAX_FOREIGN_CPU_PCT, MAX_FOREIGN_SHARE_PCT * n_cpus)
+    if row["noise_foreign_cpu_pct"] > limit:
         reasons.append(f"other processes used {row['noise_foreign_cpu_pct']:.0f}% of a CPU on "
-                       f"CPUs {row['noise_cpus']} (> {MAX_FOREIGN_CPU_PCT:g}%)")
+                       f"CPUs {row['noise_cpus']} (> {limit:g}%)")
     wait = row["noise_loadgen_runqueue_wait_ms_per_s"]
     if loadgen_has_own_cpus and wait > MAX_LOADGEN_WAIT_MS_PER_S:
         reasons.append(f"load generator waited {wait:.0f} ms/s for its own CPU "
