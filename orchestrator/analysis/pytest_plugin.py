@@ -24,6 +24,8 @@ def pytest_addoption(parser) -> None:
                     help="perfctl results dir: one test per threshold x matching cell.")
     group.addoption("--perf-thresholds", metavar="FILE", default=None,
                     help="YAML thresholds to use instead of the run's experiment file.")
+    group.addoption("--perf-include-noisy", action="store_true", default=False,
+                    help="Average valid trials the host disturbed too (default: valid, quiet).")
 
 
 class ThresholdFailure(Exception):
@@ -76,7 +78,8 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         return
     file = config.getoption("--perf-thresholds")
     try:
-        verdicts = check.check_run(Path(run_dir), Path(file) if file else None)
+        verdicts = check.check_run(Path(run_dir), Path(file) if file else None,
+                                   config.getoption("--perf-include-noisy"))
     except PerfctlError as e:
         raise pytest.UsageError(f"--perf-run: {e}") from None
     if not verdicts:

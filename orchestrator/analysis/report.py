@@ -25,6 +25,7 @@ from . import check, queueing
 from .figures import Figure
 from .model_figures import draw_models
 from .run_figures import draw_run
+from .views import flag
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
@@ -70,12 +71,6 @@ def _reasons(g: pd.DataFrame, mask: pd.Series, column: str) -> str:
     return "; ".join(sorted({str(r) for r in g.loc[mask, column] if str(r) and str(r) != "nan"}))
 
 
-def _flag(g: pd.DataFrame, column: str) -> pd.Series:
-    if column not in g:
-        return pd.Series(True, index=g.index)
-    return g[column].map(lambda v: True if v is None or v != v else bool(v))
-
-
 def _precision(g: pd.DataFrame) -> str:
     if "precision_reached" not in g:
         return "-"
@@ -98,7 +93,7 @@ def _summary(trials: pd.DataFrame, axes: list[str]) -> str:
              '<th class="l">why noisy</th>')
     rows = []
     for _, g in trials.groupby("cell_id", sort=False):
-        valid, quiet = _flag(g, "valid"), _flag(g, "quiet")
+        valid, quiet = flag(g, "valid"), flag(g, "quiet")
         cells = "".join(f'<td class="l">{_e(g[a].iloc[0])}</td>' for a in axes if a in g)
         cells += f"<td>{len(g)}</td>"
         use = g[valid] if valid.any() else g
@@ -188,7 +183,7 @@ def build(run_dir, out: Path | None = None) -> Path:
     invalid = int((~trials["valid"].fillna(False).astype(bool)).sum()) if not trials.empty else 0
     badge = (f'<span class="flag">{invalid} of {len(trials)} trials invalid</span>' if invalid
              else f'<span class="flag ok">all {len(trials)} trials valid</span>')
-    noisy = int((~_flag(trials, "quiet")).sum()) if not trials.empty else 0
+    noisy = int((~flag(trials, "quiet")).sum()) if not trials.empty else 0
     if noisy:
         badge += f' <span class="flag" style="background:#8a5a00">{noisy} noisy</span>'
     host = info.get("host", {})

@@ -22,18 +22,20 @@ def ok_requests(requests: pd.DataFrame) -> pd.DataFrame:
                     & (requests["status"] < 300)]
 
 
-def _flag(trials: pd.DataFrame, column: str, default: bool) -> pd.Series:
+def flag(trials: pd.DataFrame, column: str, default: bool = True) -> pd.Series:
+    """A boolean column (`valid`, `quiet`) as bools; missing values and a missing column (a
+    run written before the column existed) read as `default`."""
     if column not in trials.columns:
-        return pd.Series(default, index=trials.index)
-    return trials[column].map(lambda v: default if v is None or v != v else bool(v))
+        return pd.Series(default, index=trials.index, dtype=bool)
+    return trials[column].map(lambda v: default if v is None or v != v else bool(v)).astype(bool)
 
 
 def usable_trials(trials: pd.DataFrame, include_noisy: bool = False) -> pd.DataFrame:
     """The trials a gate uses: valid ones, and quiet ones unless include_noisy (runs written
     before `quiet` existed count as quiet)."""
-    keep = _flag(trials, "valid", True)
+    keep = flag(trials, "valid", True)
     if not include_noisy:
-        keep &= _flag(trials, "quiet", True)
+        keep &= flag(trials, "quiet", True)
     return trials[keep]
 
 
@@ -41,8 +43,8 @@ def excluded_trials(trials: pd.DataFrame, include_noisy: bool = False) -> dict[s
     """cell_id -> why each excluded trial was left out ("trial 2 invalid: ...",
     "trial 3 noisy: ...")."""
     out: dict[str, list[str]] = {}
-    valid = _flag(trials, "valid", True)
-    quiet = _flag(trials, "quiet", True)
+    valid = flag(trials, "valid", True)
+    quiet = flag(trials, "quiet", True)
     for i, t in trials.iterrows():
         if not valid[i]:
             why = f"trial {int(t['trial'])} invalid: {t.get('invalid_reasons', '')}"

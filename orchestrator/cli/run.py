@@ -16,6 +16,7 @@ from .. import results
 from ..analysis import queueing
 from ..analysis.model_figures import draw_models
 from ..analysis.run_figures import draw_basic
+from ..analysis.views import flag
 from ..errors import PerfctlError
 from ..experiment import compile_document, load_plan
 from ..run import process
@@ -51,14 +52,14 @@ def plan(file: FileArg, profile: ProfileOpt = None, set_: SetOpt = None) -> None
     console.print(f"{p.trial_count} trials, estimated wall time {fmt_duration(p.estimated_seconds())}")
 
 
-def _pct(v) -> str:
-    return "-" if v is None or v != v else format(float(v), ".1f")
-
-
-def _flags(g, column: str):
-    if column not in g:
-        return [True] * len(g)
-    return [True if v is None or v != v else bool(v) for v in g[column]]
+def _precision(last) -> str:
+    """A cell's precision after its last trial: "±3.1% ok", or what is missing."""
+    half, target = last["precision_half_width_pct"], last["precision_target_pct"]
+    if bool(last["precision_reached"]):
+        return f"±{half:.1f}% ok"
+    if half != half:
+        return f"[yellow]- ({int(last['precision_trials'])} usable; 6 needed)[/]"
+    return f"[yellow]±{half:.1f}% > {target:g}%[/]"
 
 
 def _summary_table(trials, axes: list[str]) -> Group:
@@ -73,7 +74,7 @@ def _summary_table(trials, axes: list[str]) -> Group:
         t.add_column(col, justify="right")
     why = []
     for cid, g in trials.groupby("cell_id", sort=False):
-        valid, quiet = _flags(g, "valid"), _flags(g, "quiet")
+        valid, quiet = list(flag(g, "valid")), list(flag(g, "quiet"))
         use = g[valid] if any(valid) else g
         style = None if all(valid) else "red"
 
@@ -83,9 +84,7 @@ def _summary_table(trials, axes: list[str]) -> Group:
         extra = []
         if with_precision:
             last = g.iloc[-1]
-            reached = bool(last["precision_reached"])
-            extra = [f"{'' if reached else '[yellow]'}±{_pct(last['precision_half_width_pct'])}%"
-                     f" {'ok' if reached else 'not reached'}{'' if reached else '[/]'}"]
+            extra = [_precision(last)]
         t.add_row(*[str(g[a].iloc[0]) for a in axes], str(len(g)), num("throughput_rps", ",.0f"),
                   num("latency_p50_ms", ".3f"), num("latency_p99_ms", ".3f"),
                   num("latency_max_ms", ".2f"), str(int(g["errors"].sum())),

@@ -101,6 +101,15 @@ def test_each_noise_reading_past_its_threshold_is_a_reason(column, value, words)
     assert len(reasons) == 1 and words in reasons[0]
 
 
+def test_on_many_watched_cpus_the_foreign_limit_is_a_share_of_them():
+    """An unpinned trial on a 64-CPU host watches all 64: one busy CPU elsewhere is 1.6% of
+    them, not noise; 4 busy CPUs (6%) is."""
+    many = {**QUIET, "noise_cpus": ",".join(map(str, range(64)))}
+    assert noise.noise_reasons({**many, "noise_foreign_cpu_pct": 100.0}, True) == []
+    [reason] = noise.noise_reasons({**many, "noise_foreign_cpu_pct": 400.0}, True)
+    assert "(> 320%)" in reason
+
+
 def test_load_generator_wait_is_judged_only_when_it_has_cpus_of_its_own():
     row = {**QUIET, "noise_loadgen_runqueue_wait_ms_per_s": 230.0}
     assert noise.noise_reasons(row, loadgen_has_own_cpus=False) == []
