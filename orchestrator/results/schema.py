@@ -1,0 +1,112 @@
+"""The columns of trials.csv and the keys of run.json and summary.json: this module owns them.
+
+trials.csv has one row per trial, in three groups:
+- configuration: what the cell was (the matrix axes, then CONFIGURATION_COLUMNS); the same in
+  every trial of a cell;
+- measurement: what the trial measured (MEASUREMENT_COLUMNS, and the `errors_<class>` family);
+- self-check: whether the measurement can be trusted (SELF_CHECK_COLUMNS, ending in `valid` and
+  `invalid_reasons`).
+Columns renamed since older perfctl versions are renamed on read (RENAMED_COLUMNS), so a
+results directory written before keeps loading.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import PerfctlError
+
+IDENTITY_COLUMNS = ["cell_id", "trial", "server"]
+CONFIGURATION_COLUMNS = [
+    "server_impl",          # c | java | python | cmd
+    "concurrency_model",    # the bundled server's concurrency model ("" for a cmd server)
+    "server_threads", "server_backlog",
+    "server_cores",         # CPUs the server may run on
+    "load_mode",            # closed | open | burst | ramp
+    "connections", "think_time_s",
+    "window_s",             # the measured window: duration, all bursts, or all ramp steps
+    "work_spin_us", "work_sleep_us",
+]
+MEASUREMENT_COLUMNS = [
+    "startup_s", "requests", "completed", "errors", "error_rate", "dropped", "success_ratio",
+    "throughput_rps", "throughput_kib_s", "target_rate", "achieved_rate",
+    "latency_mean_ms", "latency_min_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms",
+    "latency_p999_ms", "latency_max_ms", "latency_p99_ci_low_ms", "latency_p99_ci_high_ms",
+    "sent_to_done_mean_ms",  # client-side send -> done (no client queueing); not server service
+    "sent_to_done_p99_ms",
+    "network_backend", "rtt_expected_ms", "rtt_measured_ms", "rtt_measured_before_ms",
+    "rtt_measured_after_ms", "server_cpu_pct", "server_rss_mb", "server_threads_max",
+]
+SELF_CHECK_COLUMNS = [
+    "loop_lag_p99_ms", "loadgen_cpu_pct", "gc_pause_max_ms", "send_lateness_p99_ms",
+    "send_lateness_max_ms", "release_spread_ms_max", "valid", "invalid_reasons",
+]
+RENAMED_COLUMNS = {   # old name -> name since the layout change
+    "duration_s": "window_s",
+    "server_model": "concurrency_model",
+    "service_mean_ms": "sent_to_done_mean_ms",
+    "service_p99_ms": "sent_to_done_p99_ms",
+}
+
+
+def order_columns(df: pd.DataFrame, axes: list[str] | None = None) -> pd.DataFrame:
+    """Identity, axes, configuration, measurement, other, self-check: the order trials.csv
+    is written in."""
+    known = IDENTITY_COLUMNS + list(axes or []) + CONFIGURATION_COLUMNS + MEASUREMENT_COLUMNS
+    lead = list(dict.fromkeys(c for c in known if c in df.columns))
+    tail = [c for c in SELF_CHECK_COLUMNS if c in df.columns and c not in lead]
+    middle = [c for c in df.columns if c not in lead and c not in tail]
+    return df[lead + middle + tail]
+
+
+def upgrade(df: pd.DataFrame) -> pd.DataFrame:
+    """A trials frame written by any perfctl version, with today's column names."""
+    renames = {old: new for old, new in RENAMED_COLUMNS.items()
+               if old in df.columns and new not in df.columns}
+    return df.rename(columns=renames) if renames else df
+
+
+def configuration_columns(trials: pd.DataFrame, axes: list[str]) -> list[str]:
+    """The columns of `trials` that describe a cell's configuration (axes included)."""
+    return [c for c in dict.fromkeys(["server", *axes, *CONFIGURATION_COLUMNS])
+            if c in trials.columns]
+
+
+def read_trials(run_dir: str | Path) -> pd.DataFrame:
+    """trials.parquet (or trials.csv) of a run directory, with today's column names."""
+    run_dir = Path(run_dir)
+    pq = run_dir / "trials.parquet"
+    if pq.is_file():
+        return upgrade(pd.read_parquet(pq))
+    if (run_dir / "trials.csv").is_file():
+        return upgrade(pd.read_csv(run_dir / "trials.csv", keep_default_na=False,
+                                   na_values=["", "nan", "NaN"]))
+    raise PerfctlError(f"{run_dir}: no trials.csv here. Fix: give a run directory written by "
+                       "perfctl run (e.g. results/latest).")
+
+
+def write_trials(run_dir: Path, df: pd.DataFrame) -> None:
+    """trials.csv and trials.parquet, each replaced atomically."""
+    tmp = run_dir / "trials.csv.tmp"
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, run_dir / "trials.csv")
+    ptmp = run_dir / "trials.parquet.tmp"
+    df.to_parquet(ptmp, index=False)
+    os.replace(ptmp, run_dir / "trials.parquet")
+
+
+def write_json(path: Path, data: dict) -> None:
+    """run.json, models.json, ramp.json: written to a temporary file, then renamed."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def read_summary(trial_dir: Path) -> dict | None:
+    """The load generator's summary.json of one trial (None when missing). Its keys are
+    loadgen's (loadgen/DRIVER.md): measure_start_ns, measure_end_ns, start_ns, self-checks."""
+    f = trial_dir / "summary.json"
+    return json.loads(f.read_text()) if f.is_file() else None
