@@ -20,6 +20,7 @@ even the guardian was killed.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import itertools
 import json
@@ -235,6 +236,21 @@ def _ensure_guardian() -> None:
         _tell("group", meta["pgid"], meta["start"])
     for key, commands in _cleanup.items():
         _tell("atdeath", key, json.dumps(commands))
+
+
+@atexit.register
+def _dismiss_guardian(wait_s: float = 3.0) -> None:
+    """At exit, close the guardian's pipe and wait for it: it ends whatever still runs, then
+    exits, so no process of perfctl's (the guardian included) outlives a normal exit."""
+    if _guardian.get("owner") != os.getpid():
+        return
+    os.close(_guardian.pop("fd"))
+    proc = _guardian.pop("proc")
+    _guardian.clear()
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _tell(*words) -> None:
