@@ -96,6 +96,11 @@ class Bundled:
         process.terminate(self.proc)
 
 
+def perfctl_argv(*args: str) -> list[str]:
+    """The argv of the perfctl command line in this checkout (cwd ROOT, or ROOT on PYTHONPATH)."""
+    return [sys.executable, "-m", "orchestrator.cli", *args]
+
+
 def mark_of(pid: int) -> str:
     """The PERFCTL_SUPERVISOR value a live perfctl process gives its children: `<pid>.<start>`."""
     return f"{pid}.{procfs.start_ticks(pid)}"
@@ -176,8 +181,8 @@ def wrk(url: str, connections: int, duration_s: int, cpu: int, threads: int = 1)
 
 def perfctl_load(url: str, *args: str) -> dict:
     import json
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "load", url, *args,
-                          "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(perfctl_argv("load", url, *args, "--json"), cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout)

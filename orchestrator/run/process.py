@@ -44,7 +44,7 @@ CHILD_ENV = "PERFCTL_CHILD"    # `<supervisor mark>:<n>`: which spawn a process 
 PR_SET_PDEATHSIG = 1
 
 CHILDREN: set[subprocess.Popen] = set()
-_meta: dict[int, dict] = {}               # pid -> {"pid", "pgid", "start", "argv"}
+_meta: dict[int, dict] = {}               # pid -> {"pid", "pgid", "start", "argv", "child"}
 _cleanup: dict[str, list[list[str]]] = {}  # key -> commands the guardian runs if perfctl dies
 _record: Path | None = None
 _guardian: dict = {}                       # {"owner": pid, "proc": Popen, "fd": write end}
@@ -220,7 +220,8 @@ def _ensure_guardian() -> None:
     g = _guardian
     if g.get("owner") == os.getpid() and g["proc"].poll() is None:
         return
-    env = {k: v for k, v in os.environ.items() if k != SUPERVISOR_ENV}
+    # unmarked: a guardian must outlive an outer supervisor's clean-up of this perfctl
+    env = {k: v for k, v in os.environ.items() if k not in (SUPERVISOR_ENV, CHILD_ENV)}
     read_fd, write_fd = os.pipe()    # non-inheritable: only the guardian gets the read end
     try:
         proc = subprocess.Popen([sys.executable, "-m", "orchestrator.run.guardian",

@@ -9,11 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fault_kit import ROOT  # noqa: E402
-
-
-def perfctl_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "orchestrator.cli", *args]
+from fault_kit import ROOT, perfctl_argv  # noqa: E402
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import (descendants, mark_of, poll_until, run_processes,  # noqa: E402
-                                still_alive)
+from benchmarks._common import (descendants, mark_of, perfctl_argv, poll_until,  # noqa: E402
+                                run_processes, still_alive)
 
-__all__ = ["ROOT", "descendants", "mark_of", "poll_until", "run_processes", "still_alive",
-           "tiny"]
+__all__ = ["ROOT", "descendants", "mark_of", "perfctl_argv", "poll_until", "run_processes",
+           "still_alive", "tiny"]
 
 # the Python async server and a command server whose real server is a grandchild of perfctl
 TINY = """
