@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.run import bundled, ports, process  # noqa: E402
+from orchestrator.run import bundled, ports, procfs, process  # noqa: E402
 
 
 def need(tool: str, package: str) -> str:
@@ -96,6 +96,73 @@ class Bundled:
         process.terminate(self.proc)
 
 
+def perfctl_argv(*args: str) -> list[str]:
+    """The argv of the perfctl command line in this checkout (cwd ROOT, or ROOT on PYTHONPATH)."""
+    return [sys.executable, "-m", "orchestrator.cli", *args]
+
+
+def mark_of(pid: int) -> str:
+    """The PERFCTL_SUPERVISOR value a live perfctl process gives its children: `<pid>.<start>`."""
+    return f"{pid}.{procfs.start_ticks(pid)}"
+
+
+def run_processes(run_dir: Path, marks: set[str] = frozenset()) -> list[str]:
+    """Live processes that belong to a perfctl run, found in /proc rather than by remembered
+    pids: argv naming run_dir (load generators), working directory inside it (servers), or a
+    PERFCTL_SUPERVISOR value (or guardian argument) in `marks`. One "pid argv" line each."""
+    run_dir = str(Path(run_dir).resolve())
+    found = []
+    for pid in procfs.pids():
+        if pid == os.getpid() or not procfs.alive(pid):
+            continue
+        argv = procfs.argv(pid)
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            cwd = ""
+        mark = procfs.env_value(pid, "PERFCTL_SUPERVISOR")
+        if (any(run_dir in a for a in argv) or cwd == run_dir or cwd.startswith(run_dir + "/")
+                or mark in marks or any(m in argv for m in marks)):
+            found.append(f"{pid} {' '.join(argv)[:120]}")
+    return found
+
+
+def descendants(pid: int) -> dict[tuple[int, int], str]:
+    """Every live descendant of pid, keyed (pid, start time) so that a reused pid is never
+    taken for it later: {(pid, start): "pid argv"}."""
+    children: dict[int, list[int]] = {}
+    for p in procfs.pids():
+        try:
+            with open(f"/proc/{p}/stat", "rb") as f:
+                raw = f.read()
+            children.setdefault(int(raw[raw.rfind(b")") + 2:].split()[1]), []).append(p)
+        except (OSError, ValueError, IndexError):
+            continue
+    found, todo = {}, list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        start = procfs.start_ticks(p)
+        if start is not None and procfs.alive(p):
+            found[(p, start)] = f"{p} {' '.join(procfs.argv(p))[:120]}"
+        todo.extend(children.get(p, []))
+    return found
+
+
+def still_alive(snapshot: dict[tuple[int, int], str]) -> list[str]:
+    """The processes of a descendants() snapshot that still run (same pid and start time)."""
+    return [text for (pid, start), text in snapshot.items() if procfs.alive(pid, start)]
+
+
+def poll_until(predicate, timeout_s: float, interval_s: float = 0.05):
+    """predicate()'s first truthy value within timeout_s, else its last value (bounded wait)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval_s)
+
+
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -114,8 +181,8 @@ def wrk(url: str, connections: int, duration_s: int, cpu: int, threads: int = 1)
 
 def perfctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """`perfctl ARGS` with this checkout's code, output captured."""
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(perfctl_argv(*args), cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def perfctl_load(url: str, *args: str) -> dict:

@@ -1,12 +1,18 @@
 """`python -m loadgen SPEC.json OUT_DIR`: generate one load phase and write its columns.
 
 This is how the orchestrator starts a load generator: in its own process, talking only through
-files. Exit 0 on success, 2 on a bad spec, 1 on an unexpected failure.
+files. Exit 0 on success, 2 on a bad spec, 3 (EXIT_CANNOT_WRITE) when OUT_DIR cannot be
+written, 1 on an unexpected failure.
 """
+import errno
+import os
 import sys
 
-from .spec import LoadSpec
+from .spec import EXIT_CANNOT_WRITE, LoadSpec
 from .parallel import generate_to_dir
+
+CANNOT_WRITE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                errno.ENOENT, errno.ENOTDIR, errno.EIO, errno.ESTALE}
 
 
 def main(argv: list[str]) -> int:
@@ -18,7 +24,16 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, TypeError) as e:
         print(f"loadgen: bad spec {argv[0]}: {e}", file=sys.stderr)
         return 2
-    generate_to_dir(spec, argv[1])
+    try:
+        generate_to_dir(spec, argv[1])
+    except OSError as e:
+        if e.errno not in CANNOT_WRITE:
+            raise
+        try:        # unbuffered: the log may sit on the same full disk
+            os.write(2, f"loadgen: cannot write {argv[1]}: {e}\n".encode())
+        except OSError:
+            pass
+        return EXIT_CANNOT_WRITE
     return 0
 
 

@@ -23,3 +23,16 @@ def perfctl_env():
     env["PYTHONPATH"] = str(ROOT)
     env["COLUMNS"] = "160"
     return env
+
+
+@pytest.fixture
+def assert_clean_error():
+    """assert_clean_error(completed_process, *needles): exit 2, no traceback, every needle in
+    the output (the one-paragraph error of README "Commands")."""
+    def check(proc, *needles: str) -> None:
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 2, out
+        assert "Traceback" not in out, out
+        for n in needles:
+            assert n in out, out
+    return check

@@ -28,6 +28,8 @@ def pct(v) -> str:
 
 
 def fmt_duration(seconds: float) -> str:
-    """Whole seconds as 1m05s or 42s."""
+    """Whole seconds as 42s, 1m05s or 75h02m."""
     m, s = divmod(int(round(seconds)), 60)
+    if m >= 60:
+        return f"{m // 60}h{m % 60:02d}m"
     return f"{m}m{s:02d}s" if m else f"{s}s"

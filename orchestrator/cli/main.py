@@ -11,7 +11,7 @@ import typer
 from .. import __version__
 from ..errors import PerfctlError
 from ..run import process
-from . import analysis, calibrate, doctor, load, run, serve
+from . import analysis, calibrate, doctor, load, plan, run, serve
 from .console import console, err_console
 from .netem import app as netem_app
 
@@ -31,7 +31,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
     """perfctl: build, launch, load, record, model and plot server experiments."""
 
 
-app.command()(run.plan)
+app.command()(plan.plan)
 app.command()(run.run)
 app.command()(load.load)
 app.command()(serve.serve)

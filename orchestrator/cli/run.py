@@ -1,7 +1,9 @@
-"""`perfctl plan` and `perfctl run`: what an experiment will do, and doing it."""
+"""`perfctl run`: every trial of an experiment, then its summary, models and plots."""
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,37 +21,14 @@ from ..analysis.run_figures import draw_basic
 from ..analysis.views import flag
 from ..errors import PerfctlError
 from ..experiment import compile_document, load_plan
-from ..run import process
+from ..netem.namespace import cleanup_stale
+from ..results.store import check_present, storage_guard
+from ..run import limits, process
 from ..run.execute import execute_plan, run_info
 from ..run.hostinfo import host_info
-from .console import console, fmt_duration
-
-FileArg = Annotated[Path, typer.Argument(help="Experiment YAML file.", show_default=False)]
-ProfileOpt = Annotated[Optional[str], typer.Option("--profile", "-p",
-                                                   help="Apply a named profile from the file.")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", metavar="KEY=VALUE",
-                                                     help="Override any key, e.g. load.duration=5s.")]
-
-
-def plan(file: FileArg, profile: ProfileOpt = None, set_: SetOpt = None) -> None:
-    """Print the cells, the trial count and the estimated wall time. Runs nothing."""
-    p = load_plan(file, profile, set_)
-    t = Table(title=f"{p.experiment.name}: {len(p.cells)} cells x {p.repeats} repeats")
-    t.add_column("cell_id")
-    for a in p.axes:
-        t.add_column(a)
-    t.add_column("server")
-    t.add_column("load")
-    for c in p.cells:
-        ld = c.load
-        load = {"open": f"open {ld.arrivals} {ld.rate_rps or 0:g}/s",
-                "closed": f"closed {ld.connections} conn",
-                "burst": f"burst {ld.bursts}x{ld.connections} conn",
-                "ramp": f"ramp {len(ld.ramp.rates) if ld.ramp else 0} steps"}[ld.mode]
-        load += f", {ld.window_s:g}s+{ld.warmup_s:g}s warm-up"
-        t.add_row(c.cell_id, *[str(c.values[a]) for a in p.axes], c.server.label, load)
-    console.print(t)
-    console.print(f"{p.trial_count} trials, estimated wall time {fmt_duration(p.estimated_seconds())}")
+from . import run_target
+from .console import console
+from .plan import ProfileOpt, SetOpt
 
 
 def _precision(last) -> str:
@@ -107,26 +86,46 @@ def run(file: Annotated[Optional[Path], typer.Argument(help="Experiment YAML fil
                                                        show_default=False)] = None,
         profile: ProfileOpt = None, set_: SetOpt = None,
         out: Annotated[Optional[Path], typer.Option("--out", "-o",
-                       help="Results dir (default results/<name>/<YYYYmmdd-HHMMSS>).")] = None,
+                       help="Results dir: a new or empty one (default "
+                            "results/<name>/<YYYYmmdd-HHMMSS>).")] = None,
         resume: Annotated[Optional[Path], typer.Option("--resume",
-                          help="Finish an interrupted run: only trials not yet recorded.")] = None,
+                          help="Finish an interrupted run: only trials not yet recorded; "
+                               "refused if its experiment or config changed.")] = None,
         no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the plots.")] = False) -> None:
     """Run every trial of an experiment: servers, load, results, plots."""
-    if resume is not None:
-        info = results.load(resume).info
-        p = compile_document(info["document"], info["source"])
-        run_dir = resume
-    else:
-        if file is None:
-            raise PerfctlError("perfctl run needs an experiment file (or --resume RUN_DIR). "
-                               "Fix: perfctl run experiments.yaml")
-        p = load_plan(file, profile, set_)
-        run_dir = out or results.new_run_dir(p.experiment.name)
+    choice = run_target.choose(file, profile, set_, out, resume)
+    limits.ensure_fd_limit(choice.plan.cells, choice.plan.source)
+    run_dir = choice.claim()           # every check passed: only now is anything written
+    try:
+        with storage_guard(run_dir):
+            _run(choice.plan, run_dir, choice, no_plots)
+    finally:
+        process.stop_all()
+        process.record_in(None)        # nothing left running: children.json goes
+
+
+def _reap_leftovers(run_dir: Path) -> None:
+    """Stop what a crashed perfctl left running, and say so in one line."""
+    stopped = process.reap_leftovers(run_dir)
+    removed = cleanup_stale() if os.geteuid() == 0 and shutil.which("ip") else []
+    what = []
+    if stopped:
+        what.append(f"stopped {len(stopped)} process(es) ({'; '.join(stopped)})")
+    if removed:
+        what.append(f"removed {len(removed)} network namespace(s) ({', '.join(removed)})")
+    if what:
+        console.print(f"perfctl: {' and '.join(what)} left behind by a crashed perfctl run.",
+                      highlight=False, soft_wrap=True)
+
+
+def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool) -> None:
     results.prepare(run_dir)
-    if resume is None:
+    if not choice.resumed:
         results.write_json(run_dir / "run.json", run_info(p, host_info()))
-    if out is None and resume is None:   # results/latest follows default runs only
-        results.point_latest(run_dir)
+    if choice.default:   # results/latest follows default runs only
+        results.point_latest(run_dir, run_target.RESULTS_ROOT.resolve())
+    _reap_leftovers(run_dir)
+    process.record_in(run_dir)
     console.print(f"[bold]{p.experiment.name}[/]: {len(p.cells)} cells x {p.repeats} repeats "
                   f"-> {run_dir}")
     outcome = None
@@ -137,6 +136,7 @@ def run(file: Annotated[Optional[Path], typer.Argument(help="Experiment YAML fil
         task = progress.add_task("trials", total=p.trial_count, completed=done_before)
 
         def on_start(cell, k):
+            check_present(run_dir)
             progress.update(task, description=f"{cell.label} #{k}")
 
         def on_trial(row):

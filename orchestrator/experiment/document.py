@@ -93,6 +93,15 @@ def validation_error(source: str, prefix: str, e: ValidationError, cell: str = "
     return fail(source, key, f"{msg}{where}{more}", fix)
 
 
+def placeholders(node: Any) -> set[str]:
+    """Every `{name}` in the string values of a raw document node (what substitute() fills)."""
+    if isinstance(node, dict):
+        return set().union(*map(placeholders, node.values()))
+    if isinstance(node, list):
+        return set().union(*map(placeholders, node))
+    return set(_PLACEHOLDER.findall(node)) if isinstance(node, str) else set()
+
+
 def substitute(node: Any, values: dict[str, Scalar], source: str, path: str) -> Any:
     if isinstance(node, dict):
         return {k: substitute(v, values, source, f"{path}.{k}" if path else str(k))

@@ -1,9 +1,10 @@
 """Experiment files: YAML -> validated, frozen pydantic models -> a Plan of cells.
 
 Flow: read the YAML (document.py), apply a profile and `--set` overrides to the raw document,
-expand the matrix (matrix.py), substitute `{axis}` placeholders into a copy of the document
-per cell, and validate every cell's document with the typed models (servers.py, load.py,
-placement.py, network.py). All of it happens before the first server starts. Every problem
+count the matrix (matrix.py; over MAX_CELLS is refused), then expand it lazily (cells.py):
+substitute `{axis}` placeholders into each cell's sections and validate them with the typed
+models (servers.py, load.py, placement.py, network.py). Every cell is validated before the
+first server starts. Every problem
 raises PerfctlError naming the file, the key path and the fix. After this, no raw dict travels.
 """
 from __future__ import annotations
@@ -12,16 +13,12 @@ import copy
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .base import FrozenModel
-from .document import (Scalar, apply_override, deep_merge, fail, read_document, substitute,
-                       validation_error)
-from .load import Load, Workload
-from .matrix import cell_id, expand
-from .network import Network
-from .placement import Placement
-from .servers import BundledServer, CommandServer, ServerConfig
+from .cells import Cell, Cells  # noqa: F401 - Cell is part of this module's API
+from .document import Scalar, apply_override, deep_merge, fail, read_document, validation_error
+from .servers import BundledServer
 from .units import fraction
 from .validity import Validity
 
@@ -52,6 +49,14 @@ class Experiment(FrozenModel):
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     thresholds: list[dict[str, Any]] = Field(default_factory=list)
     models: list[str] | bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_one_directory(cls, v: str) -> str:
+        if not v.strip("."):
+            raise ValueError(f"{v!r} names no directory of its own (runs go to "
+                             "results/<name>/); use letters, digits, . _ - and not only dots")
+        return v
 
     @field_validator("servers")
     @classmethod
@@ -98,39 +103,17 @@ class Experiment(FrozenModel):
         return self.precision if self.precision is not None or not self.auto else 0.05
 
 
-class Cell(FrozenModel):
-    """One combination of axis values, fully resolved and validated."""
-
-    cell_id: str
-    values: dict[str, Scalar]          # the axis values, in matrix order
-    server_name: str
-    server: ServerConfig
-    workload: Workload
-    load: Load
-    network: Network
-    placement: Placement
-
-    @property
-    def label(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.values.items()) or self.server_name
-
-    def precision_metric(self, exp: Experiment) -> str:
-        """The trials.csv column whose precision `repeats: auto` watches: the experiment's
-        precision_metric, else throughput for closed load (the server sets the rate) and p50
-        latency for the others (the rate is given)."""
-        if exp.precision_metric:
-            return exp.precision_metric
-        return "throughput_rps" if self.load.mode == "closed" else "latency_p50_ms"
-
-
 class Plan(FrozenModel):
-    """An experiment compiled for running: its cells and how often each runs."""
+    """An experiment compiled for running: its cells (a lazy sequence, cells.py) and how
+    often each runs."""
+
+    model_config = ConfigDict(**FrozenModel.model_config, arbitrary_types_allowed=True)
 
     experiment: Experiment
     source: str
     profile: str | None
     overrides: list[str]
-    cells: list[Cell]
+    cells: Cells
     repeats: int               # trials per cell; with repeats: auto, the most (max_repeats)
     document: dict[str, Any]   # the raw document after profile and overrides
 
@@ -171,60 +154,10 @@ def compile_document(doc: dict, source: str, profile: str | None = None,
         exp = Experiment.model_validate(doc)
     except ValidationError as e:
         raise validation_error(source, "", e) from None
-    cells = []
-    for values in expand(exp, source):
-        body = {k: doc.get(k, {}) for k in ("workload", "load", "network", "placement")}
-        server_raw = exp.servers[values["server"]]
-        body = substitute(body, values, source, "")
-        server_doc = substitute(server_raw, values, source, f"servers.{values['server']}")
-        label = ", ".join(f"{k}={v}" for k, v in values.items())
-        server = _validate_server(server_doc, source, f"servers.{values['server']}", label)
-        try:
-            workload = Workload.model_validate(body["workload"])
-            load = Load.model_validate(body["load"])
-            placement = Placement.model_validate(body["placement"])
-        except ValidationError as e:
-            prefix = next(k for k in ("workload", "load", "placement")
-                          if _has_error(k, body, e))
-            raise validation_error(source, prefix, e, label) from None
-        network = _validate_network(body["network"], source, label)
-        # The id hashes the network block as written (unit strings), as it always has, so
-        # cells keep their ids across perfctl versions and `compare` can match them.
-        resolved = {"values": values, "server": server.model_dump(), "workload": workload.model_dump(),
-                    "load": load.model_dump(), "network": dict(body["network"]),
-                    "placement": placement.model_dump()}
-        cells.append(Cell(cell_id=cell_id(resolved), values=values, server_name=values["server"],
-                          server=server, workload=workload, load=load, network=network,
-                          placement=placement))
+    cells = Cells(exp, doc, source)   # refuses a matrix over MAX_CELLS without expanding it
+    cells.validate()                  # every cell, before anything runs
     return Plan(experiment=exp, source=source, profile=profile, overrides=overrides, cells=cells,
                 repeats=exp.max_repeats if exp.auto else exp.repeats, document=doc)
-
-
-def _has_error(section: str, body: dict, e: ValidationError) -> bool:
-    model = {"workload": Workload, "load": Load, "placement": Placement}[section]
-    try:
-        model.model_validate(body[section])
-        return False
-    except ValidationError:
-        return True
-
-
-def _validate_server(doc: Any, source: str, key: str, label: str) -> ServerConfig:
-    if not isinstance(doc, dict) or ("impl" in doc) == ("cmd" in doc):
-        raise fail(source, key, "a server is either a bundled one (`impl: c|java|python`) or "
-                   "a command (`cmd: \"... {port} ...\"`), exactly one of the two",
-                   "give `impl:` or `cmd:`")
-    model = BundledServer if "impl" in doc else CommandServer
-    try:
-        return model.model_validate(doc)
-    except ValidationError as e:
-        raise validation_error(source, key, e, label) from None
-
-
-def _validate_network(doc: Any, source: str, label: str) -> Network:
-    if not isinstance(doc, dict):
-        raise fail(source, "network", "must be a mapping", "e.g. network: {delay: 10ms}")
-    return Network.from_config(doc, where=f"{source}: key `network` (cell {label})")
 
 
 def load_plan(path: str | Path, profile: str | None = None,

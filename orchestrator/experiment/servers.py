@@ -1,6 +1,7 @@
 """The `servers:` entries: a bundled server (impl + concurrency model) or any command."""
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Literal, Union
 
 from pydantic import Field, field_validator, model_validator
@@ -52,7 +53,8 @@ class CommandServer(FrozenModel):
     cmd: str
     ready: ReadyCheck = ReadyCheck()
     files: dict[str, str] = Field(default_factory=dict,
-                                  description="files written into {workdir} before start")
+                                  description="files written into {workdir} before start; "
+                                  "names are relative paths inside it")
     threads: int | None = None
     port: int | None = Field(None, ge=1, le=65535, description="fixed port; default: a free one")
 
@@ -61,6 +63,17 @@ class CommandServer(FrozenModel):
     def _needs_port(cls, v: str) -> str:
         if "{port}" not in v:
             raise ValueError("cmd must contain {port}, where perfctl puts the port to listen on")
+        return v
+
+    @field_validator("files")
+    @classmethod
+    def _inside_workdir(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            parts = PurePosixPath(name).parts
+            if not parts or name.startswith("/") or ".." in parts:
+                raise ValueError(f"file name {name!r} is not a relative path inside {{workdir}} "
+                                 "(no leading /, no ..); write e.g. `nginx.conf` or "
+                                 "`conf/site.conf` and refer to it as {workdir}/nginx.conf")
         return v
 
     @property

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import PerfctlError
+from ..run import process
 from .commands import netns_setup_commands, netns_teardown_commands, qdisc_probe_command
 
 NS_PREFIX = "perfctl-"
@@ -82,6 +83,7 @@ class Netns:
         ns = cls(name=f"{NS_PREFIX}{os.getpid()}-{next(_counter)}", host_if=f"pc{token}h",
                  ns_if=f"pc{token}n", host_ip=host_ip, ns_ip=ns_ip)
         ns.alive = True
+        process.at_death(ns.guardian_key, netns_teardown_commands(ns.name, ns.host_if))
         try:
             for cmd in netns_setup_commands(ns.name, ns.host_if, ns.ns_if, host_ip, ns_ip):
                 run(cmd)
@@ -89,6 +91,11 @@ class Netns:
             ns.delete()
             raise
         return ns
+
+    @property
+    def guardian_key(self) -> str:
+        """Under this key the guardian holds the teardown commands, run if perfctl dies."""
+        return f"netns:{self.name}"
 
     def pids(self) -> list[int]:
         proc = run(["ip", "netns", "pids", self.name], check=False)
@@ -122,8 +129,9 @@ class Netns:
             for cmd in netns_teardown_commands(self.name, self.host_if):
                 run(cmd, check=False)
             if self.name not in list_netns():
-                return
+                break
             time.sleep(0.1 * (attempt + 1))
+        process.forget(self.guardian_key)
 
 
 def _alive(pid: int) -> bool:

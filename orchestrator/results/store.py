@@ -9,9 +9,11 @@ Which columns and keys these files hold is schema.py's business.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -21,27 +23,160 @@ import pandas as pd
 from ..errors import PerfctlError
 from .schema import order_columns, read_trials, write_trials
 
+RUN_FILE = "run.json"        # what makes a directory a run
+# errno values that mean "this directory cannot be written", not a bug in perfctl
+STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                  errno.ENOENT, errno.ENOTDIR, errno.EIO, errno.ESTALE}
+
 
 def new_run_dir(name: str, base: Path = Path("results")) -> Path:
+    """Create and return base/name/<YYYYmmdd-HHMMSS> (absolute), or -2, -3, ... after it when
+    that exists: mkdir is atomic, so two runs started in the same second get two dirs."""
+    base = base.resolve()
+    parent = Path(os.path.normpath(base / name))      # lexically: results/<name> may be a link
+    if parent.parent != base:                         # the name rule keeps it inside
+        raise PerfctlError(f"experiment name {name!r} would put the run outside {base}. "
+                           "Fix: use letters, digits, . _ - in `name:`, not only dots.")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = base / name / stamp
-    n = 1
-    while path.exists():
-        n += 1
-        path = base / name / f"{stamp}-{n}"
+    _mkdir(parent, parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        path = parent / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise _not_writable(path, e, "--out DIR") from None
+    raise PerfctlError(f"{parent}: 10,000 runs started in second {stamp}. Fix: give --out DIR.")
+
+
+def claim_out_dir(path: Path) -> Path:
+    """--out: a new directory (created here) or an empty one, returned absolute. Raises
+    PerfctlError, having written nothing, for an existing run (that takes --resume) and for
+    anything else that exists and is not empty."""
+    path = path.resolve()
+    if path.is_dir():
+        if (path / RUN_FILE).is_file():
+            raise PerfctlError(
+                f"--out {path}: this directory already holds a run ({_experiment_of(path)}); "
+                "writing another run into it would mix their trials. Fix: perfctl run --resume "
+                f"{path} to finish that run, or give --out a new or empty directory.")
+        if any(path.iterdir()):
+            raise PerfctlError(
+                f"--out {path}: this directory is not empty and is not a perfctl run (no "
+                f"{RUN_FILE}); perfctl writes a run only into a new or empty directory. Fix: "
+                "give --out a new or empty directory (it is created), e.g. --out "
+                f"{path / 'run'}.")
+        return path
+    if path.exists() or path.is_symlink():
+        raise PerfctlError(f"--out {path}: exists and is not a directory. Fix: give --out a "
+                           "new or empty directory.")
+    try:
+        path.mkdir(parents=True)
+    except FileExistsError:             # created by someone else just now: judge it again
+        return claim_out_dir(path)
+    except OSError as e:
+        raise _not_writable(path, e, "--out DIR") from None
     return path
 
 
+def _experiment_of(path: Path) -> str:
+    try:
+        return f"experiment {json.loads((path / RUN_FILE).read_text())['experiment']!r}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{RUN_FILE} is there"
+
+
+def _mkdir(path: Path, **kw) -> None:
+    try:
+        path.mkdir(**kw)
+    except OSError as e:
+        raise _not_writable(path, e, "--out DIR") from None
+
+
+def _not_writable(path: Path, e: OSError, option: str) -> PerfctlError:
+    return PerfctlError(f"results dir {path} is not writable ({e.strerror}). Fix: choose "
+                        f"another with {option}, or fix its permissions.")
+
+
 def prepare(path: Path) -> None:
-    """Create the run dir (and check it is writable) before anything runs."""
+    """Check that the run dir (created by new_run_dir or claim_out_dir, or an existing run for
+    --resume) can be written, before anything runs."""
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
+        probe = path / f".write-test-{os.getpid()}"
         probe.write_text("")
         probe.unlink()
     except OSError as e:
-        raise PerfctlError(f"results dir {path} is not writable ({e.strerror}). Fix: choose "
-                           "another with --out DIR, or fix its permissions.") from None
+        raise _not_writable(path, e, "--out DIR") from None
+
+
+def check_present(run_dir: Path) -> None:
+    """PerfctlError when run_dir lost its run.json since the run began (someone removed it)."""
+    if not (run_dir / RUN_FILE).is_file():
+        raise _removed(run_dir)
+
+
+def _removed(run_dir: Path) -> PerfctlError:
+    return PerfctlError(
+        f"results dir {run_dir} was removed (or lost its {RUN_FILE}) while the run was going; "
+        "every process perfctl started is stopped and nothing more is written. Fix: leave the "
+        "results dir alone while perfctl runs, and start the run again (perfctl run FILE).")
+
+
+def unwritable(run_dir: Path, path: Path, e: OSError | None = None) -> PerfctlError:
+    """The one paragraph for an I/O failure under run_dir (disk full, permission lost, dir
+    removed): which path, why, that finished trials are kept, and the fix. e: the error, or
+    None when only its effect is known (the load generator exited saying it could not write)."""
+    if not (run_dir / RUN_FILE).is_file():
+        return _removed(run_dir)
+    code = e.errno if e is not None else _diagnose(run_dir)
+    why = os.strerror(code) if code else "an I/O error"
+    kept = (f"Every finished trial is kept in {run_dir / 'trials.csv'}"
+            if (run_dir / "trials.csv").is_file() else "No trial had finished")
+    resume = f"perfctl run --resume {run_dir}"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        fix = (f"free space on that filesystem (df -h {run_dir}), then {resume} runs the rest; "
+               "or run again with --out on a disk with room")
+    elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = (f"make {run_dir} writable again (permissions, or a read-only mount), then "
+               f"{resume} runs the rest")
+    else:
+        fix = f"check the disk holding {run_dir}, then {resume} runs the rest"
+    return PerfctlError(f"cannot write {path}: {why}. {kept}; the trial that was running is "
+                        f"not recorded and every process perfctl started is stopped. Fix: {fix}.")
+
+
+def _diagnose(run_dir: Path) -> int | None:
+    """An errno that explains why run_dir cannot be written now, or None."""
+    try:
+        st = os.statvfs(run_dir)
+    except OSError as e:
+        return e.errno
+    if st.f_flag & os.ST_RDONLY:
+        return errno.EROFS
+    if not os.access(run_dir, os.W_OK):
+        return errno.EACCES
+    if st.f_bavail * st.f_frsize < 1 << 20:
+        return errno.ENOSPC
+    return None
+
+
+@contextmanager
+def storage_guard(run_dir: Path):
+    """Turn an OSError that means run_dir cannot be written (the dir removed; or one of
+    STORAGE_ERRNOS about a path under run_dir, or no path) into one paragraph, unwritable()."""
+    try:
+        yield
+    except OSError as e:
+        if not (run_dir / RUN_FILE).is_file():   # whatever failed, the run dir is gone
+            raise _removed(run_dir) from None
+        name = Path(str(e.filename)).resolve() if e.filename else None
+        if e.errno not in STORAGE_ERRNOS or (name is not None
+                                              and not name.is_relative_to(run_dir)):
+            raise
+        raise unwritable(run_dir, name or run_dir, e) from None
 
 
 def point_latest(run_dir: Path, base: Path = Path("results")) -> None:
@@ -76,8 +211,21 @@ class TrialTable:
         return {(r["cell_id"], int(r["trial"])) for r in self.rows}
 
     def append(self, row: dict) -> None:
+        """Record one finished trial. trials.csv and trials.parquet are each replaced
+        atomically; if writing fails (disk full) the old files stay whole, the row is not
+        recorded, and the OSError propagates."""
+        check_present(self.run_dir)      # never recreate a removed run dir's trials.csv
         self.rows.append(row)
-        write_trials(self.run_dir, self.frame())
+        try:
+            write_trials(self.run_dir, self.frame())
+        except OSError:
+            self.rows.pop()
+            for tmp in ("trials.csv.tmp", "trials.parquet.tmp"):
+                try:
+                    (self.run_dir / tmp).unlink()
+                except OSError:
+                    pass
+            raise
 
     def frame(self) -> pd.DataFrame:
         return order_columns(pd.DataFrame(self.rows))
@@ -91,7 +239,7 @@ class Run:
 
     @cached_property
     def info(self) -> dict:
-        return json.loads((self.path / "run.json").read_text())
+        return json.loads((self.path / RUN_FILE).read_text())
 
     @cached_property
     def trials(self) -> pd.DataFrame:
@@ -134,7 +282,7 @@ class Run:
 def load(path: str | Path) -> Run:
     """Open a run directory (or results/latest) for analysis."""
     p = Path(path)
-    if not (p / "run.json").is_file():
+    if not (p / RUN_FILE).is_file():
         raise PerfctlError(f"{p}: not a perfctl run directory (no run.json). Fix: give a "
                            "directory written by perfctl run, e.g. results/latest.")
     return Run(p.resolve())

@@ -1,114 +1,83 @@
-"""Reading the kernel's scheduler counters from /proc: per-CPU time (/proc/stat) and, per
-thread, time on a CPU, time waiting for one and involuntary context switches.
+"""What /proc says about a process: its start time, process group, command line, and whether its
+environment carries a given mark. Standard library only: the guardian imports it too.
 
-The parse functions take the files' text (tests feed them synthetic text); the read functions
-open the files and return None (or skip the thread) when a process or thread has gone.
+A pid alone is not an identity: the kernel reuses pids (pid_max is often 32768), so a pid
+recorded by a run that crashed an hour ago may now be someone else's process. (pid, start)
+is an identity: `start_ticks` is the process's start time in clock ticks after boot, field 22
+of /proc/<pid>/stat, and no two processes of one boot share both.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-
-PROC = "/proc"
-USER_HZ = os.sysconf("SC_CLK_TCK")     # the unit of /proc/stat's CPU times
 
 
-@dataclass(frozen=True)
-class CpuTicks:
-    """One CPU's cumulative time, in USER_HZ ticks, since boot (from /proc/stat). The time
-    spent running tasks is what these leave of the elapsed time: `idle` is exact on tickless
-    kernels, while user/system are sampled at the scheduler tick and undercount short bursts."""
-
-    idle: int      # idle + iowait: nothing to run
-    steal: int     # the hypervisor ran something else while this vCPU wanted to run
-    irq: int       # irq + softirq (a task's run time may or may not include it: left out)
-
-
-def parse_proc_stat(text: str) -> dict[int, CpuTicks]:
-    """The per-CPU lines of /proc/stat (`cpuN user nice system idle iowait irq softirq steal
-    ...`), by CPU number. The aggregate `cpu` line is left out."""
-    out = {}
-    for line in text.splitlines():
-        if not line.startswith("cpu") or line.startswith("cpu "):
-            continue
-        name, *fields = line.split()
-        if not name[3:].isdigit():
-            continue
-        v = [int(x) for x in fields[:8]] + [0] * (8 - len(fields[:8]))
-        _user, _nice, _system, idle, iowait, irq, softirq, steal = v
-        out[int(name[3:])] = CpuTicks(idle=idle + iowait, steal=steal, irq=irq + softirq)
-    return out
-
-
-def parse_schedstat(text: str) -> tuple[int, int]:
-    """(on-CPU ns, run-queue wait ns) from a /proc/<pid>/task/<tid>/schedstat line
-    (`run_ns wait_ns timeslices`)."""
-    fields = text.split()
-    return int(fields[0]), int(fields[1])
-
-
-def parse_involuntary_switches(text: str) -> int:
-    """nonvoluntary_ctxt_switches from a /proc/<pid>/task/<tid>/status text (0 if absent):
-    how often the thread was taken off a CPU while it still wanted to run."""
-    at = text.find("nonvoluntary_ctxt_switches:")
-    if at < 0:
-        return 0
-    return int(text[at + len("nonvoluntary_ctxt_switches:"):].split(None, 1)[0])
-
-
-def parse_children(text: str) -> list[int]:
-    """The pids in a /proc/<pid>/task/<tid>/children file (space-separated)."""
-    return [int(x) for x in text.split()]
-
-
-def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read()
-
-
-def descendants(pid: int) -> list[int] | None:
-    """Every process below pid (children of all its threads, recursively), from the
-    /proc/<pid>/task/<tid>/children files: no scan of all of /proc. None when the kernel has
-    no such files (CONFIG_PROC_CHILDREN off)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            tids = os.listdir(f"{PROC}/{p}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                kids = parse_children(_read(f"{PROC}/{p}/task/{tid}/children"))
-            except FileNotFoundError:
-                if not os.path.exists(f"{PROC}/{p}/task/{tid}"):
-                    continue
-                return None
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out
-
-
-def read_cpu_ticks() -> dict[int, CpuTicks]:
-    return parse_proc_stat(_read(f"{PROC}/stat"))
-
-
-def read_threads(pid: int) -> dict[int, tuple[int, int, int]]:
-    """tid -> (on-CPU ns, run-queue wait ns, involuntary switches) for every thread of pid;
-    empty when the process has gone."""
-    out = {}
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after `(comm)`: state first (field 3), or None."""
     try:
-        tids = os.listdir(f"{PROC}/{pid}/task")
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
     except OSError:
-        return out
-    for tid in tids:
-        base = f"{PROC}/{pid}/task/{tid}"
-        try:
-            run_ns, wait_ns = parse_schedstat(_read(f"{base}/schedstat"))
-            switches = parse_involuntary_switches(_read(f"{base}/status"))
-        except (OSError, ValueError, IndexError):
-            continue
-        out[int(tid)] = (run_ns, wait_ns, switches)
-    return out
+        return None
+    return raw[raw.rfind(b")") + 2:].decode().split()
+
+
+def start_ticks(pid: int) -> int | None:
+    """Start time in clock ticks after boot, or None when there is no such process."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def pgid(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[2]) if fields else None
+
+
+def alive(pid: int, start: int | None = None) -> bool:
+    """The process exists, is no zombie, and (when start is given) is the one that started
+    then, not a later process that got the same pid."""
+    fields = _stat_fields(pid)
+    if not fields or fields[0] in ("Z", "X"):
+        return False
+    return start is None or int(fields[19]) == start
+
+
+def argv(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:                 # gone, or another user's process
+        return []
+
+
+def has_env(pid: int, entry: bytes) -> bool:
+    """Whether the process's environment holds exactly `entry` (b"NAME=value")."""
+    return entry in _environ(pid)
+
+
+def env_value(pid: int, name: str) -> str | None:
+    """The value of environment variable `name` in the process (as it was at exec), or None."""
+    prefix = name.encode() + b"="
+    for entry in _environ(pid):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode(errors="replace")
+    return None
+
+
+def pids() -> list[int]:
+    """Every pid visible in /proc."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def marked(entry: bytes, exclude: int | None = None) -> list[int]:
+    """Live processes whose environment holds `entry` (every process perfctl starts carries
+    its supervisor's mark, and so do their children, unless they clear their environment)."""
+    return [pid for pid in pids()
+            if pid != exclude and has_env(pid, entry) and alive(pid)]

@@ -55,8 +55,12 @@ class ServerProcess:
                                         config.backlog, config.buckets, config.layout,
                                         variant=config.variant, host=self.host)
         else:
+            root = self.workdir.resolve()
             for rel, content in config.files.items():
-                f = self.workdir / rel
+                f = (root / rel).resolve()
+                if not f.is_relative_to(root):     # validated already; a symlink could still lead out
+                    raise PerfctlError(f"{self.source}: key `servers.{self.name}.files`: {rel!r} "
+                                       f"leads outside {{workdir}} ({f}). Fix: name a file inside it.")
                 f.parent.mkdir(parents=True, exist_ok=True)
                 f.write_text(content.replace("{port}", str(self.port))
                              .replace("{workdir}", str(self.workdir)).replace("{host}", self.host))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import psutil
 
-from .procfs import descendants
+from .schedstat import descendants
 
 
 def _describe(p: psutil.Process) -> str:

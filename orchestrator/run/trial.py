@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from loadgen import stats as lstats
+from loadgen.spec import EXIT_CANNOT_WRITE
 
 from ..experiment.load import to_load_spec, trial_seed
 from ..experiment.network import Network
@@ -23,6 +24,7 @@ from ..experiment.plan import Cell, Plan
 from ..experiment.servers import BundledServer
 from ..netem import make_injector
 from ..results import read_summary, trial_dir, write_json
+from ..results.store import unwritable
 from . import noise
 from .bundled import ROOT
 from .process import spawn, tail, terminate
@@ -159,6 +161,8 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         server_code = server.stop() if server is not None else None
         if injector is not None:
             injector.stop()
+    if code == EXIT_CANNOT_WRITE:     # disk full, dir removed, permission lost: stop the run
+        raise unwritable(run_dir, tdir)
     row = {"cell_id": cell.cell_id, "trial": trial, **cell.values, **describe(cell),
            "seed": seed, "startup_s": startup_s}
     net_row, reasons = _network_row(net, injector, probes)

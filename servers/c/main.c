@@ -23,7 +23,7 @@ static void main_usage(FILE *f)
 {
 	fprintf(f, "usage: perfctl-server --port P [--host 127.0.0.1] [--model single|thread|pool|"
 		   "epoll] [--threads N] [--backlog K] [--buckets B] [--layout flat|by-type] "
-		   "[--corpus PATH] [--seed S]\n");
+		   "[--corpus PATH] [--seed S] [--idle-timeout-ms MS]\n");
 }
 
 static void main_bad(const char *flag, const char *value, const char *why)
@@ -78,7 +78,7 @@ static const char *main_default_corpus(char *buf, size_t cap)
 
 int main(int argc, char **argv)
 {
-	struct md_config cfg = {MD_SINGLE, "127.0.0.1", -1, 4, 128};
+	struct md_config cfg = {MD_SINGLE, "127.0.0.1", -1, 4, 128, 10000000000LL};
 	const char *model_name = main_models[0], *corpus = NULL;
 	char corpus_buf[4096], err[512];
 	enum sr_layout layout = SR_FLAT;
@@ -108,7 +108,8 @@ int main(int argc, char **argv)
 		if (strcmp(flag, "--port") && strcmp(flag, "--host") && strcmp(flag, "--model") &&
 		    strcmp(flag, "--threads") && strcmp(flag, "--backlog") &&
 		    strcmp(flag, "--buckets") && strcmp(flag, "--layout") &&
-		    strcmp(flag, "--corpus") && strcmp(flag, "--seed"))
+		    strcmp(flag, "--corpus") && strcmp(flag, "--seed") &&
+		    strcmp(flag, "--idle-timeout-ms"))
 			main_bad(flag, NULL, "unknown flag");
 		if (!v)
 			main_bad(flag, NULL, "missing value");
@@ -144,6 +145,8 @@ int main(int argc, char **argv)
 				main_bad(flag, v, "choose flat or by-type");
 		} else if (!strcmp(flag, "--corpus")) {
 			corpus = v;
+		} else if (!strcmp(flag, "--idle-timeout-ms")) {
+			cfg.idle_ns = (int64_t)main_uint(flag, v, 1, 3600000) * 1000000;
 		} else {
 			seed = main_uint(flag, v, 0, ~0ull);
 		}

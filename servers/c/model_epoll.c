@@ -283,7 +283,7 @@ static void me_sweep(struct me_loop *L, int64_t now)
 {
 	while (L->active.next != &L->active) {
 		struct me_conn *c = (struct me_conn *)L->active.next;
-		if (now - c->since <= SV_IDLE_NS)
+		if (now - c->since <= sv_idle_ns)
 			break;
 		me_close(L, c);
 	}

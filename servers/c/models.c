@@ -20,6 +20,7 @@ int md_start(const struct md_config *cfg, int *port, char *err, size_t errcap)
 {
 	int lfd, n = 1, reuseport = 0;
 	md_model_used = cfg->model;
+	sv_idle_ns = cfg->idle_ns;
 	if (cfg->model == MD_EPOLL) {
 		const char *mode = getenv("PERFCTL_EPOLL_ACCEPT");
 		reuseport = mode && strcmp(mode, "reuseport") == 0;

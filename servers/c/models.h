@@ -15,6 +15,7 @@ struct md_config {
 	int port;
 	int threads;
 	int backlog;
+	int64_t idle_ns; /* idle / slowloris timeout (sv_idle_ns) */
 };
 
 /* Binds and listens; starts the model's threads. Returns 0 and the bound port, or -1 + err. */

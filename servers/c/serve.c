@@ -27,6 +27,8 @@ struct sv_track {
 	struct sv_track *prev, *next;
 };
 
+int64_t sv_idle_ns = SV_IDLE_NS_DEFAULT;
+
 static pthread_mutex_t sv_track_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sv_track sv_tracked = {-1, &sv_tracked, &sv_tracked};
 
@@ -66,8 +68,8 @@ int sv_listen(const char *host, int port, int backlog, int nonblock, int reusepo
 	if (!nonblock) {
 		/* Linux copies these to every accepted socket: set once here, not per connection
 		 * (three system calls less on every request of a non-keep-alive load) */
-		sv_set_timeout(fd, SO_RCVTIMEO, (long)(SV_IDLE_NS / 1000000));
-		sv_set_timeout(fd, SO_SNDTIMEO, (long)(SV_IDLE_NS / 1000000));
+		sv_set_timeout(fd, SO_RCVTIMEO, (long)(sv_idle_ns / 1000000));
+		sv_set_timeout(fd, SO_SNDTIMEO, (long)(sv_idle_ns / 1000000));
 		sv_set_nodelay(fd);
 	}
 	if (reuseport)
@@ -106,6 +108,8 @@ int sv_accept_error(int err)
 	if (st_stopping())
 		return 0;
 	switch (err) {
+	case EAGAIN: /* the listener's SO_RCVTIMEO (sv_idle_ns) bounds accept(2) too: no
+		      * connection came within it, which is no reason to stop accepting */
 	case EINTR:
 	case ECONNABORTED:
 	case EPROTO:
@@ -246,7 +250,7 @@ void sv_serve_blocking(int fd, int64_t first_queue_ns)
 		n = recv(fd, cn_rbuf(&c), cn_rroom(&c), 0);
 		if (n > 0) {
 			int64_t now = ck_now_ns();
-			if (now - idle_since > SV_IDLE_NS && cn_pending(&c) > 0)
+			if (now - idle_since > sv_idle_ns && cn_pending(&c) > 0)
 				goto out; /* a request trickling in for longer than the idle timeout
 					   */
 			cn_got(&c, (size_t)n, now);

@@ -12,7 +12,7 @@ import time
 
 import uvloop
 
-from protocol import IDLE_TIMEOUT_S, Pending, Session, State, handle
+from protocol import Pending, Session, State, handle
 
 _now = time.perf_counter_ns
 MAX_PENDING = 64          # parsed-but-unserved requests per connection before we stop reading
@@ -40,7 +40,7 @@ class Conn(asyncio.Protocol):
                                                           socket.TCP_NODELAY, 1)
         except (OSError, AttributeError):
             pass
-        self.timer = self.loop.call_later(IDLE_TIMEOUT_S, self._idle_check)
+        self.timer = self.loop.call_later(self.st.idle_timeout_s, self._idle_check)
 
     def connection_lost(self, exc):
         self.closed = True
@@ -123,13 +123,19 @@ class Conn(asyncio.Protocol):
             self.transport.close()
 
     def _idle_check(self):
+        """Close a connection idle for the timeout, or one whose request has been trickling
+        in for that long (slowloris: bytes keep coming, so it is never idle)."""
         if self.closed:
             return
+        limit = self.st.idle_timeout_s
+        since = self.session.request_since_ns
+        trickling = (_now() - since) / 1e9 if since is not None else 0.0
         idle = self.loop.time() - self.last
-        if self.task is None and not self.pending and idle >= IDLE_TIMEOUT_S:
+        if trickling >= limit or (self.task is None and not self.pending and idle >= limit):
             self.transport.abort()
             return
-        self.timer = self.loop.call_later(max(0.5, IDLE_TIMEOUT_S - idle), self._idle_check)
+        wait = min(limit - idle, limit - trickling if since is not None else limit)
+        self.timer = self.loop.call_later(max(0.05, wait), self._idle_check)
 
 
 def run(state: State, sock: socket.socket, announce) -> int:

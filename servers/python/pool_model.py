@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from protocol import IDLE_TIMEOUT_S, Pending, Session, State, handle
+from protocol import Pending, Session, State, handle
 
 _now = time.perf_counter_ns
 
@@ -20,12 +20,17 @@ def _serve(st: State, conn: socket.socket, t_accept: int) -> None:
     session = Session()
     first = True
     try:
-        conn.settimeout(IDLE_TIMEOUT_S)
+        limit = st.idle_timeout_s
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while True:
+            since = session.request_since_ns   # a request trickling in (slowloris) gets only
+            left = limit - (_now() - since) / 1e9 if since is not None else limit   # the rest
+            if left <= 0:
+                return
+            conn.settimeout(left)
             try:
                 data = conn.recv(65536)
-            except OSError:         # idle timeout, reset
+            except OSError:         # idle or request timeout, reset
                 return
             if not data:
                 return

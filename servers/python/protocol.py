@@ -22,7 +22,7 @@ MAX_BODY = 64 * 1024
 MAX_TIME_US = 10_000_000
 MAX_SIZE = 16 * 1024 * 1024
 MAX_USER = 256
-IDLE_TIMEOUT_S = 10.0
+IDLE_TIMEOUT_S = 10.0      # default of --idle-timeout-ms: idle, or a request trickling in
 
 _now = time.perf_counter_ns
 _DECIMAL = re.compile(r"[0-9]+\Z")
@@ -64,6 +64,7 @@ class State:
         self.queued = 0                  # requests parsed but not yet served (async)
         self.queue_length = lambda: self.queued
         self.rng = random.Random(seed)
+        self.idle_timeout_s = IDLE_TIMEOUT_S
         self.flat, self.by_type = load_corpus(corpus)
 
     def conn_delta(self, d: int) -> None:
@@ -119,6 +120,10 @@ class Session:
         self.in_message = False
         self.raw_head = 0
         self.window = b""
+        # perf_counter_ns of the feed that brought the first byte of the request still being
+        # received, or None: how long a slowloris client has been trickling its request in
+        self.request_since_ns: int | None = None
+        self._feed_ns = 0
         self._reset()
 
     def _reset(self):
@@ -132,6 +137,7 @@ class Session:
         self._reset()
         self.in_head = self.in_message = True
         self.raw_head = 0
+        self.request_since_ns = self._feed_ns
 
     def _grow(self, n: int):
         self.head_len += n
@@ -173,6 +179,7 @@ class Session:
 
     def on_message_complete(self):
         self.in_message = False
+        self.request_since_ns = None
         keep = self.parser.should_keep_alive()
         self.items.append(Request(self.parser.get_method().decode("latin-1"),
                                   b"".join(self.url).decode("latin-1"), self.headers,
@@ -187,6 +194,7 @@ class Session:
         if self.done:
             return []
         fresh = not self.in_message
+        self._feed_ns = _now()
         if self.in_head:
             self.raw_head += len(data)
         self.window = self.window[-16:] + data

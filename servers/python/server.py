@@ -2,6 +2,7 @@
 
     python servers/python/server.py --port P [--host H] [--model async|pool] [--threads N]
         [--backlog K] [--buckets B] [--layout flat|by-type] [--corpus PATH] [--seed S]
+        [--idle-timeout-ms MS]
 
 Run as a script: the modules next to this file (protocol, async_model, pool_model) are imported
 through sys.path.
@@ -53,6 +54,8 @@ def parse_args(argv):
     p.add_argument("--layout", default="flat", choices=("flat", "by-type"))
     p.add_argument("--corpus", default=DEFAULT_CORPUS)
     p.add_argument("--seed", type=_nonneg("seed", 0), default=1)
+    p.add_argument("--idle-timeout-ms", type=_nonneg("idle-timeout-ms", 1, 3_600_000),
+                   default=10_000)
     args = p.parse_args(argv)
     if not os.path.isfile(args.corpus):
         p.error(f"--corpus: no such file: {args.corpus}")
@@ -81,6 +84,7 @@ def main(argv=None) -> int:
     threads = 1 if args.model == "async" else args.threads
     state = State(args.model, threads, args.buckets, args.layout, args.corpus, args.seed)
     state.backlog = args.backlog
+    state.idle_timeout_s = args.idle_timeout_ms / 1000
     try:
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)

@@ -22,32 +22,24 @@ def perfctl(*args, env=None, timeout=60):
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def assert_clean_error(proc, *needles):
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 2, out
-    assert "Traceback" not in out
-    for n in needles:
-        assert n in out, out
-
-
-def test_unknown_key(write_yaml, perfctl_env):
+def test_unknown_key(write_yaml, perfctl_env, assert_clean_error):
     p = write_yaml(GOOD.replace("CMD", "sleep {port}") + "lod: {}\n")
     assert_clean_error(perfctl("run", str(p), env=perfctl_env), str(p), "`lod`", "unknown key")
 
 
-def test_bad_unit_in_plan(write_yaml, perfctl_env):
+def test_bad_unit_in_plan(write_yaml, perfctl_env, assert_clean_error):
     p = write_yaml(GOOD.replace("CMD", "sleep {port}").replace("duration: 1s", "duration: 1 fortnight"))
     assert_clean_error(perfctl("plan", str(p), env=perfctl_env), "`load.duration`", "Fix:")
 
 
-def test_server_that_dies_during_startup(write_yaml, perfctl_env, tmp_path):
+def test_server_that_dies_during_startup(write_yaml, perfctl_env, tmp_path, assert_clean_error):
     p = write_yaml(GOOD.replace("CMD", "sh -c 'echo boom-on-stderr >&2; exit 3' {port}"))
     proc = perfctl("run", str(p), "--out", str(tmp_path / "out"), env=perfctl_env)
     assert_clean_error(proc, "exited with status 3 during start-up", "boom-on-stderr",
                        "servers.s")
 
 
-def test_taken_port(write_yaml, perfctl_env, tmp_path):
+def test_taken_port(write_yaml, perfctl_env, tmp_path, assert_clean_error):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -57,7 +49,7 @@ def test_taken_port(write_yaml, perfctl_env, tmp_path):
     assert_clean_error(proc, f"port {port} is already taken", "servers.s.port")
 
 
-def test_results_dir_not_writable(write_yaml, perfctl_env, tmp_path):
+def test_results_dir_not_writable(write_yaml, perfctl_env, tmp_path, assert_clean_error):
     blocker = tmp_path / "afile"
     blocker.write_text("")
     p = write_yaml(GOOD.replace("CMD", "sleep {port}"))
@@ -74,5 +66,5 @@ def test_version_and_help(perfctl_env):
 
 
 @pytest.mark.parametrize("args", [["serve", "cobol"], ["serve", "python", "--model", "fork"]])
-def test_serve_bad_impl_or_model(args, perfctl_env):
+def test_serve_bad_impl_or_model(args, perfctl_env, assert_clean_error):
     assert_clean_error(perfctl(*args, env=perfctl_env), "choose one of" if "--model" in args else "unknown server impl")

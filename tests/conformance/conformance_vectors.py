@@ -246,3 +246,24 @@ MALFORMED: list[tuple[str, bytes, str]] = [
     ("double-content-length", b"POST /register HTTP/1.1\r\nContent-Length: 3\r\n"
      b"Content-Length: 5\r\n\r\nuser=", "read"),
 ]
+
+# Stalled and trickling clients, for every impl x model started with a short
+# --idle-timeout-ms (test_connection.test_stalled_requests_closed_at_the_idle_timeout):
+# `first` goes out at once, then `drip` every DRIP_S (b"": nothing more). PROTOCOL.md: a
+# connection idle, or whose request keeps trickling in, for the idle timeout is closed.
+DRIP_S = 0.1
+
+
+@dataclass(frozen=True)
+class Stall:
+    id: str
+    first: bytes
+    drip: bytes
+
+
+STALLS = [
+    Stall("trickled-head", b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ", b"a"),
+    Stall("trickled-body", b"POST /register HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n"
+          b"\r\nuser=", b"u"),
+    Stall("stalled-head", b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: a", b""),
+]

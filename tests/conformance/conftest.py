@@ -39,3 +39,21 @@ def srv(server):
     if not server.alive():
         pytest.fail(f"{server.impl}/{server.model} died (exit {server.proc.returncode}); "
                     f"stderr: {server.stderr_tail()}")
+
+
+SHORT_IDLE_TIMEOUT_MS = 500
+
+
+@pytest.fixture(params=IMPL_MODELS, ids=[f"{i}-{m}" for i, m in IMPL_MODELS])
+def short_timeout_server(request):
+    """A fresh server of every impl x model with --idle-timeout-ms SHORT_IDLE_TIMEOUT_MS, so
+    timeout behaviour is checked in make test without waiting the default 10 s."""
+    impl, model = request.param
+    argv = server_argv(impl, model) + ["--idle-timeout-ms", str(SHORT_IDLE_TIMEOUT_MS)]
+    try:
+        srv = Server(impl, model, argv)
+    except RuntimeError as e:
+        pytest.fail(f"{impl}/{model} did not start with --idle-timeout-ms: {e}")
+    srv.idle_timeout_s = SHORT_IDLE_TIMEOUT_MS / 1000
+    yield srv
+    srv.stop()

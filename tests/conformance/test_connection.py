@@ -1,12 +1,13 @@
 """Connection handling: keep-alive, pipelining, close, slowloris, resets, descriptor leaks."""
 from __future__ import annotations
 
+import select
 import socket
 import time
 
 import pytest
 from conformance_client import Conn, build, exchange, get, settle, slow_enabled
-from conformance_vectors import MALFORMED
+from conformance_vectors import DRIP_S, MALFORMED, STALLS
 
 
 def test_keepalive_reuse(srv):
@@ -120,6 +121,68 @@ def test_idle_timeout(srv):
             assert time.monotonic() - t0 < 13.0
         assert stalled.peer_closed(15.0), "the stalled connection was never closed"
         assert 8.0 < time.monotonic() - t0 < 14.0
+
+
+def _closed_after(conns: dict, limit_s: float) -> dict:
+    """Drip every open connection's bytes each DRIP_S until the server closes it or limit_s
+    passes; returns {stall id: seconds from the first bytes to the close, or None}, and the
+    bytes the server sent on it (none expected: no request was ever complete)."""
+    t0 = time.monotonic()
+    closed: dict = {}
+    got: dict = {}
+    for stall, c in conns.items():
+        c.send(stall.first)
+    while len(closed) < len(conns) and time.monotonic() - t0 < limit_s:
+        time.sleep(DRIP_S)
+        for stall, c in conns.items():
+            if stall.id in closed:
+                continue
+            try:
+                if select.select([c.sock], [], [], 0)[0]:
+                    chunk = c.sock.recv(65536)
+                    got[stall.id] = got.get(stall.id, b"") + chunk
+                    if not chunk:
+                        raise ConnectionResetError
+                if stall.drip:
+                    c.send(stall.drip)
+            except OSError:
+                closed[stall.id] = time.monotonic() - t0
+    return {s.id: closed.get(s.id) for s in conns}, got
+
+
+def test_stalled_requests_closed_at_the_idle_timeout(short_timeout_server):
+    """PROTOCOL.md: a connection idle, or whose request keeps trickling in (slowloris), for the
+    idle timeout is closed, by C, Java and Python alike. The servers run with
+    --idle-timeout-ms 500; a request dribbling a byte every 0.1 s must not hold its connection
+    (and, in `single`, the whole server) for longer."""
+    srv = short_timeout_server
+    limit = srv.idle_timeout_s
+    groups = [[s] for s in STALLS] if srv.model == "single" else [STALLS]
+    for group in groups:         # `single` serves one connection at a time: one by one
+        conns = {stall: Conn(srv.port, timeout=3) for stall in group}
+        try:
+            closed, got = _closed_after(conns, limit_s=limit * 12)
+        finally:
+            for c in conns.values():
+                c.close()
+        for stall in group:
+            after = closed[stall.id]
+            assert after is not None, f"{stall.id}: still open after {limit * 12:.1f} s with " \
+                                      f"a {limit:.1f} s idle timeout"
+            assert after >= limit * 0.9, f"{stall.id}: closed after {after:.2f} s, before " \
+                                         f"the {limit:.1f} s idle timeout"
+            assert not got.get(stall.id), f"{stall.id}: answered {got[stall.id][:100]!r}"
+    assert get(srv.port, "/health", timeout=3).status == 200
+    assert srv.alive()
+
+
+def test_accepts_after_idling_longer_than_the_idle_timeout(short_timeout_server):
+    """The idle timeout closes connections, never the listener: C's blocking acceptors once
+    stopped accepting for good when no connection came within it (accept(2) inherits the
+    listener's receive timeout and failed with EAGAIN)."""
+    srv = short_timeout_server
+    time.sleep(srv.idle_timeout_s * 1.5)          # the idle period is what is tested
+    assert get(srv.port, "/health", timeout=3).status == 200
 
 
 def _run_malformed(port: int) -> None:

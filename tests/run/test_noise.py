@@ -1,12 +1,12 @@
-"""Host-noise readings from /proc (run/procfs.py, run/noise.py) on synthetic text and samples,
+"""Host-noise readings from /proc (run/schedstat.py, run/noise.py) on synthetic text and samples,
 and the `quiet` verdict's thresholds."""
 import math
 
 import pytest
 
-from orchestrator.run import noise, procfs
+from orchestrator.run import noise, schedstat
 from orchestrator.run.noise import NoiseSample
-from orchestrator.run.procfs import USER_HZ, CpuTicks
+from orchestrator.run.schedstat import USER_HZ, CpuTicks
 
 PROC_STAT = """cpu  149335 47 33900 272536 3002 0 7845 311 0 0
 cpu0 66873 14 14629 148009 480 0 3771 129 0 0
@@ -23,18 +23,18 @@ nonvoluntary_ctxt_switches:\t68
 
 
 def test_proc_stat_gives_each_cpu_its_idle_steal_and_interrupt_ticks():
-    cpus = procfs.parse_proc_stat(PROC_STAT)
+    cpus = schedstat.parse_proc_stat(PROC_STAT)
     assert set(cpus) == {0, 1}
     assert cpus[0] == CpuTicks(idle=148009 + 480, steal=129, irq=3771)
     assert cpus[1] == CpuTicks(idle=124526 + 2521, steal=182, irq=7 + 4074)
 
 
 def test_schedstat_status_and_children_lines():
-    assert procfs.parse_schedstat("347602551 184128 47\n") == (347602551, 184128)
-    assert procfs.parse_involuntary_switches(STATUS) == 68
-    assert procfs.parse_involuntary_switches("Name:\tx\n") == 0
-    assert procfs.parse_children("12 345 6789 ") == [12, 345, 6789]
-    assert procfs.parse_children("") == []
+    assert schedstat.parse_schedstat("347602551 184128 47\n") == (347602551, 184128)
+    assert schedstat.parse_involuntary_switches(STATUS) == 68
+    assert schedstat.parse_involuntary_switches("Name:\tx\n") == 0
+    assert schedstat.parse_children("12 345 6789 ") == [12, 345, 6789]
+    assert schedstat.parse_children("") == []
 
 
 def _sample(t_s, server_run_s, loadgen_run_s, own_run_s, idle_s, steal_s=0.0, irq_s=0.0,
@@ -120,9 +120,9 @@ def test_unmeasured_noise_is_not_quiet():
 
 
 def test_the_readers_work_on_this_machine():
-    cpus = procfs.read_cpu_ticks()
+    cpus = schedstat.read_cpu_ticks()
     assert cpus and all(t.idle >= 0 for t in cpus.values())
     import os
-    threads = procfs.read_threads(os.getpid())
+    threads = schedstat.read_threads(os.getpid())
     assert os.getpid() in threads and threads[os.getpid()][0] > 0
-    assert procfs.read_threads(2 ** 22 + 12345) == {}
+    assert schedstat.read_threads(2 ** 22 + 12345) == {}

@@ -26,10 +26,11 @@ final class Config {
     boolean byType = false;
     Path corpus;
     long seed = 1;
+    int idleTimeoutMs = 10_000;
 
     static final String USAGE = "usage: java perfctl.server.Main --port P [--host 127.0.0.1] "
             + "[--model single|thread|pool|virtual] [--threads N] [--backlog K] [--buckets B] "
-            + "[--layout flat|by-type] [--corpus PATH] [--seed S]";
+            + "[--layout flat|by-type] [--corpus PATH] [--seed S] [--idle-timeout-ms MS]";
 
     static Config parse(String[] args) throws Error {
         Config c = new Config();
@@ -61,6 +62,7 @@ final class Config {
                 case "--buckets": c.buckets = integer(flag, value, 1, 1 << 26); break;
                 case "--layout": c.byType = oneOf(flag, value, new String[] {"flat", "by-type"}).equals("by-type"); break;
                 case "--corpus": c.corpus = Paths.get(value); break;
+                case "--idle-timeout-ms": c.idleTimeoutMs = integer(flag, value, 1, 3_600_000); break;
                 case "--seed":
                     try {
                         c.seed = Long.parseLong(value);
@@ -87,6 +89,7 @@ final class Config {
         switch (flag) {
             case "--port": case "--host": case "--model": case "--threads": case "--backlog":
             case "--buckets": case "--layout": case "--corpus": case "--seed":
+            case "--idle-timeout-ms":
                 return true;
             default:
                 return false;

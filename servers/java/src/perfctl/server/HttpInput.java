@@ -13,7 +13,9 @@ import java.net.SocketTimeoutException;
  * deadline, so a slowloris client cannot hold its connection longer than that either.
  */
 final class HttpInput {
-    static final int IDLE_TIMEOUT_MS = 10_000;
+    /** The idle / slowloris timeout (--idle-timeout-ms; 10 s by default). Set by Main before
+     *  the first connection is accepted, never after. */
+    static int idleTimeoutMs = 10_000;
 
     final byte[] buf = new byte[16 * 1024];
     int pos;
@@ -21,7 +23,7 @@ final class HttpInput {
     private final Socket socket;
     private final InputStream in;
     private final Flushable beforeBlock;
-    private int timeoutMs = IDLE_TIMEOUT_MS;
+    private int timeoutMs = idleTimeoutMs;
 
     HttpInput(Socket socket, Flushable beforeBlock) throws IOException {
         this.socket = socket;
@@ -50,13 +52,13 @@ final class HttpInput {
             throw new IllegalStateException("input buffer full"); // parsers limit lines below this
         }
         beforeBlock.flush();
-        int want = IDLE_TIMEOUT_MS;
+        int want = idleTimeoutMs;
         if (deadline != 0) {
             long leftMs = (deadline - System.nanoTime()) / 1_000_000L;
             if (leftMs <= 0) {
                 throw new SocketTimeoutException("request not complete within the timeout");
             }
-            want = (int) Math.min(IDLE_TIMEOUT_MS, leftMs);
+            want = (int) Math.min(idleTimeoutMs, leftMs);
         }
         if (want != timeoutMs) {
             socket.setSoTimeout(want);

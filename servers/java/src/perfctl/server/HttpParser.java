@@ -12,7 +12,11 @@ import java.nio.charset.StandardCharsets;
 final class HttpParser {
     static final int MAX_HEAD = 8 * 1024;
     static final int MAX_BODY = 64 * 1024;
-    static final long REQUEST_TIMEOUT_NS = HttpInput.IDLE_TIMEOUT_MS * 1_000_000L;
+
+    /** How long one request may take to arrive, from its first byte: the idle timeout. */
+    static long requestTimeoutNs() {
+        return HttpInput.idleTimeoutMs * 1_000_000L;
+    }
 
     /** tchar of RFC 9110: the characters of methods and header names. */
     private static final boolean[] TCHAR = new boolean[256];
@@ -44,7 +48,7 @@ final class HttpParser {
     /** The next request, or null when the peer closed cleanly between requests. */
     HttpRequest next() throws IOException, HttpError {
         used = 0;
-        deadline = in.buffered() > 0 ? System.nanoTime() + REQUEST_TIMEOUT_NS : 0;
+        deadline = in.buffered() > 0 ? System.nanoTime() + requestTimeoutNs() : 0;
         do { // RFC 9112 2.2: ignore empty lines before the request line
             if (!readLine(true)) {
                 return null;
@@ -142,7 +146,7 @@ final class HttpParser {
                 onExpect.sendContinue();
             }
             body = new byte[(int) contentLength];
-            in.readFully(body, deadline == 0 ? System.nanoTime() + REQUEST_TIMEOUT_NS : deadline);
+            in.readFully(body, deadline == 0 ? System.nanoTime() + requestTimeoutNs() : deadline);
         }
         boolean persistent = http11 ? !close : keepAlive && !close;
         return new HttpRequest(method, target, http11, persistent, body);
@@ -182,7 +186,7 @@ final class HttpParser {
             }
             b = in.buf;
             if (deadline == 0) {
-                deadline = System.nanoTime() + REQUEST_TIMEOUT_NS;
+                deadline = System.nanoTime() + requestTimeoutNs();
             }
         }
     }

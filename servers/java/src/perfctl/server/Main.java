@@ -22,6 +22,7 @@ public final class Main {
         Search search;
         try {
             config = Config.parse(args);
+            HttpInput.idleTimeoutMs = config.idleTimeoutMs;
             model = Model.create(config); // `virtual` on a JVM < 21 fails here
             search = Search.load(config.corpus, config.byType);
         } catch (Config.Error e) {
@@ -90,7 +91,7 @@ public final class Main {
             Connection c = new Connection(s, acceptedAt, router, stats);
             try {
                 s.setTcpNoDelay(true);
-                s.setSoTimeout(HttpInput.IDLE_TIMEOUT_MS);
+                s.setSoTimeout(HttpInput.idleTimeoutMs);
             } catch (SocketException e) {
                 c.reject("socket setup failed");
                 continue;

@@ -1,0 +1,80 @@
+"""`perfctl plan`: what an experiment will do (cells, trials, estimated wall time); runs nothing.
+
+Up to a screenful of cells gets one line each; a bigger matrix gets a summary (each axis and
+its values, the first cells) instead, so a 10^5-cell plan prints a page, not 10^5 lines. The
+cells are compiled one at a time (experiment/cells.py), never all held at once.
+"""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ..experiment import Plan, load_plan
+from .console import console, fmt_duration
+
+SCREEN_CELLS = 30        # more cells than this: a summary instead of one line per cell
+FIRST_CELLS = 10         # cells listed in the summary
+
+FileArg = Annotated[Path, typer.Argument(help="Experiment YAML file.", show_default=False)]
+ProfileOpt = Annotated[Optional[str], typer.Option("--profile", "-p",
+                                                   help="Apply a named profile from the file.")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", metavar="KEY=VALUE",
+                                                     help="Override any key, e.g. load.duration=5s.")]
+
+
+def _load_text(cell) -> str:
+    ld = cell.load
+    text = {"open": f"open {ld.arrivals} {ld.rate_rps or 0:g}/s",
+            "closed": f"closed {ld.connections} conn",
+            "burst": f"burst {ld.bursts}x{ld.connections} conn",
+            "ramp": f"ramp {len(ld.ramp.rates) if ld.ramp else 0} steps"}[ld.mode]
+    return text + f", {ld.window_s:g}s+{ld.warmup_s:g}s warm-up"
+
+
+def _cell_table(p: Plan, cells, title: str) -> Table:
+    t = Table(title=title)
+    t.add_column("cell_id")
+    for a in p.axes:
+        t.add_column(a)
+    t.add_column("server")
+    t.add_column("load")
+    for c in cells:
+        t.add_row(c.cell_id, *[str(c.values[a]) for a in p.axes], c.server.label, _load_text(c))
+    return t
+
+
+def _axes_table(p: Plan) -> Table:
+    t = Table(title=f"{p.experiment.name}: {len(p.cells):,} cells x {p.repeats} repeats "
+                    "(one line per axis)")
+    t.add_column("axis")
+    t.add_column("values", justify="right")
+    t.add_column("first values")
+    axes = dict(p.experiment.matrix)
+    if "server" not in axes:
+        axes = {"server": list(p.experiment.servers), **axes}
+    for name, vals in axes.items():
+        shown = ", ".join(map(str, vals[:8])) + (", ..." if len(vals) > 8 else "")
+        t.add_row(name, str(len(vals)), shown)
+    return t
+
+
+def plan(file: FileArg, profile: ProfileOpt = None, set_: SetOpt = None) -> None:
+    """Print the cells (a summary beyond a screenful), the trial count and the estimated wall
+    time. Runs nothing."""
+    p = load_plan(file.resolve(), profile, set_)
+    n = len(p.cells)
+    if n <= SCREEN_CELLS:
+        console.print(_cell_table(p, p.cells,
+                                  f"{p.experiment.name}: {n} cells x {p.repeats} repeats"))
+    else:
+        console.print(_axes_table(p))
+        console.print(_cell_table(p, itertools.islice(p.cells, FIRST_CELLS),
+                                  f"the first {FIRST_CELLS} of {n:,} cells"))
+        console.print(f"... and {n - FIRST_CELLS:,} more cells (a line per cell only up to "
+                      f"{SCREEN_CELLS} cells)")
+    console.print(f"{p.trial_count:,} trials, estimated wall time "
+                  f"{fmt_duration(p.estimated_seconds())}")
