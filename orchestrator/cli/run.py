@@ -19,8 +19,6 @@ from ..analysis import queueing
 from ..analysis.model_figures import draw_models
 from ..analysis.run_figures import draw_basic
 from ..analysis.views import flag
-from ..errors import PerfctlError
-from ..experiment import compile_document, load_plan
 from ..netem.namespace import cleanup_stale
 from ..results.store import check_present, storage_guard
 from ..run import limits, process
