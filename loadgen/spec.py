@@ -8,7 +8,7 @@ from pathlib import Path
 MODES = ("closed", "open", "burst", "ramp")
 ARRIVALS = ("poisson", "constant", "uniform")
 THINK_DISTS = ("fixed", "exp")
-EXIT_CANNOT_WRITE = 3    # `python -m loadgen`: OUT_DIR could not be written (disk full, gone, no permission)
+EXIT_CANNOT_WRITE = 3    # exit status of `python -m loadgen` when OUT_DIR cannot be written
 
 
 def measured_window_s(mode: str, duration_s: float, bursts: int, burst_interval_s: float,
