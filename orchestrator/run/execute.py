@@ -81,7 +81,7 @@ def run_info(plan: Plan, host: dict) -> dict:
         "cells": [{"cell_id": c.cell_id, "values": c.values,
                    "server": c.server.model_dump(mode="json"), "load": c.load.model_dump(),
                    "workload": c.workload.model_dump(),
-                   "network": c.network.model_dump(by_alias=True),
+                   "network": c.network.model_dump(),   # field names carry the units
                    "placement": c.placement.model_dump()} for c in plan.cells],
         "network_backend": "none",
         "host": host,
