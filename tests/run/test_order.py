@@ -8,7 +8,7 @@ from orchestrator.experiment import compile_document
 from orchestrator.run import execute
 from orchestrator.run.order import trial_order
 from orchestrator.run.precision import precision_state
-from orchestrator.results import read_trials
+from orchestrator.results import read_trials, write_json
 
 
 def _plan(**top):
@@ -89,13 +89,20 @@ class FakeTrials:
                 "valid": True, "quiet": True}
 
 
+def _run_dir(path, plan):
+    """A run directory as `perfctl run` prepares it: created, with its run.json."""
+    path.mkdir(parents=True, exist_ok=True)
+    write_json(path / "run.json", execute.run_info(plan, {}))
+    return path
+
+
 def test_repeats_auto_stops_each_cell_at_its_precision(tmp_path, monkeypatch):
     """Cell 0 wobbles by up to 1% and reaches 1.5% at 6 trials (the first with an interval);
     cell 2 wobbles by up to 3% and never does, so it runs to max_repeats."""
     plan = _plan(repeats="auto", precision="1.5%", max_repeats=9)
     fake = FakeTrials(plan)
     monkeypatch.setattr(execute, "execute_trial", fake)
-    execute.execute_plan(plan, tmp_path)
+    execute.execute_plan(plan, _run_dir(tmp_path, plan))
     per_cell = {i: max(k for c, k in fake.calls if c == i) for i in range(3)}
     assert per_cell[0] == 6 and per_cell[2] == 9
     assert fake.calls[:3] == [(0, 1), (1, 1), (2, 1)]           # interleaved
@@ -108,13 +115,11 @@ def test_resume_keeps_the_order(tmp_path, monkeypatch):
     plan = _plan(order="random", repeats=2)
     whole = FakeTrials(plan)
     monkeypatch.setattr(execute, "execute_trial", whole)
-    (tmp_path / "whole").mkdir()
-    execute.execute_plan(plan, tmp_path / "whole")
+    execute.execute_plan(plan, _run_dir(tmp_path / "whole", plan))
     cut = FakeTrials(plan, fail_after=4)
     monkeypatch.setattr(execute, "execute_trial", cut)
-    (tmp_path / "cut").mkdir()
     with pytest.raises(KeyboardInterrupt):
-        execute.execute_plan(plan, tmp_path / "cut")
+        execute.execute_plan(plan, _run_dir(tmp_path / "cut", plan))
     rest = FakeTrials(plan)
     monkeypatch.setattr(execute, "execute_trial", rest)
     outcome = execute.execute_plan(plan, tmp_path / "cut")
