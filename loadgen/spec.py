@@ -61,6 +61,7 @@ class LoadSpec:
     start_at_ns: int = 0             # common start instant (perf_counter_ns) for several workers
     shard_index: int = 0             # open: this worker sends arrivals shard_index, +shard_count, ...
     shard_count: int = 1             # ... of the whole schedule (schedule.shard)
+    schedule_file: str = ""          # open: the schedule as a file, for drivers (DRIVER.md)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

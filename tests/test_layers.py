@@ -1,7 +1,7 @@
 """The layout's import rules, checked by reading every module's imports with `ast`.
 
     cli        -> anything
-    run        -> experiment, netem, results, loadgen (spec, stats), errors
+    run        -> experiment, netem, results, loadgen (spec, stats, contract), errors
     netem      -> experiment, run.process, run.build, errors
     analysis   -> results, models, errors
     results    -> errors
@@ -27,7 +27,7 @@ ALLOWED = {
     "orchestrator.cli": ("orchestrator", "loadgen", "models"),
     "orchestrator.run": ("orchestrator.run", "orchestrator.experiment", "orchestrator.netem",
                          "orchestrator.results", "orchestrator.errors", "loadgen.spec",
-                         "loadgen.stats"),
+                         "loadgen.stats", "loadgen.contract"),
     "orchestrator.netem": ("orchestrator.netem", "orchestrator.experiment",
                            "orchestrator.run.process", "orchestrator.run.build",
                            "orchestrator.errors"),

@@ -7,8 +7,19 @@ from __future__ import annotations
 
 CONCURRENCY_MODELS: dict[str, tuple[str, ...]] = {
     "c": ("single", "thread", "pool", "epoll"),
-    "java": ("single", "thread", "pool", "virtual"),
+    "java": ("single", "thread", "pool", "virtual", "rmi", "rmi-single"),
     "python": ("async", "pool"),
+}
+
+
+# Concurrency models that speak Java RMI instead of HTTP: only the `rmi` driver can load them.
+RMI_MODELS = ("rmi", "rmi-single")
+
+# The bundled load drivers (loadgen/DRIVER.md) and the load modes each implements. `http` is
+# the asyncio load generator (python -m loadgen); `rmi` is servers/java's perfctl.driver.RmiDriver.
+DRIVERS: dict[str, tuple[str, ...]] = {
+    "http": ("closed", "open", "burst", "ramp"),
+    "rmi": ("closed", "open", "burst"),
 }
 
 

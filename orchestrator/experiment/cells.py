@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from . import matrix
 from .base import FrozenModel
+from .catalogue import RMI_MODELS
 from .document import Scalar, fail, placeholders, substitute, validation_error
 from .load import Load, Workload
 from .network import Network
@@ -118,7 +119,7 @@ class Cells(Sequence):
                     model = model_cls.model_validate(doc)
                 except ValidationError as e:
                     raise validation_error(self.source, section, e, label) from None
-                return model, _dumps(model.model_dump())
+                return model, _dumps(_id_fields(model))
             parts[section] = self._section(section, self.doc.get(section, {}), values, body_)
 
         def network_(doc):
@@ -127,6 +128,7 @@ class Cells(Sequence):
             return _validate_network(doc, self.source, label), _dumps(dict(doc))
         network, network_json = self._section("network", self.doc.get("network", {}), values,
                                               network_)
+        _check_driver_speaks_to(server, parts["load"][0], self.source, key, label)
         blob = (f'{{"load": {parts["load"][1]}, "network": {network_json}, '
                 f'"placement": {parts["placement"][1]}, "server": {server_json}, '
                 f'"values": {_dumps(values)}, "workload": {parts["workload"][1]}}}')
@@ -134,6 +136,32 @@ class Cells(Sequence):
             cell_id=matrix.cell_id_of_json(blob), values=values, server_name=name,
             server=server, workload=parts["workload"][0], load=parts["load"][0],
             network=network, placement=parts["placement"][0])
+
+
+def _id_fields(model: FrozenModel) -> dict:
+    """What a section's part of the cell id hashes: its fields, less the load driver when it
+    is the default `http` (cells written before drivers existed keep their ids)."""
+    dump = model.model_dump()
+    if isinstance(model, Load) and dump.get("driver") == "http":
+        del dump["driver"]
+    return dump
+
+
+def _check_driver_speaks_to(server: ServerConfig, load: Load, source: str, key: str,
+                            label: str) -> None:
+    """A bundled server speaks HTTP or, for the RMI models, Java RMI: the driver must match."""
+    if not isinstance(server, BundledServer) or not isinstance(load.driver, str):
+        return
+    rmi_server = server.concurrency_model in RMI_MODELS
+    if rmi_server and load.driver != "rmi":
+        raise fail(source, "load.driver", f"server `{key}` (java, model "
+                   f"{server.concurrency_model}) speaks Java RMI, but the load driver is "
+                   f"{load.driver!r} (in cell {label})", "set `load.driver: rmi` for RMI "
+                   "servers (make it an axis to compare HTTP and RMI in one experiment)")
+    if load.driver == "rmi" and not rmi_server:
+        raise fail(source, "load.driver", f"the rmi driver speaks Java RMI, but server `{key}` "
+                   f"({server.label}) speaks HTTP (in cell {label})",
+                   "use an RMI server (impl: java, model: rmi or rmi-single) with driver rmi")
 
 
 def _validate_server(doc: Any, source: str, key: str, label: str) -> ServerConfig:

@@ -17,7 +17,8 @@ from ..errors import PerfctlError
 
 Scalar = Union[str, int, float, bool]
 RUNTIME_PLACEHOLDERS = {"port", "workdir", "host",   # filled when the server starts
-                        "seq"}                         # by the load generator, per request
+                        "seq",                         # by the load generator, per request
+                        "spec", "out"}                 # in load.driver.cmd, per trial
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

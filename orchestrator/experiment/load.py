@@ -15,6 +15,7 @@ from loadgen.spec import LoadSpec, measured_window_s
 
 from . import units
 from .base import FrozenModel, Seconds
+from .catalogue import DRIVERS
 
 
 class Workload(FrozenModel):
@@ -70,7 +71,31 @@ class Ramp(FrozenModel):
         return sorted(v)
 
 
+class DriverCommand(FrozenModel):
+    """Any program that honours loadgen/DRIVER.md: `{spec}` becomes the spec.json path and
+    `{out}` the directory it writes requests and summary.json into."""
+
+    cmd: str
+
+    @field_validator("cmd")
+    @classmethod
+    def _placeholders(cls, v: str) -> str:
+        missing = [p for p in ("{spec}", "{out}") if p not in v]
+        if missing:
+            raise ValueError(f"a driver command must contain {' and '.join(missing)}: perfctl "
+                             "puts the spec.json path in {spec} and the output directory in "
+                             "{out}, e.g. cmd: \"./mydriver {spec} {out}\" (loadgen/DRIVER.md)")
+        return v
+
+    @property
+    def label(self) -> str:
+        return "cmd"
+
+
 class Load(FrozenModel):
+    driver: str | DriverCommand = Field(
+        "http", description="http (the asyncio generator), a bundled driver by name (rmi), "
+        "or {cmd: \"prog {spec} {out}\"}: loadgen/DRIVER.md")
     mode: Literal["closed", "open", "burst", "ramp"] = "closed"
     connections: int = Field(1, ge=1, le=100_000)
     think_time_s: Seconds = Field(0.0, alias="think_time")
@@ -88,8 +113,24 @@ class Load(FrozenModel):
     burst_interval_s: Seconds = Field(1.0, alias="burst_interval", gt=0)
     ramp: Ramp | None = None
 
+    @field_validator("driver")
+    @classmethod
+    def _known_driver(cls, v: str | DriverCommand) -> str | DriverCommand:
+        if isinstance(v, str) and v not in DRIVERS:
+            raise ValueError(f"unknown driver {v!r}; bundled drivers are {', '.join(DRIVERS)}, "
+                             "or give a program: driver: {cmd: \"prog {spec} {out}\"}")
+        return v
+
+    @property
+    def driver_label(self) -> str:
+        """`http`, a bundled driver's name, or `cmd` (trials.csv `load_driver`)."""
+        return self.driver if isinstance(self.driver, str) else self.driver.label
+
     @model_validator(mode="after")
     def _rate(self) -> "Load":
+        if isinstance(self.driver, str) and self.mode not in DRIVERS[self.driver]:
+            raise ValueError(f"driver {self.driver!r} has no {self.mode} mode; it implements "
+                             f"{', '.join(DRIVERS[self.driver])}")
         if self.mode == "open" and self.rate_rps is None:
             raise ValueError("open mode needs `rate` (arrivals per second), e.g. rate: 1000")
         if self.mode == "ramp" and self.ramp is None:

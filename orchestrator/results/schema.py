@@ -31,6 +31,7 @@ CONFIGURATION_COLUMNS = [
     "server_threads", "server_backlog",
     "server_cores",         # CPUs the server may run on
     "load_mode",            # closed | open | burst | ramp
+    "load_driver",          # http | a bundled driver (rmi) | cmd  (loadgen/DRIVER.md)
     "connections", "think_time_s",
     "window_s",             # the measured window: duration, all bursts, or all ramp steps
     "work_spin_us", "work_sleep_us",

@@ -14,12 +14,17 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import PerfctlError
-from ..experiment.catalogue import unknown_impl_or_model
+from ..experiment.catalogue import RMI_MODELS, unknown_impl_or_model
 from .build import make_cached
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS_DIR = ROOT / "servers"
 CORPUS = SERVERS_DIR / "corpus" / "sentences.tsv"
+JAVA_CLASSES = SERVERS_DIR / "java" / "build" / "classes"
+# The RMI server and driver build remote references with the JDK's own classes (RmiServer.java,
+# Client.java), which the java.rmi module does not export.
+RMI_JVM_FLAGS = [f"--add-exports=java.rmi/sun.rmi.{p}=ALL-UNNAMED"
+                 for p in ("server", "transport", "transport.tcp")]
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,9 @@ def command(impl: str, model: str, port: int, threads: int = 4, backlog: int = 1
             raise PerfctlError(
                 f"java model {model!r} needs a JDK >= {21 if model == 'virtual' else 17}; "
                 f"found: {have}. Install one under /usr/lib/jvm or set JAVA_HOME.")
-        return [jdk.java, "-Xss512k", "-cp",
-                str(SERVERS_DIR / "java" / "build" / "classes"), "perfctl.server.Main", *flags]
+        extra = RMI_JVM_FLAGS if model in RMI_MODELS else []
+        return [jdk.java, "-Xss512k", *extra, "-cp", str(JAVA_CLASSES), "perfctl.server.Main",
+                *flags]
     return [sys.executable, str(SERVERS_DIR / "python" / "server.py"), *flags]
 
 

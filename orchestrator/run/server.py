@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 from ..errors import PerfctlError
+from ..experiment.catalogue import RMI_MODELS
 from ..experiment.servers import BundledServer, CommandServer, ServerConfig
 from . import bundled
 from .ports import free_port, port_taken
@@ -74,7 +75,10 @@ class ServerProcess:
         exits during start-up or does not answer in time (with its last 20 log lines)."""
         config = self.config
         timeout = config.startup_timeout_s if isinstance(config, BundledServer) else config.ready.timeout_s
-        path = "/health" if isinstance(config, BundledServer) else config.ready.http
+        if isinstance(config, BundledServer):    # RMI servers are ready when they accept
+            path = None if config.concurrency_model in RMI_MODELS else "/health"
+        else:
+            path = config.ready.http
         t0 = time.monotonic()
         while True:
             code = self.proc.poll()

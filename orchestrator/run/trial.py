@@ -6,15 +6,16 @@ The orchestrator is never in the measurement path: the load generator is a separ
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 
+from loadgen import contract
 from loadgen import stats as lstats
 from loadgen.spec import EXIT_CANNOT_WRITE
 
@@ -25,7 +26,7 @@ from ..experiment.servers import BundledServer
 from ..netem import make_injector
 from ..results import read_summary, trial_dir, write_json
 from ..results.store import unwritable
-from . import noise
+from . import driver, noise
 from .bundled import ROOT
 from .process import spawn, tail, terminate
 from .sampler import ResourceSampler
@@ -47,6 +48,7 @@ def describe(cell: Cell) -> dict:
         "server_backlog": s.backlog if bundled_ else math.nan,
         "server_cores": len(cpus) if cpus else len(os.sched_getaffinity(0)),
         "load_mode": cell.load.mode,
+        "load_driver": cell.load.driver_label,
         "connections": cell.load.connections,
         "think_time_s": cell.load.think_time_s,
         "window_s": cell.load.window_s,
@@ -124,6 +126,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
     sampler = None
     server = None
     try:
+        driver.prepare(cell.load.driver)
         if injector is not None:
             injector.prepare()
         server = ServerProcess(
@@ -138,10 +141,15 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
             probes.append(("before", injector.probe()))
         spec = to_load_spec(cell.load, cell.workload, host, port, seed=seed,
                             cpus=tuple(cell.placement.loadgen_cpus or ()))
+        if spec.mode == "open":     # handed to every driver (loadgen/DRIVER.md)
+            spec = dataclasses.replace(spec, schedule_file=contract.SCHEDULE_FILE)
+            contract.write_schedule(spec, tdir / contract.SCHEDULE_FILE)
         (tdir / "spec.json").write_text(spec.to_json())
         cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus)
-        loadgen_proc = spawn([sys.executable, "-m", "loadgen", str(tdir / "spec.json"),
-                              str(tdir)], tdir / "loadgen.log", cwd=ROOT)
+        # the HTTP generator pins its own worker processes; another driver is pinned whole
+        loadgen_proc = spawn(driver.argv(cell.load.driver, tdir / "spec.json", tdir),
+                             tdir / "loadgen.log", cwd=ROOT,
+                             cpus=None if cell.load.driver == "http" else list(spec.cpus))
         sampler = ResourceSampler(server.pid, loadgen_proc.pid, cpus).start()
         limit = spec.warmup_s + spec.window_s + spec.timeout_s + LOADGEN_GRACE_S
         try:
@@ -168,9 +176,13 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
     net_row, reasons = _network_row(net, injector, probes)
     row.update(net_row)
     summary = None
-    if code != 0 or not (tdir / "requests.parquet").is_file():
+    who = ("load generator" if cell.load.driver == "http"
+           else f"load driver {cell.load.driver_label}")
+    broken = contract.check_output(tdir, spec.mode) if code == 0 else []
+    if code != 0 or broken:
         why = "timed out" if code is None else f"exited {code}"
-        reasons.append(f"load generator {why}: {tail(tdir / 'loadgen.log', 3)}")
+        reasons.append(f"{who} wrote output that breaks loadgen/DRIVER.md: {'; '.join(broken)}"
+                       if code == 0 else f"{who} {why}: {tail(tdir / 'loadgen.log', 3)}")
         row.update({"requests": 0, "errors": 0, "throughput_rps": 0.0})
     else:
         cols = pd.read_parquet(tdir / "requests.parquet")

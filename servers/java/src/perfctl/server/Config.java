@@ -6,7 +6,7 @@ import java.nio.file.Paths;
 
 /** The command line of servers/PROTOCOL.md, parsed and checked. A bad flag is a {@link Config.Error}. */
 final class Config {
-    static final String[] MODELS = {"single", "thread", "pool", "virtual"};
+    static final String[] MODELS = {"single", "thread", "pool", "virtual", "rmi", "rmi-single"};
 
     /** A bad flag or value: Main prints the message as one stderr line and exits with status 2. */
     static final class Error extends Exception {
@@ -29,7 +29,7 @@ final class Config {
     int idleTimeoutMs = 10_000;
 
     static final String USAGE = "usage: java perfctl.server.Main --port P [--host 127.0.0.1] "
-            + "[--model single|thread|pool|virtual] [--threads N] [--backlog K] [--buckets B] "
+            + "[--model single|thread|pool|virtual|rmi|rmi-single] [--threads N] [--backlog K] [--buckets B] "
             + "[--layout flat|by-type] [--corpus PATH] [--seed S] [--idle-timeout-ms MS]";
 
     static Config parse(String[] args) throws Error {

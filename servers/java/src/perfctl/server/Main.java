@@ -23,6 +23,10 @@ public final class Main {
         try {
             config = Config.parse(args);
             HttpInput.idleTimeoutMs = config.idleTimeoutMs;
+            if (config.model.startsWith("rmi")) { // Java RMI instead of HTTP (RmiServer)
+                RmiServer.run(config, Search.load(config.corpus, config.byType));
+                return;
+            }
             model = Model.create(config); // `virtual` on a JVM < 21 fails here
             search = Search.load(config.corpus, config.byType);
         } catch (Config.Error e) {

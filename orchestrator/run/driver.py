@@ -1,0 +1,46 @@
+"""The load driver of a trial (loadgen/DRIVER.md): which program generates the load, and how
+it is started. `http` is perfctl's asyncio generator, `rmi` the bundled Java RMI driver (its
+sources live in servers/java, beside the RMI server whose remote interface it shares), and
+`{cmd: ...}` any program that honours the contract.
+
+Every driver is started the same way, `argv spec.json out_dir`, by the trial, through the
+supervisor; what it writes is checked by loadgen.contract before anything reads it.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from ..errors import PerfctlError
+from ..experiment.load import DriverCommand
+from . import bundled
+
+RMI_DRIVER_CLASS = "perfctl.driver.RmiDriver"
+RMI_DRIVER_JDK = 17
+
+
+def prepare(driver: str | DriverCommand) -> None:
+    """Build what the driver needs (cached by source hash); PerfctlError when it cannot."""
+    if driver == "rmi":
+        bundled.build("java")
+
+
+def argv(driver: str | DriverCommand, spec_path: Path, out_dir: Path) -> list[str]:
+    """The command that runs `driver` on spec_path, writing into out_dir."""
+    spec, out = str(spec_path), str(out_dir)
+    if driver == "http":
+        return [sys.executable, "-m", "loadgen", spec, out]
+    if driver == "rmi":
+        jdk = bundled.find_jdk(RMI_DRIVER_JDK)
+        if jdk is None:
+            raise PerfctlError(f"load.driver rmi needs a JDK >= {RMI_DRIVER_JDK}; none under "
+                               "/usr/lib/jvm or $JAVA_HOME. Fix: install one (apt-get install "
+                               "openjdk-17-jdk-headless) or set JAVA_HOME.")
+        return [jdk.java, "-Xss256k", "-XX:+UseSerialGC", *bundled.RMI_JVM_FLAGS, "-cp",
+                str(bundled.JAVA_CLASSES), RMI_DRIVER_CLASS, spec, out]
+    if isinstance(driver, DriverCommand):
+        # split first, then fill in: a path with spaces stays one argument
+        return [a.replace("{spec}", spec).replace("{out}", out)
+                for a in shlex.split(driver.cmd)]
+    raise PerfctlError(f"unknown load driver {driver!r}")

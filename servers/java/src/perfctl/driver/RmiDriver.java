@@ -1,0 +1,370 @@
+package perfctl.driver;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * `java perfctl.driver.RmiDriver SPEC OUT`: perfctl's bundled Java RMI load driver
+ * (loadgen/DRIVER.md). One JVM, platform threads: closed load is `connections` client threads,
+ * open load a dispatcher on perfctl's schedule feeding a pool of `connections` client threads,
+ * burst load `connections` threads released together per burst, each a new client. Writes
+ * requests.csv and summary.json into OUT. Exit 0 when written, 2 on a bad spec, 3 when OUT
+ * cannot be written.
+ */
+public final class RmiDriver {
+    private static final long START_DELAY_NS = 50_000_000L;
+    private static final long SPIN_NS = 200_000L;    // closer than this to an instant: spin, not park
+    private static final long GRACE_NS = 2_000_000_000L;
+
+    private final Spec spec;
+    private final SelfChecks checks = new SelfChecks();
+    private final AtomicLong seq = new AtomicLong();
+    private final byte[] bodyBytes;
+    private final boolean templated;
+    private final List<Rows> parts = new ArrayList<>();
+    private final Map<String, Object> summary = new java.util.LinkedHashMap<>();
+    private long startNs;
+    private long measureStartNs;
+    private long endNs;
+
+    private RmiDriver(Spec spec) {
+        this.spec = spec;
+        this.bodyBytes = spec.body.getBytes(StandardCharsets.ISO_8859_1);
+        this.templated = spec.target.contains("{seq}") || spec.body.contains("{seq}");
+    }
+
+    public static void main(String[] args) {
+        if (args.length != 2) {
+            System.err.println("usage: java perfctl.driver.RmiDriver SPEC.json OUT_DIR");
+            System.exit(2);
+        }
+        Spec spec;
+        long[] schedule = null;
+        try {
+            spec = new Spec(Paths.get(args[0]));
+            if (spec.mode.equals("open")) {
+                schedule = spec.schedule();
+            } else if (!spec.mode.equals("closed") && !spec.mode.equals("burst")) {
+                throw new IllegalArgumentException("the rmi driver has no " + spec.mode + " mode (closed, open, burst)");
+            }
+        } catch (IOException | RuntimeException e) {
+            System.err.println("rmi driver: bad spec " + args[0] + ": " + e.getMessage());
+            System.exit(2);
+            return;
+        }
+        int timeoutMs = (int) Math.max(1, Math.min(Integer.MAX_VALUE, spec.timeoutS * 1000));
+        Client.connectTimeoutMs = timeoutMs;
+        Client.readTimeoutMs = timeoutMs;
+        RmiDriver d = new RmiDriver(spec);
+        try {
+            d.run(schedule);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        Path out = Paths.get(args[1]);
+        try {
+            Files.createDirectories(out);
+            long rows = Rows.writeCsv(out.resolve("requests.csv"), d.parts);
+            d.summary.put("requests_recorded", rows);
+            Path tmp = out.resolve("summary.json.tmp");
+            Files.write(tmp, d.summaryJson().getBytes(StandardCharsets.UTF_8));
+            Files.move(tmp, out.resolve("summary.json"), StandardCopyOption.REPLACE_EXISTING,
+                    StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException e) {
+            System.err.println("rmi driver: cannot write " + out + ": " + e);
+            System.exit(3);
+        }
+        System.exit(0);
+    }
+
+    private void run(long[] schedule) throws InterruptedException {
+        checks.start();
+        startNs = System.nanoTime() + START_DELAY_NS;
+        measureStartNs = startNs + (long) (spec.warmupS * 1e9);
+        endNs = measureStartNs + (long) (spec.windowS() * 1e9);
+        long cpu0 = SelfChecks.cpuNs();
+        long wall0 = System.nanoTime();
+        switch (spec.mode) {
+            case "closed": closed(); break;
+            case "open": open(schedule); break;
+            default: burst(); break;
+        }
+        long closedOut = 0;
+        long now = System.nanoTime();
+        for (Rows r : parts) {
+            synchronized (r) {
+                closedOut += r.closeOut(now, (long) (spec.timeoutS * 1e9));
+            }
+        }
+        double wall = System.nanoTime() - wall0;
+        checks.stop();
+        summary.put("start_ns", startNs);
+        summary.put("measure_start_ns", measureStartNs);
+        summary.put("measure_end_ns", endNs);
+        summary.put("loadgen_cpu_pct", wall > 0 ? 100.0 * (SelfChecks.cpuNs() - cpu0) / wall : 0.0);
+        summary.put("closed_out", closedOut);
+        summary.put("driver", "rmi");
+        checks.into(summary);
+    }
+
+    // --- the request a client sends -----------------------------------------------------------
+    /** The next request's target and body; {seq} in either becomes one number per request. */
+    private static final class Request {
+        final String target;
+        final byte[] body;
+
+        Request(String target, byte[] body) {
+            this.target = target;
+            this.body = body;
+        }
+    }
+
+    private Request next() {
+        if (!templated) {
+            return new Request(spec.target, bodyBytes);
+        }
+        String n = Long.toString(seq.getAndIncrement());
+        return new Request(spec.target.replace("{seq}", n),
+                spec.body.replace("{seq}", n).getBytes(StandardCharsets.ISO_8859_1));
+    }
+
+    private static void sleepUntil(long t) {
+        long left;
+        while ((left = t - System.nanoTime()) > SPIN_NS) {
+            LockSupport.parkNanos(left - SPIN_NS);
+        }
+        while (System.nanoTime() - t < 0) {
+            Thread.onSpinWait();
+        }
+    }
+
+    private Thread daemon(String name, Runnable r) {
+        Thread t = new Thread(r, name);
+        t.setDaemon(true);
+        return t;
+    }
+
+    /** Wait for the threads to end, at most until `deadline`; true when they all ended. */
+    private static boolean joinUntil(List<Thread> threads, long deadline) throws InterruptedException {
+        for (Thread t : threads) {
+            long left = deadline - System.nanoTime();
+            if (left > 0) {
+                TimeUnit.NANOSECONDS.timedJoin(t, left);
+            }
+        }
+        return threads.stream().noneMatch(Thread::isAlive);
+    }
+
+    // --- closed: each client sends, waits, thinks, sends again ----------------------------------
+    private void closed() throws InterruptedException {
+        List<Thread> threads = new ArrayList<>();
+        AtomicLong budget = new AtomicLong(spec.maxRequests);
+        for (int c = 0; c < spec.connections; c++) {
+            Rows rows = new Rows(1024);
+            parts.add(rows);
+            int id = c;
+            threads.add(daemon("client-" + c, () -> {
+                SplittableRandom rnd = new SplittableRandom(spec.seed * 1009 + id);
+                Client client = new Client(id, spec.host, spec.port);
+                long intended = startNs;
+                sleepUntil(startNs);
+                while (intended < endNs && budget.getAndDecrement() > 0) {
+                    Request req = next();
+                    int i;
+                    synchronized (rows) {
+                        i = rows.add(intended);
+                    }
+                    Client one = spec.keepalive ? client : new Client(id, spec.host, spec.port);
+                    one.attempt(rows, i, spec.method, req.target, req.body);
+                    if (!spec.keepalive) {
+                        one.close();
+                    }
+                    long think = (long) (spec.thinkTimeS * 1e9 * (spec.thinkExp ? -Math.log(1 - rnd.nextDouble()) : 1));
+                    intended = System.nanoTime() + think;
+                    if (think > 0 && intended < endNs) {
+                        sleepUntil(intended);
+                    }
+                }
+                client.close();
+            }));
+        }
+        threads.forEach(Thread::start);
+        joinUntil(threads, endNs + (long) (spec.timeoutS * 1e9) + GRACE_NS);
+        summary.putAll(Map.of("scheduled_in_window", 0, "dropped", 0, "send_lateness_p50_ms", 0.0,
+                "send_lateness_p99_ms", 0.0, "send_lateness_max_ms", 0.0));
+    }
+
+    // --- open: arrivals on perfctl's schedule, a pool of clients --------------------------------
+    private void open(long[] offsets) throws InterruptedException {
+        int n = (int) Math.min(offsets.length, spec.maxRequests);
+        Rows rows = new Rows(n);
+        parts.add(rows);
+        long[] lateNs = new long[n];
+        BlockingQueue<Integer> queue = new ArrayBlockingQueue<>(Math.max(1, spec.maxOutstanding) + 1);
+        AtomicInteger outstanding = new AtomicInteger();
+        List<Thread> pool = new ArrayList<>();
+        for (int c = 0; c < spec.connections; c++) {
+            int id = c;
+            pool.add(daemon("client-" + c, () -> {
+                Client client = new Client(id, spec.host, spec.port);
+                try {
+                    while (true) {
+                        int i = queue.take();
+                        if (i < 0) {
+                            break;
+                        }
+                        Request req = next();
+                        Client one = spec.keepalive ? client : new Client(id, spec.host, spec.port);
+                        one.attempt(rows, i, spec.method, req.target, req.body);
+                        if (!spec.keepalive) {
+                            one.close();
+                        }
+                        outstanding.decrementAndGet();
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                client.close();
+            }));
+        }
+        pool.forEach(Thread::start);
+        int dropped = 0;
+        for (int k = 0; k < n; k++) {
+            long intended = startNs + offsets[k];
+            sleepUntil(intended);
+            long now = System.nanoTime();
+            int i = rows.add(intended);   // k == i: rows are the schedule, in order
+            lateNs[k] = now - intended;
+            if (outstanding.get() >= spec.maxOutstanding) {
+                rows.fail(i, Rows.DROPPED, now);
+                dropped++;
+            } else {
+                outstanding.incrementAndGet();
+                queue.add(i);
+            }
+        }
+        sleepUntil(endNs);
+        List<Integer> left = new ArrayList<>();
+        queue.drainTo(left);               // arrived, never got a client: unfinished
+        long now = System.nanoTime();
+        for (int i : left) {
+            rows.fail(i, Rows.UNFINISHED, now);
+        }
+        for (int c = 0; c < pool.size(); c++) {
+            queue.add(-1);
+        }
+        joinUntil(pool, endNs + (long) (spec.timeoutS * 1e9) + GRACE_NS);
+        int scheduled = 0;
+        long[] window = new long[n];
+        for (int k = 0; k < n; k++) {
+            long t = startNs + offsets[k];
+            if (t >= measureStartNs && t < endNs) {
+                window[scheduled++] = lateNs[k];
+            }
+        }
+        long[] late = Arrays.copyOf(window, scheduled);
+        Arrays.sort(late);
+        summary.put("scheduled_in_window", scheduled);
+        summary.put("dropped", dropped);
+        summary.put("send_lateness_p50_ms", SelfChecks.percentile(late, 50) / 1e6);
+        summary.put("send_lateness_p99_ms", SelfChecks.percentile(late, 99) / 1e6);
+        summary.put("send_lateness_max_ms", late.length == 0 ? 0.0 : late[late.length - 1] / 1e6);
+    }
+
+    // --- burst: `connections` new clients released together, one request each -------------------
+    private void burst() throws InterruptedException {
+        List<Thread> all = new ArrayList<>();
+        double spreadMax = 0;
+        double spreadSum = 0;
+        for (int b = 0; b < spec.bursts; b++) {
+            long release = measureStartNs + (long) (b * spec.burstIntervalS * 1e9);
+            Rows rows = new Rows(spec.connections);
+            parts.add(rows);
+            CountDownLatch latch = new CountDownLatch(1);
+            long[] releasedAt = new long[1];
+            List<Thread> threads = new ArrayList<>();
+            for (int c = 0; c < spec.connections; c++) {
+                int i = rows.add(0);
+                int id = c;
+                threads.add(daemon("burst-" + b + "-" + c, () -> {
+                    try {
+                        latch.await();
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        return;
+                    }
+                    rows.intended[i] = releasedAt[0];
+                    Request req = next();
+                    Client one = new Client(id, spec.host, spec.port);
+                    one.attempt(rows, i, spec.method, req.target, req.body);
+                    one.close();
+                }));
+            }
+            threads.forEach(Thread::start);
+            sleepUntil(release);
+            releasedAt[0] = System.nanoTime();   // published to the threads by the latch
+            latch.countDown();
+            all.addAll(threads);
+            if (b + 1 < spec.bursts) {   // the next release's threads are made shortly before it
+                sleepUntil(measureStartNs + (long) ((b + 1) * spec.burstIntervalS * 1e9) - 200_000_000L);
+            }
+        }
+        joinUntil(all, endNs + (long) (spec.timeoutS * 1e9) + GRACE_NS);
+        for (Rows rows : parts) {
+            long lo = Long.MAX_VALUE;
+            long hi = Long.MIN_VALUE;
+            synchronized (rows) {
+                for (int i = 0; i < rows.n; i++) {
+                    if (rows.sent[i] > 0) {
+                        lo = Math.min(lo, rows.sent[i]);
+                        hi = Math.max(hi, rows.sent[i]);
+                    }
+                }
+            }
+            double spread = hi >= lo ? (hi - lo) / 1e6 : 0.0;
+            spreadMax = Math.max(spreadMax, spread);
+            spreadSum += spread;
+        }
+        summary.putAll(Map.of("scheduled_in_window", 0, "dropped", 0, "send_lateness_p50_ms", 0.0,
+                "send_lateness_p99_ms", 0.0, "send_lateness_max_ms", 0.0));
+        summary.put("release_spread_ms_max", spreadMax);
+        summary.put("release_spread_ms_mean", parts.isEmpty() ? 0.0 : spreadSum / parts.size());
+    }
+
+    private String summaryJson() {
+        StringBuilder b = new StringBuilder("{");
+        for (Map.Entry<String, Object> e : summary.entrySet()) {
+            if (b.length() > 1) {
+                b.append(",\n ");
+            }
+            b.append('"').append(e.getKey()).append("\": ");
+            Object v = e.getValue();
+            if (v instanceof Double) {
+                double d = (Double) v;
+                b.append(Double.isFinite(d) ? String.format(Locale.ROOT, "%.6f", d) : "0.0");
+            } else if (v instanceof Number) {
+                b.append(v);
+            } else {
+                b.append('"').append(v).append('"');
+            }
+        }
+        return b.append("}\n").toString();
+    }
+}
