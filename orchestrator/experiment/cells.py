@@ -119,7 +119,7 @@ class Cells(Sequence):
                     model = model_cls.model_validate(doc)
                 except ValidationError as e:
                     raise validation_error(self.source, section, e, label) from None
-                return model, _dumps(_id_fields(model))
+                return model, _dumps(model.model_dump())
             parts[section] = self._section(section, self.doc.get(section, {}), values, body_)
 
         def network_(doc):
@@ -136,15 +136,6 @@ class Cells(Sequence):
             cell_id=matrix.cell_id_of_json(blob), values=values, server_name=name,
             server=server, workload=parts["workload"][0], load=parts["load"][0],
             network=network, placement=parts["placement"][0])
-
-
-def _id_fields(model: FrozenModel) -> dict:
-    """What a section's part of the cell id hashes: its fields, less the load driver when it
-    is the default `http` (cells written before drivers existed keep their ids)."""
-    dump = model.model_dump()
-    if isinstance(model, Load) and dump.get("driver") == "http":
-        del dump["driver"]
-    return dump
 
 
 def _check_driver_speaks_to(server: ServerConfig, load: Load, source: str, key: str,

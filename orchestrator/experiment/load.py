@@ -9,7 +9,7 @@ import hashlib
 from typing import Any, Literal
 from urllib.parse import urlencode
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from loadgen.spec import LoadSpec, measured_window_s
 
@@ -113,13 +113,27 @@ class Load(FrozenModel):
     burst_interval_s: Seconds = Field(1.0, alias="burst_interval", gt=0)
     ramp: Ramp | None = None
 
-    @field_validator("driver")
+    @field_validator("driver", mode="before")
     @classmethod
-    def _known_driver(cls, v: str | DriverCommand) -> str | DriverCommand:
-        if isinstance(v, str) and v not in DRIVERS:
+    def _known_driver(cls, v: Any) -> str | DriverCommand:
+        """One message per mistake (a union would report a failure for each of its arms)."""
+        if isinstance(v, dict):
+            try:
+                return DriverCommand.model_validate(v)
+            except ValidationError as e:
+                raise ValueError(e.errors()[0]["msg"].removeprefix("Value error, ")) from None
+        if not isinstance(v, str) or v not in DRIVERS:
             raise ValueError(f"unknown driver {v!r}; bundled drivers are {', '.join(DRIVERS)}, "
                              "or give a program: driver: {cmd: \"prog {spec} {out}\"}")
         return v
+
+    def model_dump(self, **kwargs) -> dict[str, Any]:
+        """The fields, less `driver` when it is the default `http`: cell ids hash this, and
+        cells written before drivers existed keep their ids (and run.json its shape)."""
+        out = super().model_dump(**kwargs)
+        if out.get("driver") == "http":
+            del out["driver"]
+        return out
 
     @property
     def driver_label(self) -> str:

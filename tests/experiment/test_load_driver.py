@@ -51,7 +51,7 @@ def test_http_and_rmi_in_one_experiment(write_yaml):
 
 @pytest.mark.parametrize("patch, key, words", [
     (("mode: closed", "driver: grpc, mode: closed"), "load.driver", "unknown driver 'grpc'"),
-    (("mode: closed", 'driver: {cmd: "x {spec}"}, mode: closed'), "load.driver.cmd",
+    (("mode: closed", 'driver: {cmd: "x {spec}"}, mode: closed'), "load.driver",
      "must contain {out}"),
     (("mode: closed", "driver: rmi, mode: ramp, ramp: {rates: [10]}"), "load",
      "driver 'rmi' has no ramp mode"),

@@ -20,30 +20,39 @@ def quick_run(run_quick_profile) -> Path:
 
 def test_quick_table(quick_run):
     t = pd.read_csv(quick_run / "trials.csv")
-    # java-thread: 2 delays x 4 client counts; java-single: the 200 ms delay only
-    assert len(t) == 12
+    # per protocol: the scaling server 2 delays x 4 client counts; the single one the
+    # 200 ms delay only
+    assert len(t) == 24
     assert sorted(t["clients"].unique()) == [1, 2, 4, 10]
-    assert set(t.loc[t["server"] == "java-single", "sleep_us"]) == {200000}
+    for single in ("java-single", "rmi-single"):
+        assert set(t.loc[t["server"] == single, "sleep_us"]) == {200000}
+    assert set(t.loc[t["protocol"] == "rmi", "load_driver"]) == {"rmi"}
+    assert set(t.loc[t["protocol"] == "http", "load_driver"]) == {"http"}
     assert (t["errors"] == 0).all(), t[["server", "sleep_us", "clients", "errors"]]
     assert (t["throughput_rps"] > 0).all() and (t["throughput_kib_s"] > 0).all()
     # KiB/s follows req/s: every response carries the 18000-byte body (+ headers)
     per_req = t["throughput_kib_s"] * 1024 / t["throughput_rps"]
     assert per_req.between(18000, 18600).all(), per_req
     d = t[t["sleep_us"] == 200000].set_index(["server", "clients"])["throughput_rps"]
-    thr = d["java-thread"]
-    # one client in a 200 ms sleep loop: a bit under 5 req/s
-    assert 3.0 < thr[1] <= 5.5
-    # roughly linear: 10 clients give well over 5x, and each step up adds throughput
-    assert thr[10] > 6 * thr[1]
-    assert thr[1] < thr[2] < thr[4] < thr[10]
-    # the single server cannot overlap the sleeps: 10 clients stay near one client's rate
-    single = d["java-single"]
-    assert single[10] < 2 * single[1]
-    assert thr[10] > 4 * single[10]
-    # under delay the response time stays near 200 ms for java-thread, grows ~N x for single
     lat = t[t["sleep_us"] == 200000].set_index(["server", "clients"])["latency_mean_ms"]
-    assert lat["java-thread"][10] < 2 * lat["java-thread"][1]
-    assert lat["java-single"][10] > 4 * lat["java-single"][1]
+    for scaling, one_at_a_time in (("java-thread", "java-single"), ("rmi-pool", "rmi-single")):
+        thr = d[scaling]
+        # one client in a 200 ms sleep loop: a bit under 5 req/s
+        assert 3.0 < thr[1] <= 5.5, scaling
+        # roughly linear: 10 clients give well over 5x, and each step up adds throughput
+        assert thr[10] > 6 * thr[1], scaling
+        assert thr[1] < thr[2] < thr[4] < thr[10], scaling
+        # the single server cannot overlap the sleeps: 10 clients stay near one client's rate
+        single = d[one_at_a_time]
+        assert single[10] < 2 * single[1], one_at_a_time
+        assert thr[10] > 4 * single[10], scaling
+        # under delay the response time stays near 200 ms when scaling, grows ~N x for single
+        assert lat[scaling][10] < 2 * lat[scaling][1], scaling
+        assert lat[one_at_a_time][10] > 4 * lat[one_at_a_time][1], one_at_a_time
+    # RMI carried the server's own service time back: ~200 ms of sleep per call
+    row = t[(t["server"] == "rmi-pool") & (t["sleep_us"] == 200000) & (t["clients"] == 4)].iloc[0]
+    req = pd.read_parquet(quick_run / "cells" / row["cell_id"] / "trial-1" / "requests.parquet")
+    assert 199.0 < req.loc[req["error"] == 0, "svc_ms"].median() < 230.0
 
 
 def test_notebook_runs(quick_run, execute_notebook):

@@ -31,7 +31,8 @@ def test_success_table(quick_run):
     want = {(c.values["server"], c.values["backlog"], c.values["n"]) for c in plan.cells}
     got = set(zip(t["server"], t["backlog"].astype(int), t["n"].astype(int)))
     assert got == want
-    assert set(t["concurrency_model"]) == {"single", "pool"}
+    assert set(t["concurrency_model"]) == {"single", "pool", "rmi-single", "rmi"}
+    assert (t["load_driver"] == t["protocol"]).all()     # the RMI cells were driven over RMI
     assert (t["load_mode"] == "burst").all()
     bursts = plan.cells[0].load.bursts
     # every released client is accounted for: a success or one error class

@@ -70,6 +70,18 @@ public final class RmiDriver {
             return;
         }
         int timeoutMs = (int) Math.max(1, Math.min(Integer.MAX_VALUE, spec.timeoutS * 1000));
+        // before RMI's transport classes load: they read these once. The handshake on a new
+        // connection (which waits while the server has not accepted it) and the answer are
+        // both bounded by the spec's timeout, as every attempt must be.
+        System.setProperty("sun.rmi.transport.tcp.handshakeTimeout", Integer.toString(timeoutMs));
+        System.setProperty("sun.rmi.transport.tcp.responseTimeout", Integer.toString(timeoutMs));
+        try {
+            Class.forName("perfctl.driver.Client");   // fails here, not in every client thread
+        } catch (ClassNotFoundException | ExceptionInInitializerError e) {
+            System.err.println("rmi driver: cannot reach the JDK's RMI reference classes (run with "
+                    + "--add-exports=java.rmi/sun.rmi.{server,transport,transport.tcp}=ALL-UNNAMED): " + e);
+            System.exit(2);
+        }
         Client.connectTimeoutMs = timeoutMs;
         Client.readTimeoutMs = timeoutMs;
         RmiDriver d = new RmiDriver(spec);
@@ -217,7 +229,7 @@ public final class RmiDriver {
         Rows rows = new Rows(n);
         parts.add(rows);
         long[] lateNs = new long[n];
-        BlockingQueue<Integer> queue = new ArrayBlockingQueue<>(Math.max(1, spec.maxOutstanding) + 1);
+        BlockingQueue<Integer> queue = new ArrayBlockingQueue<>(spec.maxOutstanding + spec.connections + 1);
         AtomicInteger outstanding = new AtomicInteger();
         List<Thread> pool = new ArrayList<>();
         for (int c = 0; c < spec.connections; c++) {
