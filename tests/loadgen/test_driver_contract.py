@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from loadgen import contract
-from loadgen.records import COLUMNS, TIMEOUT
+from loadgen.records import COLUMNS, TIMEOUT, UNFINISHED
 from orchestrator.results.store import trial_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,8 +38,8 @@ load: {{driver: {driver}, mode: "{{mode}}", rate: 200, connections: 4, duration:
         warmup: 300ms, timeout: "{{timeout}}", bursts: 2, burst_interval: 500ms}}
 matrix: {{mode: [closed, open, burst], path: [/work], sleep_us: [0], timeout: [2s]}}
 include:
-  - {{mode: closed, path: /work, sleep_us: 300000, timeout: 100ms}}
-  - {{mode: closed, path: /nope, sleep_us: 0, timeout: 2s}}
+  - {{server: s, mode: closed, path: /work, sleep_us: 300000, timeout: 100ms}}
+  - {{server: s, mode: closed, path: /nope, sleep_us: 0, timeout: 2s}}
 repeats: 1
 order: sequential
 """
@@ -148,8 +148,11 @@ def test_errors_are_classified(driver_run):
     _, req, summary = _files(out, slow)
     window = req[(req["intended_ns"] >= summary["measure_start_ns"])
                  & (req["intended_ns"] < summary["measure_end_ns"])]
-    assert len(window) > 0 and (window["error"] == TIMEOUT).all(), window["error"].value_counts()
-    assert slow["errors_timeout"] == slow["errors"] > 0
+    # each attempt times out; those still waiting when the phase ends are unfinished
+    counts = window["error"].value_counts()
+    assert len(window) > 0 and set(counts.index) <= {TIMEOUT, UNFINISHED}, counts
+    assert counts[TIMEOUT] >= 0.5 * len(window), counts
+    assert slow["errors_timeout"] + slow["errors_unfinished"] == slow["errors"] > 0
     assert not slow["valid"] and "error rate" in slow["invalid_reasons"]
     unknown = _cell(trials, path="/nope")
     _, req, _ = _files(out, unknown)
