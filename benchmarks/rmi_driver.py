@@ -3,7 +3,8 @@
   .venv/bin/python benchmarks/rmi_driver.py [--duration 10] [--repeats 3] [--rates 2000,5000]
 
 One perfctl run (results/rmi_driver/<stamp>) of open load, `GET /work?spin_us=0`, at each
-rate, against the bundled Java servers with 8 worker slots (server on CPU 0, driver on CPU 1):
+rate, against the bundled Java servers with 16 worker slots, one per driver connection (server
+on CPU 0, driver on CPU 1):
 - `rmi`: the bundled RMI driver against `impl: java, model: rmi` (calls);
 - `http`: perfctl's HTTP generator against `impl: java, model: pool` (requests).
 Per protocol and rate it prints the median over trials of: the achieved send rate, the send
@@ -29,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT = """
 name: rmi_driver
 servers:
-  rmi:  {{impl: java, model: rmi, threads: 8}}
-  http: {{impl: java, model: pool, threads: 8}}
+  rmi:  {{impl: java, model: rmi, threads: 16}}
+  http: {{impl: java, model: pool, threads: 16}}
 workload: {{path: /work, params: {{spin_us: 0}}}}
 load: {{driver: "{{server}}", mode: open, rate: "{{rate}}", connections: 16,
         duration: {duration}s, warmup: 2s, timeout: 5s}}

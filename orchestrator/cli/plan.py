@@ -32,7 +32,8 @@ def _load_text(cell) -> str:
             "closed": f"closed {ld.connections} conn",
             "burst": f"burst {ld.bursts}x{ld.connections} conn",
             "ramp": f"ramp {len(ld.ramp.rates) if ld.ramp else 0} steps"}[ld.mode]
-    return text + f", {ld.window_s:g}s+{ld.warmup_s:g}s warm-up"
+    driver = "" if ld.driver == "http" else f" (driver {ld.driver_label})"
+    return text + f", {ld.window_s:g}s+{ld.warmup_s:g}s warm-up{driver}"
 
 
 def _cell_table(p: Plan, cells, title: str) -> Table:
