@@ -50,7 +50,9 @@ def test_success_table(quick_run):
     assert (req.loc[(req["error"] == 0) & (req["status"] < 400), "status"] == 201).all()
     # the backlog effect, summed over the two largest N (robust to noise): a 4096 backlog
     # loses no more clients than a 50 one, per server model
-    big = t[t["n"] >= sorted(t["n"].unique())[-2]]
+    # (HTTP servers: over RMI a deep backlog can lose *more*: the one-connection-at-a-time
+    # server then spends its time on connections whose clients already gave up)
+    big = t[(t["n"] >= sorted(t["n"].unique())[-2]) & (t["protocol"] == "http")]
     for server, g in big.groupby("server"):
         r = g.groupby("backlog").apply(lambda d: (d["success_ratio"] * d["requests"]).sum()
                                        / d["requests"].sum())

@@ -59,6 +59,7 @@ final class Client implements RMIClientSocketFactory {
 
     static volatile int connectTimeoutMs = 5000;
     static volatile int readTimeoutMs = 5000;
+    static volatile long timeoutNs = 5_000_000_000L;
 
     final int id;
     private final String host;
@@ -152,6 +153,9 @@ final class Client implements RMIClientSocketFactory {
             long t = System.nanoTime();
             rows.firstByte[i] = t;
             rows.done[i] = t;
+            if (t - rows.sent[i] > timeoutNs) {   // answered, but after the client gave up
+                rows.error[i] = Rows.TIMEOUT;
+            }
         } catch (ServerException | ServerError e) { // the remote method itself failed: an answer
             long t = System.nanoTime();
             rows.status[i] = 500;

@@ -84,6 +84,7 @@ public final class RmiDriver {
         }
         Client.connectTimeoutMs = timeoutMs;
         Client.readTimeoutMs = timeoutMs;
+        Client.timeoutNs = timeoutMs * 1_000_000L;
         RmiDriver d = new RmiDriver(spec);
         try {
             d.run(schedule);
@@ -108,6 +109,8 @@ public final class RmiDriver {
 
     private void run(long[] schedule) throws InterruptedException {
         checks.start();
+        // burst: the first release's clients exist before the start instant is chosen
+        Release first = spec.mode.equals("burst") ? new Release(0) : null;
         startNs = System.nanoTime() + START_DELAY_NS;
         measureStartNs = startNs + (long) (spec.warmupS * 1e9);
         endNs = measureStartNs + (long) (spec.windowS() * 1e9);
@@ -116,7 +119,7 @@ public final class RmiDriver {
         switch (spec.mode) {
             case "closed": closed(); break;
             case "open": open(schedule); break;
-            default: burst(); break;
+            default: burst(first); break;
         }
         long closedOut = 0;
         long now = System.nanoTime();
@@ -133,6 +136,7 @@ public final class RmiDriver {
         summary.put("loadgen_cpu_pct", wall > 0 ? 100.0 * (SelfChecks.cpuNs() - cpu0) / wall : 0.0);
         summary.put("closed_out", closedOut);
         summary.put("driver", "rmi");
+        summary.put("virtual_threads", Threads.virtual() ? 1 : 0);
         checks.into(summary);
     }
 
@@ -165,6 +169,13 @@ public final class RmiDriver {
         while (System.nanoTime() - t < 0) {
             Thread.onSpinWait();
         }
+    }
+
+    /** The longest one attempt can block: its connect and the rest of it each get the timeout
+     *  (connect, RMI handshake, answer: each bounded by it; Client records an answer later
+     *  than the timeout as a timeout). */
+    private long attemptBoundNs() {
+        return 3 * (long) (spec.timeoutS * 1e9);
     }
 
     private Thread daemon(String name, Runnable r) {
@@ -218,7 +229,7 @@ public final class RmiDriver {
             }));
         }
         threads.forEach(Thread::start);
-        joinUntil(threads, endNs + (long) (spec.timeoutS * 1e9) + GRACE_NS);
+        joinUntil(threads, endNs + attemptBoundNs() + GRACE_NS);
         summary.putAll(Map.of("scheduled_in_window", 0, "dropped", 0, "send_lateness_p50_ms", 0.0,
                 "send_lateness_p99_ms", 0.0, "send_lateness_max_ms", 0.0));
     }
@@ -282,7 +293,7 @@ public final class RmiDriver {
         for (int c = 0; c < pool.size(); c++) {
             queue.add(-1);
         }
-        joinUntil(pool, endNs + (long) (spec.timeoutS * 1e9) + GRACE_NS);
+        joinUntil(pool, endNs + attemptBoundNs() + GRACE_NS);
         int scheduled = 0;
         long[] window = new long[n];
         for (int k = 0; k < n; k++) {
@@ -301,28 +312,24 @@ public final class RmiDriver {
     }
 
     // --- burst: `connections` new clients released together, one request each -------------------
-    private void burst() throws InterruptedException {
-        List<Thread> all = new ArrayList<>();
-        double spreadMax = 0;
-        double spreadSum = 0;
-        for (int b = 0; b < spec.bursts; b++) {
-            long release = measureStartNs + (long) (b * spec.burstIntervalS * 1e9);
-            Rows rows = new Rows(spec.connections);
+    /** One release's clients: threads made and started, waiting on the latch. */
+    private final class Release {
+        final Rows rows = new Rows(spec.connections);
+        final CountDownLatch latch = new CountDownLatch(1);
+        final List<Thread> threads = new ArrayList<>();
+
+        Release(int b) {
             parts.add(rows);
-            CountDownLatch latch = new CountDownLatch(1);
-            long[] releasedAt = new long[1];
-            List<Thread> threads = new ArrayList<>();
             for (int c = 0; c < spec.connections; c++) {
                 int i = rows.add(0);
                 int id = c;
-                threads.add(daemon("burst-" + b + "-" + c, () -> {
+                threads.add(Threads.client("burst-" + b + "-" + c, () -> {
                     try {
                         latch.await();
                     } catch (InterruptedException e) {
                         Thread.currentThread().interrupt();
                         return;
                     }
-                    rows.intended[i] = releasedAt[0];
                     Request req = next();
                     Client one = new Client(id, spec.host, spec.port);
                     one.attempt(rows, i, spec.method, req.target, req.body);
@@ -330,15 +337,36 @@ public final class RmiDriver {
                 }));
             }
             threads.forEach(Thread::start);
-            sleepUntil(release);
-            releasedAt[0] = System.nanoTime();   // published to the threads by the latch
+        }
+
+        /** Release the clients now; every one of them is intended at this instant. */
+        void release() {
+            long t = System.nanoTime();
             latch.countDown();
-            all.addAll(threads);
-            if (b + 1 < spec.bursts) {   // the next release's threads are made shortly before it
+            for (int i = 0; i < rows.n; i++) {
+                rows.intended[i] = t;
+            }
+        }
+    }
+
+    private void burst(Release first) throws InterruptedException {
+        List<Thread> all = new ArrayList<>();
+        double spreadMax = 0;
+        double spreadSum = 0;
+        Release r = first;
+        for (int b = 0; b < spec.bursts; b++) {
+            if (r == null) {          // the next release's clients are made shortly before it
+                r = new Release(b);
+            }
+            sleepUntil(measureStartNs + (long) (b * spec.burstIntervalS * 1e9));
+            r.release();
+            all.addAll(r.threads);
+            r = null;
+            if (b + 1 < spec.bursts) {
                 sleepUntil(measureStartNs + (long) ((b + 1) * spec.burstIntervalS * 1e9) - 200_000_000L);
             }
         }
-        joinUntil(all, endNs + (long) (spec.timeoutS * 1e9) + GRACE_NS);
+        joinUntil(all, endNs + attemptBoundNs() + GRACE_NS);
         for (Rows rows : parts) {
             long lo = Long.MAX_VALUE;
             long hi = Long.MIN_VALUE;
