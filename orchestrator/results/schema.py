@@ -107,13 +107,16 @@ def read_trials(run_dir: str | Path) -> pd.DataFrame:
 
 
 def write_trials(run_dir: Path, df: pd.DataFrame) -> None:
-    """trials.csv and trials.parquet, each replaced atomically."""
-    tmp = run_dir / "trials.csv.tmp"
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, run_dir / "trials.csv")
+    """trials.parquet, then trials.csv, each replaced atomically. perfctl reads the parquet
+    one (`read_trials`), so a kill between the two renames leaves it a row ahead of the CSV,
+    never behind: the trial is kept, not run again by --resume (`TrialTable` then brings
+    the CSV level)."""
     ptmp = run_dir / "trials.parquet.tmp"
     df.to_parquet(ptmp, index=False)
     os.replace(ptmp, run_dir / "trials.parquet")
+    tmp = run_dir / "trials.csv.tmp"
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, run_dir / "trials.csv")
 
 
 def write_json(path: Path, data: dict) -> None:
