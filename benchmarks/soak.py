@@ -168,6 +168,10 @@ def main() -> int:
           f"(servers killed: {len(chaos.kills)}), perfctl killed once (kill -9) and resumed")
     print(f"finished trials kept across the kill -9: {len(kept_before) - lost - changed}/"
           f"{len(kept_before)} (lost {lost}, changed {changed})")
+    for c in COMPARED if len(merged) else ():
+        for _, r in merged[~_same(merged[c], merged[f"{c}_now"])].iterrows():
+            print(f"  changed: {r['cell_id']} trial {r['trial']} {c}: {r[c]!r} -> "
+                  f"{r[f'{c}_now']!r}")
     print(f"orphans: {len(orphans_after_kill)} after the kill -9, {len(orphans_at_end)} at "
           f"the end {orphans_after_kill + orphans_at_end or ''}")
     ok = lost == 0 and changed == 0 and len(final) == expected and not orphans_after_kill \
