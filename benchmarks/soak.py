@@ -77,11 +77,11 @@ COMPARED = ("requests", "errors", "throughput_rps", "latency_p99_ms", "valid")
 
 
 def _same(a: pd.Series, b: pd.Series) -> pd.Series:
-    """Elementwise: equal as numbers (NaN equal to NaN), or else as text (a row read back
-    from trials.parquet may hold 665.0 where the CSV said 665)."""
+    """Elementwise: both missing, equal as numbers, or else equal as text (a row read back
+    from trials.parquet may hold 665.0 where the CSV said 665). Missing is tested first: in
+    pandas 3 `astype(str)` keeps NaN missing, and missing never equals missing."""
     x, y = pd.to_numeric(a, errors="coerce"), pd.to_numeric(b, errors="coerce")
-    return (x == y) | (x.isna() & y.isna() & (a.astype(str) == b.astype(str))) | \
-        (a.astype(str) == b.astype(str))
+    return (a.isna() & b.isna()) | (x == y) | (a.astype(str) == b.astype(str)).fillna(False)
 
 
 def rows(out: Path) -> pd.DataFrame:
