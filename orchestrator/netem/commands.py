@@ -176,10 +176,13 @@ def proxy_shaping_args(spec: Network) -> list[str]:
     if spec.blackhole:
         argv += ["--blackhole", f"{spec.blackhole:.9g}"]
     bu, bd = spec.direction_bandwidths_bps()
-    if bu:
-        argv += ["--bandwidth-up", rate_arg(bu)]
-    if bd:
-        argv += ["--bandwidth-down", rate_arg(bd)]
+    if bu and bu == bd:
+        argv += ["--bandwidth", rate_arg(bu)]
+    else:
+        if bu:
+            argv += ["--bandwidth-up", rate_arg(bu)]
+        if bd:
+            argv += ["--bandwidth-down", rate_arg(bd)]
     return argv
 
 

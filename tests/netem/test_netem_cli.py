@@ -82,7 +82,7 @@ def test_netem_cli_realism_options_reach_the_proxy_argv():
                                reorder="5%", reset="0.1%", blackhole="0.2%", cpus="0,1",
                                jitter="1ms", jitter_correlation="50%")
     assert argv[argv.index("--delay-up") + 1] == "35ms"
-    assert argv[argv.index("--bandwidth-down") + 1] == "12000000bit"
+    assert argv[argv.index("--bandwidth") + 1] == "12000000bit"
     assert argv[argv.index("--gemodel") + 1] == "0.01,0.25,1,0"
     for flag, value in (("--reorder", "0.05"), ("--reset", "0.001"), ("--blackhole", "0.002"),
                         ("--cpus", "0,1"), ("--jitter-correlation", "0.5")):

@@ -187,7 +187,7 @@ def test_netem_probe_checks_jitter_and_loss_and_reports_release_error(echo_port)
         assert 0 <= res.release_err_p50_us <= res.release_err_p99_us
         no_jitter = Network.from_config({"delay": "2ms", "jitter": "0.6ms", "loss": "10%", "rto": "30ms"})
         ok, reason = inj.check(res, no_jitter)
-        assert not ok and reason.startswith("invalid: added-RTT distribution"), reason
+        assert not ok and "invalid: added-RTT distribution" in reason, reason
         lossless = Network.from_config({"delay": "2ms", "jitter": "2ms", "distribution": "normal",
                                         "loss": "0.1%", "rto": "30ms"})
         ok, reason = inj.check(res, lossless)

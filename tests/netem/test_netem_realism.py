@@ -34,7 +34,10 @@ class Sink:
         self.t.start()
 
     def _run(self):
-        c, _ = self.ls.accept()
+        try:
+            c, _ = self.ls.accept()
+        except OSError:     # closed before anyone connected
+            return
         buf = b""
         while True:
             try:
@@ -94,20 +97,22 @@ def test_netem_gilbert_elliott_loss_rate_and_bursts(run_proxy, sink):
     """Lost chunks (held one rto) come in bursts whose rate and mean length match the chain;
     independent loss at the same rate does not burst."""
     ge = GilbertElliott(p=0.05, r=0.3, loss_bad=0.9, loss_good=0.01)
-    p = run_proxy(sink.port, "--delay", "1ms", "--rto", "6ms", "--threads", "1", "--seed", "11",
+    p = run_proxy(sink.port, "--delay", "1ms", "--rto", "12ms", "--threads", "1", "--seed", "11",
                   "--gemodel", "0.05,0.3,0.9,0.01")
-    owd = one_way_ms(p.port, sink, 800, 0.0085)
-    lost = owd > 1 + 3.0
+    n = 500
+    owd = one_way_ms(p.port, sink, n, 0.0145)
+    lost = owd > 1 + 6.0
     rate, bursts = lost.mean(), runs_of(lost)
     assert rate == pytest.approx(ge.loss_rate(), rel=0.4), (rate, ge.loss_rate())
     assert np.mean(bursts) == pytest.approx(ge.mean_burst(), rel=0.5), (np.mean(bursts), ge.mean_burst())
-    assert p.live_stats()["held_up"] == int(lost.sum())
+    # the proxy's own count agrees (a host stall > 6 ms mislabels a few on a busy host)
+    assert abs(p.live_stats()["held_up"] - int(lost.sum())) <= 0.03 * n
 
 
 def test_netem_independent_loss_does_not_burst(run_proxy, sink):
-    p = run_proxy(sink.port, "--delay", "1ms", "--rto", "6ms", "--threads", "1", "--seed", "11",
+    p = run_proxy(sink.port, "--delay", "1ms", "--rto", "12ms", "--threads", "1", "--seed", "11",
                   "--loss", "0.15")
-    lost = one_way_ms(p.port, sink, 500, 0.0085) > 1 + 3.0
+    lost = one_way_ms(p.port, sink, 400, 0.0145) > 1 + 6.0
     assert lost.mean() == pytest.approx(0.15, rel=0.4)
     assert np.mean(runs_of(lost)) < 1.5     # 1 / (1 - 0.15) = 1.18 expected
 
@@ -133,7 +138,7 @@ def test_netem_reorder_skips_the_delay_but_keeps_byte_order(run_proxy, sink, ech
     owd = one_way_ms(p.port, sink, 60, 0.03)
     early = owd < 10
     assert 0.25 < early.mean() < 0.75, owd
-    assert p.live_stats()["reordered_up"] == int(early.sum())
+    assert abs(p.live_stats()["reordered_up"] - int(early.sum())) <= 1
     # back to back: chosen chunks may not overtake, the stream arrives intact
     q = run_proxy(echo_port, "--delay", "3ms", "--reorder", "0.5", "--seed", "3")
     payload = os.urandom(200_000)
@@ -219,6 +224,7 @@ def test_netem_release_error_histogram_reports_lateness(run_proxy, echo_port):
     with each stats line."""
     p = run_proxy(echo_port, "--delay", "3ms", echo=True)
     echo_rtt_samples("127.0.0.1", p.echo_port, samples=30, warmup=0)
+    time.sleep(0.1)     # the close (a FIN each way) is released through the path too
     st = p.live_stats()
     assert st["released"] >= 60 and st["win_released"] == st["released"], st
     assert 0 <= st["release_err_p50_ns"] <= st["release_err_p99_ns"], st

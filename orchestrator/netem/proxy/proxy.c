@@ -814,6 +814,7 @@ static void *worker_main(void *arg) {
     w->early_ns = &early_ns;
     __atomic_store_n(&w->st, &st, __ATOMIC_RELEASE);
     spin_win_start = now_ns();
+    if (early_ns > cfg.spin_max_ns) early_ns = cfg.spin_max_ns;
     reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     epfd = epoll_create1(EPOLL_CLOEXEC);
     tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -858,11 +859,12 @@ static void *worker_main(void *arg) {
                 u64 exp;
                 if (read(tfd, &exp, sizeof exp) > 0 && timer_armed) {
                     /* follow the ~95th percentile of wake-up lateness (up 19 steps, down 1) */
-                    u64 late = t > timer_armed ? t - timer_armed : 0;
-                    if (late > early_ns) early_ns += 19 * 500;
-                    else early_ns -= 500;
-                    if (early_ns < EARLY_MIN_NS) early_ns = EARLY_MIN_NS;
-                    if (early_ns > cfg.spin_max_ns) early_ns = cfg.spin_max_ns;
+                    u64 late = t > timer_armed ? t - timer_armed : 0, e = early_ns;
+                    if (late > e) e += 19 * 500;
+                    else e -= 500;
+                    if (e < EARLY_MIN_NS) e = EARLY_MIN_NS;
+                    if (e > cfg.spin_max_ns) e = cfg.spin_max_ns;
+                    __atomic_store_n(&early_ns, e, __ATOMIC_RELAXED); /* read by print_stats */
                 }
                 timer_armed = 0;
             }
