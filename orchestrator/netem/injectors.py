@@ -158,10 +158,10 @@ class Injector(ABC):
         return samples
 
     def check(self, result: _probe.ProbeResult, state: Network | None = None) -> tuple[bool, str]:
-        """Every check that applies to `state` (default: the spec): added RTT p50, the
-        jitter distribution, the loss rate, the bandwidth. Returns (ok, reasons: the failed
-        checks first)."""
-        spec = state or self.spec
+        """Every check that applies to `state` (default: the network in force now, state_now()):
+        added RTT p50, the jitter distribution, the loss rate, the bandwidth. Returns (ok,
+        reasons: the failed checks first)."""
+        spec = state or self.state_now()
         good: list[str] = []
         bad: list[str] = []
 
