@@ -266,16 +266,18 @@ def gilbert_elliott(binary, q, row):
                 buf = buf[frame.size:]
 
     threading.Thread(target=sink, daemon=True).start()
-    n = 600 if q else 4000
+    # spaced wider than delay + rto, so each frame's delay is its own; a frame is "held" when
+    # it arrives more than rto/2 late (host stalls of a few ms stay below that)
+    n = 300 if q else 3000
     p = StatsProxy([binary, "--listen", "127.0.0.1:0", "--to", f"127.0.0.1:{ls.getsockname()[1]}",
-                    "--delay", "1ms", "--rto", "6ms", "--threads", "1",
+                    "--delay", "1ms", "--rto", "20ms", "--threads", "1",
                     "--gemodel", f"{ge.p},{ge.r},{ge.loss_bad},{ge.loss_good}"])
     try:
         s = socket.create_connection(("127.0.0.1", p.port))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for i in range(n):
             s.sendall(frame.pack(i, time.perf_counter_ns()))
-            time.sleep(0.0085)
+            time.sleep(0.023)
         t_end = time.monotonic() + 5
         while len(owd) < n and time.monotonic() < t_end:
             time.sleep(0.01)
@@ -283,7 +285,7 @@ def gilbert_elliott(binary, q, row):
     finally:
         p.stop()
         ls.close()
-    lost = np.array([owd.get(i, 1e9) > 4.0 for i in range(n)])
+    lost = np.array([owd.get(i, 1e9) > 1.0 + 10.0 for i in range(n)])
     edges = np.diff(np.r_[0, lost.astype(int), 0])
     runs = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
     rate, burst = lost.mean(), runs.mean() if runs.size else 0.0
