@@ -118,7 +118,10 @@ def test_netem_independent_loss_does_not_burst(run_proxy, sink):
 
 
 def test_netem_correlated_jitter_keeps_its_law(run_proxy, sink):
-    """jitter-correlation 0.9: consecutive delays correlate, the marginal stays N(d, j)."""
+    """jitter-correlation 0.9: consecutive delays correlate, the marginal stays N(d, j).
+    Rank correlation and the IQR, so a few host stalls of several ms do not decide it; with
+    rho 0.9 the 250 draws are worth ~13 independent ones, hence the wider bar there."""
+    from scipy import stats
     results = {}
     for corr in ("0", "0.9"):
         s = Sink()
@@ -126,11 +129,12 @@ def test_netem_correlated_jitter_keeps_its_law(run_proxy, sink):
                       "--jitter-correlation", corr, "--threads", "1", "--seed", "5")
         owd = one_way_ms(p.port, s, 250, 0.014)
         s.close()
-        results[corr] = (np.corrcoef(owd[:-1], owd[1:])[0, 1], owd.std())
-    assert results["0.9"][0] > 0.6, results
+        q75, q25 = np.percentile(owd, [75, 25])
+        results[corr] = (stats.spearmanr(owd[:-1], owd[1:])[0], (q75 - q25) / 1.349)
+    assert results["0.9"][0] > 0.5, results
     assert results["0"][0] < 0.3, results
-    for corr, (_, sd) in results.items():
-        assert sd == pytest.approx(1.5, rel=0.35), results   # host noise adds a little
+    assert results["0"][1] == pytest.approx(1.5, rel=0.3), results
+    assert results["0.9"][1] == pytest.approx(1.5, rel=0.5), results
 
 
 def test_netem_reorder_skips_the_delay_but_keeps_byte_order(run_proxy, sink, echo_port):
