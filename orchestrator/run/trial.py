@@ -36,8 +36,9 @@ from .server import ServerProcess
 LOADGEN_GRACE_S = 30.0
 ACCEPT_CHECK_TIMEOUT_S = 2.0
 # with a network schedule the load starts at an agreed instant this far ahead (the load
-# generator's start-up fits in it), which is t = 0 of the schedule and of the timeline
-SCHEDULE_LEAD_NS = 2_000_000_000
+# generator's start-up fits in it, also on a busy host), which is t = 0 of the schedule and of
+# the timeline
+SCHEDULE_LEAD_NS = 3_000_000_000
 
 
 def describe(cell: Cell) -> dict:
