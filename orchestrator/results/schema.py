@@ -46,7 +46,15 @@ MEASUREMENT_COLUMNS = [
     "sent_to_done_mean_ms",  # client-side send -> done (no client queueing); not server service
     "sent_to_done_p99_ms",
     "network_backend", "rtt_expected_ms", "rtt_measured_ms", "rtt_measured_before_ms",
-    "rtt_measured_after_ms", "server_cpu_pct", "server_rss_mb", "server_threads_max",
+    "rtt_measured_after_ms",
+    "rtt_expected_after_ms",    # with a network schedule: the state in force at the last probe
+    "network_changes",          # schedule steps that took effect (network_changes.json)
+    # proxy: release-time error of held chunks (send time - due time), over the whole trial
+    # and over each probe's round trips
+    "release_error_p50_us", "release_error_p99_us",
+    "release_error_p50_before_us", "release_error_p99_before_us",
+    "release_error_p50_after_us", "release_error_p99_after_us",
+    "server_cpu_pct", "server_rss_mb", "server_threads_max",
 ]
 SELF_CHECK_COLUMNS = [
     "loop_lag_p99_ms", "loadgen_cpu_pct", "gc_pause_max_ms", "send_lateness_p99_ms",
