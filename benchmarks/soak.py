@@ -77,11 +77,11 @@ COMPARED = ("requests", "errors", "throughput_rps", "latency_p99_ms", "valid")
 
 
 def _same(a: pd.Series, b: pd.Series) -> pd.Series:
-    """Elementwise: equal as numbers (NaN equal to NaN), or else as text (a row read back
-    from trials.parquet may hold 665.0 where the CSV said 665)."""
+    """Elementwise: both missing, equal as numbers, or else equal as text (a row read back
+    from trials.parquet may hold 665.0 where the CSV said 665). Missing is tested first: in
+    pandas 3 `astype(str)` keeps NaN missing, and missing never equals missing."""
     x, y = pd.to_numeric(a, errors="coerce"), pd.to_numeric(b, errors="coerce")
-    return (x == y) | (x.isna() & y.isna() & (a.astype(str) == b.astype(str))) | \
-        (a.astype(str) == b.astype(str))
+    return (a.isna() & b.isna()) | (x == y) | (a.astype(str) == b.astype(str)).fillna(False)
 
 
 def rows(out: Path) -> pd.DataFrame:
@@ -168,6 +168,10 @@ def main() -> int:
           f"(servers killed: {len(chaos.kills)}), perfctl killed once (kill -9) and resumed")
     print(f"finished trials kept across the kill -9: {len(kept_before) - lost - changed}/"
           f"{len(kept_before)} (lost {lost}, changed {changed})")
+    for c in COMPARED if len(merged) else ():
+        for _, r in merged[~_same(merged[c], merged[f"{c}_now"])].iterrows():
+            print(f"  changed: {r['cell_id']} trial {r['trial']} {c}: {r[c]!r} -> "
+                  f"{r[f'{c}_now']!r}")
     print(f"orphans: {len(orphans_after_kill)} after the kill -9, {len(orphans_at_end)} at "
           f"the end {orphans_after_kill + orphans_at_end or ''}")
     ok = lost == 0 and changed == 0 and len(final) == expected and not orphans_after_kill \

@@ -47,7 +47,8 @@ def _generate_here(mode: Mode, out: Path) -> dict:
 
 def _generate_in_processes(mode: Mode, out: Path) -> dict:
     spec, count = mode.spec, mode.processes
-    start = time.perf_counter_ns() + START_LEAD_NS
+    # an instant the spec already agreed (a network schedule runs from it), else one just ahead
+    start = max(spec.start_at_ns, time.perf_counter_ns() + START_LEAD_NS)
     ctx = mp.get_context("fork")
     procs = []
     for i in range(count):
@@ -55,7 +56,7 @@ def _generate_in_processes(mode: Mode, out: Path) -> dict:
                                              str(out / f"part-{i}.parquet"), i))
         p.start()
         procs.append(p)
-    limit = START_LEAD_NS / 1e9 + spec.warmup_s + spec.window_s + spec.timeout_s + 60
+    limit = (start - time.perf_counter_ns()) / 1e9 + spec.warmup_s + spec.window_s + spec.timeout_s + 60
     deadline = time.monotonic() + limit
     for p in procs:
         p.join(max(0.1, deadline - time.monotonic()))

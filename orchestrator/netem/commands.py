@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..experiment.network import Network, ms_arg, rate_arg
+from ..experiment.network import GilbertElliott, Network, ms_arg, rate_arg
 
 Cmd = list[str]
 
@@ -41,9 +41,14 @@ def netns_teardown_commands(ns: str, host_if: str) -> list[Cmd]:
 
 def netem_args(delay_ms: float, jitter_ms: float = 0.0, distribution: str = "uniform",
                loss: float = 0.0, bandwidth_bps: float | None = None,
-               limit: int | None = None) -> list[str]:
+               limit: int | None = None, jitter_correlation: float = 0.0,
+               loss_burst: GilbertElliott | None = None, reorder: float = 0.0,
+               reorder_correlation: float = 0.0) -> list[str]:
     """Arguments after `netem` for one direction, e.g.
-    ['limit', '100000', 'delay', '10ms', '2ms', 'distribution', 'normal', 'loss', 'random', '1%']."""
+    ['limit', '100000', 'delay', '10ms', '2ms', '25%', 'distribution', 'normal',
+     'loss', 'gemodel', '1%', '25%', '100%', '0%', 'reorder', '5%', 'rate', '10000000bit'].
+    tc-netem(8): delay TIME [JITTER [CORRELATION]] [distribution D]; loss random P |
+    loss gemodel p [r [1-h [1-k]]]; reorder P [CORRELATION] (needs a delay)."""
     args: list[str] = []
     if limit is None:
         limit = netem_limit(delay_ms + 3 * jitter_ms, bandwidth_bps)
@@ -51,13 +56,35 @@ def netem_args(delay_ms: float, jitter_ms: float = 0.0, distribution: str = "uni
     args += ["delay", ms_arg(delay_ms)]
     if jitter_ms:
         args.append(ms_arg(jitter_ms))
+        if jitter_correlation:
+            args.append(pct_arg(jitter_correlation))
         if distribution != "uniform":   # netem's default with a jitter is uniform
             args += ["distribution", distribution]
-    if loss:
-        args += ["loss", "random", f"{loss * 100:g}%"]
+    if loss_burst is not None:
+        args += ["loss", "gemodel", *(pct_arg(x) for x in (loss_burst.p, loss_burst.r,
+                                                           loss_burst.loss_bad, loss_burst.loss_good))]
+    elif loss:
+        args += ["loss", "random", pct_arg(loss)]
+    if reorder:
+        args += ["reorder", pct_arg(reorder)]
+        if reorder_correlation:
+            args.append(pct_arg(reorder_correlation))
     if bandwidth_bps:
         args += ["rate", rate_arg(bandwidth_bps)]
     return args
+
+
+def pct_arg(p: float) -> str:
+    """A probability as tc writes it: 0.0125 -> '1.25%'."""
+    return f"{p * 100:.6g}%"
+
+
+def netem_direction_args(spec: Network, direction: int) -> list[str]:
+    """netem_args for direction 0 (up, host veth) or 1 (down, namespace veth) of spec."""
+    return netem_args(spec.direction_delays_ms()[direction], spec.jitter_ms, spec.distribution,
+                      spec.loss, spec.direction_bandwidths_bps()[direction],
+                      jitter_correlation=spec.jitter_correlation, loss_burst=spec.loss_burst,
+                      reorder=spec.reorder, reorder_correlation=spec.reorder_correlation)
 
 
 def netem_limit(delay_ms: float, bandwidth_bps: float | None, mtu: int = 1500) -> int:
@@ -70,13 +97,24 @@ def netem_limit(delay_ms: float, bandwidth_bps: float | None, mtu: int = 1500) -
 
 def netem_qdisc_commands(spec: Network, ns: str, host_if: str, ns_if: str) -> list[Cmd]:
     """`tc qdisc add ... root netem ...` on both veth ends (up on the host end, down in ns)."""
-    up, down = spec.direction_delays_ms()
+    return netem_qdisc_verb_commands("add", spec, ns, host_if, ns_if)
+
+
+def netem_qdisc_verb_commands(verb: str, spec: Network, ns: str, host_if: str,
+                              ns_if: str) -> list[Cmd]:
+    """`tc qdisc VERB ... root netem ...` on both veth ends; VERB add at set-up, change for a
+    schedule step (netem replaces every parameter of the qdisc on change)."""
     return [
-        ["tc", "qdisc", "add", "dev", host_if, "root", "netem",
-         *netem_args(up, spec.jitter_ms, spec.distribution, spec.loss, spec.bandwidth_bps)],
-        ["tc", "-n", ns, "qdisc", "add", "dev", ns_if, "root", "netem",
-         *netem_args(down, spec.jitter_ms, spec.distribution, spec.loss, spec.bandwidth_bps)],
+        ["tc", "qdisc", verb, "dev", host_if, "root", "netem", *netem_direction_args(spec, 0)],
+        ["tc", "-n", ns, "qdisc", verb, "dev", ns_if, "root", "netem", *netem_direction_args(spec, 1)],
     ]
+
+
+def netem_schedule_commands(spec: Network, ns: str, host_if: str,
+                            ns_if: str) -> list[tuple[float, list[Cmd]]]:
+    """[(at_s, commands)] that apply each schedule step of spec with `tc qdisc change`."""
+    return [(step.at_s, netem_qdisc_verb_commands("change", step.state, ns, host_if, ns_if))
+            for step in spec.schedule]
 
 
 def tbf_burst_bytes(bandwidth_bps: float) -> int:
@@ -94,10 +132,11 @@ def tbf_args(bandwidth_bps: float, latency_ms: float = 50.0, burst: int | None =
 
 def tbf_qdisc_commands(spec: Network, ns: str, host_if: str, ns_if: str) -> list[Cmd]:
     """`tc qdisc add ... root tbf ...` on both veth ends: the bandwidth limit in each direction."""
-    assert spec.bandwidth_bps, "tbf needs a bandwidth"
+    up, down = spec.direction_bandwidths_bps()
+    assert up and down, "tbf needs a bandwidth each way"
     return [
-        ["tc", "qdisc", "add", "dev", host_if, "root", "tbf", *tbf_args(spec.bandwidth_bps)],
-        ["tc", "-n", ns, "qdisc", "add", "dev", ns_if, "root", "tbf", *tbf_args(spec.bandwidth_bps)],
+        ["tc", "qdisc", "add", "dev", host_if, "root", "tbf", *tbf_args(up)],
+        ["tc", "-n", ns, "qdisc", "add", "dev", ns_if, "root", "tbf", *tbf_args(down)],
     ]
 
 
@@ -109,26 +148,78 @@ def qdisc_probe_command(ns: str, kind: str) -> Cmd:
     return ["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", *args]
 
 
-def proxy_argv(binary: str | Path, spec: Network, listen: str, to: str,
-               echo_listen: str | None = None, seed: int | None = None,
-               queue_limit: int | None = None) -> Cmd:
-    """The perfctl-proxy command line for `spec`."""
+def proxy_shaping_args(spec: Network) -> list[str]:
+    """perfctl-proxy's shaping flags for one state of the network (no schedule)."""
     up, down = spec.direction_delays_ms()
-    argv = [str(binary), "--listen", listen, "--to", to]
-    if echo_listen:
-        argv += ["--echo-listen", echo_listen]
+    argv: list[str] = []
     if up:
         argv += ["--delay-up", ms_arg(up)]
     if down:
         argv += ["--delay-down", ms_arg(down)]
     if spec.jitter_ms:
         argv += ["--jitter", ms_arg(spec.jitter_ms), "--distribution", spec.distribution]
-    if spec.loss:
-        argv += ["--loss", f"{spec.loss:.9g}", "--rto", ms_arg(spec.rto_ms)]
-    if spec.bandwidth_bps:
-        argv += ["--bandwidth", rate_arg(spec.bandwidth_bps)]
+        if spec.jitter_correlation:
+            argv += ["--jitter-correlation", f"{spec.jitter_correlation:.9g}"]
+    if spec.loss_burst is not None:
+        g = spec.loss_burst
+        argv += ["--gemodel", ",".join(f"{x:.9g}" for x in (g.p, g.r, g.loss_bad, g.loss_good))]
+    elif spec.loss:
+        argv += ["--loss", f"{spec.loss:.9g}"]
+    if spec.has_loss:
+        argv += ["--rto", ms_arg(spec.rto_ms)]
+    if spec.reorder:
+        argv += ["--reorder", f"{spec.reorder:.9g}"]
+        if spec.reorder_correlation:
+            argv += ["--reorder-correlation", f"{spec.reorder_correlation:.9g}"]
+    if spec.reset:
+        argv += ["--reset", f"{spec.reset:.9g}"]
+    if spec.blackhole:
+        argv += ["--blackhole", f"{spec.blackhole:.9g}"]
+    bu, bd = spec.direction_bandwidths_bps()
+    if bu and bu == bd:
+        argv += ["--bandwidth", rate_arg(bu)]
+    else:
+        if bu:
+            argv += ["--bandwidth-up", rate_arg(bu)]
+        if bd:
+            argv += ["--bandwidth-down", rate_arg(bd)]
+    return argv
+
+
+def proxy_step_args(spec: Network) -> list[str]:
+    """One `--at T` block per schedule step. Each block first switches everything off, then
+    sets the step's whole state, so a key the step drops (loss after loss_burst) is gone."""
+    argv: list[str] = []
+    for step in spec.schedule:
+        argv += ["--at", f"{round(step.at_s * 1e6)}us", *_PROXY_OFF, *proxy_shaping_args(step.state)]
+    return argv
+
+
+# every shaping flag at its off value (what a schedule step starts from)
+_PROXY_OFF = ["--delay", "0ms", "--jitter", "0ms", "--jitter-correlation", "0", "--loss", "0",
+              "--reorder", "0", "--reorder-correlation", "0", "--reset", "0", "--blackhole", "0",
+              "--bandwidth-up", "0", "--bandwidth-down", "0"]
+
+
+def proxy_argv(binary: str | Path, spec: Network, listen: str, to: str,
+               echo_listen: str | None = None, seed: int | None = None,
+               queue_limit: int | None = None, cpus: list[int] | None = None,
+               schedule_anchor: str | None = None) -> Cmd:
+    """The perfctl-proxy command line for `spec` (its schedule as `--at` blocks; anchor
+    'stdin' makes the proxy wait for "start NS" on stdin, else the schedule runs from when
+    it listens). cpus: pin one worker thread per CPU."""
+    argv = [str(binary), "--listen", listen, "--to", to]
+    if echo_listen:
+        argv += ["--echo-listen", echo_listen]
+    argv += proxy_shaping_args(spec)
     if queue_limit:
         argv += ["--queue-limit", str(int(queue_limit))]
     if seed is not None:
         argv += ["--seed", str(int(seed))]
+    if cpus:
+        argv += ["--cpus", ",".join(str(int(c)) for c in cpus)]
+    if spec.schedule:
+        argv += proxy_step_args(spec)
+        if schedule_anchor:
+            argv += ["--schedule-anchor", schedule_anchor]
     return argv

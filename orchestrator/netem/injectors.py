@@ -22,23 +22,31 @@ Backends:
 from __future__ import annotations
 
 import atexit
+import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 import weakref
 from abc import ABC, abstractmethod
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import PerfctlError
 from ..experiment.network import Network
 from ..run.process import spawn_until_line, terminate
 from . import probe as _probe
 from .build import build_proxy
-from .commands import netem_qdisc_commands, netns_exec, proxy_argv, tbf_qdisc_commands
+from .commands import (netem_qdisc_commands, netem_schedule_commands, netns_exec, proxy_argv,
+                       tbf_qdisc_commands)
 from .namespace import Netns, qdisc_status, run
-from .verify import verify, verify_bandwidth
+from .verify import (JITTER_MIN_MS, held_threshold_ms, verify, verify_bandwidth, verify_jitter,
+                     verify_loss)
 
 BACKENDS = ("proxy", "netem", "tbf")
 _live: "weakref.WeakSet[Injector]" = weakref.WeakSet()
@@ -63,17 +71,19 @@ def backends_report() -> list[dict]:
 
 
 def choose_backend(spec: Network) -> str:
-    """The backend for `spec`: its own unless 'auto'; for auto netem where it works, else proxy
-    (tbf only when asked for)."""
+    """The backend for `spec`: its own unless 'auto'; for auto netem where it works and the
+    spec needs nothing only the proxy injects (reset, blackhole), else proxy (tbf only when
+    asked for)."""
     if spec.backend != "auto":
         return spec.backend
-    return "netem" if backend_status("netem")[0] else "proxy"
+    return "netem" if not spec.proxy_only and backend_status("netem")[0] else "proxy"
 
 
 def make_injector(spec: Network, **kwargs) -> "Injector":
-    """An injector for spec using choose_backend(spec). kwargs go to the backend's constructor."""
+    """An injector for spec using choose_backend(spec). kwargs (seed, cpus, ...) go to the
+    proxy's constructor; the namespace backends take none."""
     cls = {"proxy": ProxyInjector, "netem": NetemInjector, "tbf": TbfInjector}[choose_backend(spec)]
-    return cls(spec, **kwargs)
+    return cls(spec, **kwargs) if cls is ProxyInjector else cls(spec)
 
 
 def _bulk_bytes(bps: float, seconds: float = 0.5) -> int:
@@ -118,24 +128,77 @@ class Injector(ABC):
     def stop(self) -> None:
         """Remove everything start()/prepare() created. Idempotent."""
 
+    # -- schedule ------------------------------------------------------------------------
+    def start_schedule(self, anchor_ns: int) -> None:
+        """Run spec.schedule from anchor_ns (CLOCK_MONOTONIC, = time.perf_counter_ns()): step k
+        takes effect at anchor_ns + at_k. The load generator's start instant is the anchor."""
+
+    def changes(self) -> list[dict]:
+        """The schedule steps applied so far: [{step, due_ns, applied_ns}] (step 1 = the first
+        `schedule` entry)."""
+        return []
+
+    def state_now(self) -> Network:
+        """The network in force now: the spec, or its last applied schedule step."""
+        done = self.changes()
+        return self.spec.schedule[done[-1]["step"] - 1].state if done else self.spec
+
     # -- checks -------------------------------------------------------------------------
-    def check(self, result: _probe.ProbeResult) -> tuple[bool, str]:
-        """verify() the probe's added p50 RTT against the spec (and the throughput against the
-        bandwidth, if set). Returns (ok, reason)."""
-        expected = self.spec.expected_rtt_p50_ms()
-        ok, reason = verify(expected, result.added_p50_ms)
-        if self.spec.bandwidth_bps and result.throughput_bps:
-            ok_bw, why_bw = verify_bandwidth(self.spec.bandwidth_bps, result.throughput_bps)
-            if not ok_bw:
-                return False, why_bw + ("" if ok else "; " + reason)
-            reason += "; " + why_bw
-        return ok, reason
+    #: how long a lost probe round trip is held back (proxy: the spec's rto; netem: TCP's
+    #: initial SYN retransmission timeout, 1 s, since the probe is a connect())
+    def held_back_ms(self, spec: Network) -> float:
+        return spec.rto_ms
+
+    def probe_samples(self, spec: Network, samples: int = 20) -> int:
+        """Round trips to probe: `samples`, or enough (up to 200, ~4 s of path time) for the
+        jitter-shape and loss checks when those apply."""
+        if spec.jitter_ms >= JITTER_MIN_MS or spec.has_loss:
+            per_ms = max(spec.expected_rtt_ms() + 2 * spec.loss_per_chunk * self.held_back_ms(spec), 1.0)
+            return int(min(200, max(samples, 4000.0 / per_ms)))
+        return samples
+
+    def check(self, result: _probe.ProbeResult, state: Network | None = None) -> tuple[bool, str]:
+        """Every check that applies to `state` (default: the network in force now, state_now()):
+        added RTT p50, the jitter distribution, the loss rate, the bandwidth. Returns (ok,
+        reasons: the failed checks first)."""
+        spec = state or self.state_now()
+        good: list[str] = []
+        bad: list[str] = []
+
+        def add(ok_why: tuple[bool, str]) -> None:
+            (good if ok_why[0] else bad).append(ok_why[1])
+
+        add(verify(spec.expected_rtt_p50_ms(), result.added_p50_ms))
+        added = result.added_ms
+        if spec.jitter_ms >= JITTER_MIN_MS and len(added) >= 10 and self.checks_jitter_shape(spec):
+            add(verify_jitter(added, spec.added_rtt_samples_ms(20_000)))
+        if spec.has_loss and len(added) >= 10:
+            held = self.held_back_ms(spec)
+            timed = spec.model_copy(update={"rto_ms": held})
+            no_loss = timed.model_copy(update={"loss": 0.0, "loss_burst": None})
+            thr = held_threshold_ms(no_loss.added_rtt_samples_ms(20_000), held)
+            share = float(np.mean(timed.added_rtt_samples_ms(100_000) > thr))
+            add(verify_loss(added, thr, share))
+        bw = self.probed_bandwidth_bps(spec)
+        if bw and result.throughput_bps:
+            add(verify_bandwidth(bw, result.throughput_bps))
+        return not bad, "; ".join(bad + good)
+
+    def probed_bandwidth_bps(self, spec: Network) -> float | None:
+        """The rate the probe's bulk transfer should see (proxy echo: out and back)."""
+        return spec.path_bandwidth_bps
+
+    def checks_jitter_shape(self, spec: Network) -> bool:
+        """Whether this backend's jitter has the spec's exact law (netem's correlation does
+        not keep it)."""
+        return True
 
     def describe(self) -> dict:
         """What to record in run.json about the injected network."""
         return {"backend": self.backend, "spec": self.spec.model_dump(), "label": self.spec.describe(),
-                "netns": self.netns, "expected_rtt_ms": self.spec.expected_rtt_ms(),
-                "expected_rtt_p50_ms": self.spec.expected_rtt_p50_ms()}
+                "profile_source": self.spec.source(), "netns": self.netns,
+                "expected_rtt_ms": self.spec.expected_rtt_ms(),
+                "expected_rtt_p50_ms": self.spec.expected_rtt_p50_ms(), "changes": self.changes()}
 
     def __enter__(self) -> "Injector":
         return self
@@ -152,6 +215,14 @@ class Injector(ABC):
 
 # ============================================================================ proxy
 _LISTEN_RE = re.compile(r"listening on (\S+):(\d+) to \S+(?: echo (\S+):(\d+))?")
+_CHANGE_RE = re.compile(r"perfctl-proxy change step=(\d+) due_ns=(\d+) applied_ns=(\d+)")
+STATS_WAIT_S = 5.0
+
+
+def parse_proxy_stats(text: str) -> dict[str, int]:
+    """The counters of the last `perfctl-proxy stats:` line in text ({} if none)."""
+    lines = [ln for ln in text.splitlines() if "perfctl-proxy stats:" in ln]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", lines[-1])} if lines else {}
 
 
 class ProxyInjector(Injector):
@@ -160,9 +231,11 @@ class ProxyInjector(Injector):
     backend = "proxy"
 
     def __init__(self, spec: Network, seed: int | None = None, listen_host: str = "127.0.0.1",
-                 queue_limit: int | None = None, start_timeout_s: float = 10.0):
+                 queue_limit: int | None = None, start_timeout_s: float = 10.0,
+                 cpus: list[int] | None = None):
         super().__init__(spec)
         self.seed = seed
+        self.cpus = list(cpus) if cpus else None
         self.listen_host = listen_host
         self.queue_limit = queue_limit
         self.start_timeout_s = start_timeout_s
@@ -185,9 +258,11 @@ class ProxyInjector(Injector):
         self.prepare()
         self.argv = proxy_argv(self.binary, self.spec, f"{self.listen_host}:0",
                                f"{target_host}:{target_port}", echo_listen=f"{self.listen_host}:0",
-                               seed=self.seed, queue_limit=self.queue_limit)
+                               seed=self.seed, queue_limit=self.queue_limit, cpus=self.cpus,
+                               schedule_anchor="stdin")
         self.proc, line, self._stderr = spawn_until_line(self.argv, self.start_timeout_s,
-                                                         "perfctl-proxy")
+                                                         "perfctl-proxy",
+                                                         stdin_pipe=bool(self.spec.schedule))
         m = _LISTEN_RE.search(line)
         if not m:
             self.stop()
@@ -200,32 +275,73 @@ class ProxyInjector(Injector):
     def probe(self, samples: int = 20) -> _probe.ProbeResult:
         if not self.echo_address:
             raise PerfctlError("probe() needs a started ProxyInjector")
-        timeout = 10.0 + 3 * (self.spec.rto_ms / 1e3 if self.spec.loss else 0) + self.spec.expected_rtt_ms() / 1e3 * 4
+        spec = self.state_now()
+        n = self.probe_samples(spec, samples)
+        timeout = 10.0 + 3 * (spec.rto_ms / 1e3 if spec.has_loss else 0) + spec.expected_rtt_ms() / 1e3 * 4
         if self._baseline_ms is None:
             self._baseline_ms = _proxy_baseline_ms(self.binary)
-        rtts = _probe.echo_rtt_samples(*self.echo_address, samples=samples, timeout_s=timeout)
+        self.live_stats()   # opens a fresh window of release-time errors
+        rtts = _probe.echo_rtt_samples(*self.echo_address, samples=n, timeout_s=timeout)
         res = _probe.ProbeResult(method="echo-rtt", rtt_ms=rtts, baseline_ms=self._baseline_ms,
-                                 expected_added_ms=self.spec.expected_rtt_p50_ms())
+                                 expected_added_ms=spec.expected_rtt_p50_ms())
         res.notes.append("16-byte request/response round trips to the proxy's built-in echo at the "
                          "far end of the emulated path; baseline = same through an unshaped proxy")
-        if self.spec.bandwidth_bps:
-            res.expected_bps = self.spec.bandwidth_bps
+        st = self.live_stats()
+        if st.get("win_released"):
+            res.released = st["win_released"]
+            res.release_err_p50_us = st["win_release_err_p50_ns"] / 1e3
+            res.release_err_p99_us = st["win_release_err_p99_ns"] / 1e3
+        if spec.path_bandwidth_bps:
+            res.expected_bps = spec.path_bandwidth_bps
             res.throughput_bps = _probe.echo_throughput_bps(*self.echo_address,
-                                                            _bulk_bytes(self.spec.bandwidth_bps),
+                                                            _bulk_bytes(spec.path_bandwidth_bps),
                                                             timeout_s=timeout + 30)
         return res
+
+    def _stderr_now(self) -> str:
+        """The proxy's stderr so far, read without moving the file offset it writes at."""
+        if self._stderr is None:
+            return getattr(self, "stderr_text", "")
+        fd = self._stderr.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+
+    def live_stats(self) -> dict[str, int]:
+        """SIGUSR1: the proxy prints its counters (release errors over the window since the
+        previous line); {} when it is not running or does not answer within 5 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return {}
+        before = self._stderr_now().count("perfctl-proxy stats:")
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + STATS_WAIT_S
+        while time.monotonic() < deadline:
+            text = self._stderr_now()
+            if text.count("perfctl-proxy stats:") > before and text.endswith("\n"):
+                return parse_proxy_stats(text)
+            time.sleep(0.005)
+        return {}
+
+    def start_schedule(self, anchor_ns: int) -> None:
+        if not self.spec.schedule:
+            return
+        if self.proc is None or self.proc.stdin is None:
+            raise PerfctlError("start_schedule() needs a started ProxyInjector with a schedule")
+        self.proc.stdin.write(f"start {int(anchor_ns)}\n".encode())
+        self.proc.stdin.flush()
+
+    def changes(self) -> list[dict]:
+        return [{"step": int(a), "due_ns": int(b), "applied_ns": int(c)}
+                for a, b, c in _CHANGE_RE.findall(self._stderr_now())]
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None:
             terminate(proc)
+            if proc.stdin is not None:
+                proc.stdin.close()
         if self._stderr is not None:
             try:
-                self._stderr.seek(0)
-                text = self._stderr.read().decode(errors="replace")
-                m = re.search(r"perfctl-proxy stats: (.*)", text)
-                if m:
-                    self.stats = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))}
+                text = self._stderr_now()
+                self.stats = parse_proxy_stats(text) or self.stats
                 self.stderr_text = text
             finally:
                 self._stderr.close()
@@ -233,7 +349,7 @@ class ProxyInjector(Injector):
 
     def describe(self) -> dict:
         d = super().describe()
-        d.update(argv=self.argv, stats=self.stats,
+        d.update(argv=self.argv, stats=self.stats, cpus=self.cpus,
                  semantics="per chunk at the TCP level; bandwidth aggregate per direction")
         return d
 
@@ -311,20 +427,28 @@ class _NamespaceInjector(Injector):
 
     def probe(self, samples: int = 20) -> _probe.ProbeResult:
         self.prepare()
+        spec = self.state_now()
         # a port nothing listens on: the RST answer crosses the path like a SYN-ACK would
         port = 9 if not self.target or self.target[1] != 9 else 10
-        rtts = _probe.connect_rtt_samples(self.ns.ns_ip, port, samples=samples)
+        rtts = _probe.connect_rtt_samples(self.ns.ns_ip, port, samples=self.probe_samples(spec, samples))
         base = _probe.connect_rtt_samples("127.0.0.1", _closed_local_port(), samples=10)
         res = _probe.ProbeResult(method="tcp-connect", rtt_ms=rtts,
                                  baseline_ms=sorted(base)[len(base) // 2],
-                                 expected_added_ms=self.spec.expected_rtt_p50_ms())
+                                 expected_added_ms=spec.expected_rtt_p50_ms())
         res.notes.append(f"connect() time to {self.ns.ns_ip}:{port} (SYN -> RST through the veth "
                          "qdiscs); baseline = connect() to a closed port on 127.0.0.1")
-        if self.spec.bandwidth_bps:
-            res.expected_bps = self.spec.bandwidth_bps
-            res.throughput_bps = self._sink_throughput(_bulk_bytes(self.spec.bandwidth_bps))
-            res.notes.append("throughput: bulk upload to a sink inside the namespace")
+        up = spec.bandwidth_up_bps
+        if up:
+            res.expected_bps = up
+            res.throughput_bps = self._sink_throughput(_bulk_bytes(up))
+            res.notes.append("throughput: bulk upload to a sink inside the namespace (up direction)")
         return res
+
+    def probed_bandwidth_bps(self, spec: Network) -> float | None:
+        return spec.bandwidth_up_bps
+
+    def held_back_ms(self, spec: Network) -> float:
+        return 1000.0   # a lost SYN or RST: the SYN is sent again after TCP's initial 1 s RTO
 
     def _sink_throughput(self, nbytes: int) -> float:
         argv = netns_exec(self.ns.name, [sys.executable, "-c", _probe.SINK_CODE, self.ns.ns_ip])
@@ -370,8 +494,49 @@ class NetemInjector(_NamespaceInjector):
 
     backend = kind = "netem"
 
+    def __init__(self, spec: Network):
+        if spec.proxy_only:
+            raise PerfctlError("reset and blackhole are faults only the proxy injects (tc netem "
+                               "has none); use `backend: proxy` in the network block")
+        super().__init__(spec)
+        self._applied: list[dict] = []
+        self._cancel = threading.Event()
+        self._thread: threading.Thread | None = None
+
     def qdisc_commands(self, ns: Netns) -> list[list[str]]:
         return netem_qdisc_commands(self.spec, ns.name, ns.host_if, ns.ns_if)
+
+    def checks_jitter_shape(self, spec: Network) -> bool:
+        return not spec.jitter_correlation   # netem's correlation narrows the marginal law
+
+    def start_schedule(self, anchor_ns: int) -> None:
+        """A thread runs `tc qdisc change` for each step at anchor_ns + at (netem_schedule_commands)."""
+        if not self.spec.schedule or self._thread is not None:
+            return
+        self.prepare()
+        plan = netem_schedule_commands(self.spec, self.ns.name, self.ns.host_if, self.ns.ns_if)
+
+        def runner() -> None:
+            for k, (at_s, cmds) in enumerate(plan, start=1):
+                due = anchor_ns + int(at_s * 1e9)
+                if self._cancel.wait(max(0.0, (due - time.perf_counter_ns()) / 1e9)):
+                    return
+                for cmd in cmds:
+                    run(cmd)
+                self._applied.append({"step": k, "due_ns": due, "applied_ns": time.perf_counter_ns()})
+
+        self._thread = threading.Thread(target=runner, name="netem-schedule", daemon=True)
+        self._thread.start()
+
+    def changes(self) -> list[dict]:
+        return list(self._applied)
+
+    def stop(self) -> None:
+        self._cancel.set()
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+        super().stop()
 
 
 class TbfInjector(_NamespaceInjector):
@@ -381,7 +546,7 @@ class TbfInjector(_NamespaceInjector):
     backend = kind = "tbf"
 
     def __init__(self, spec: Network):
-        if not spec.bandwidth_bps:
+        if not spec.has_bandwidth:
             raise PerfctlError("backend tbf needs a bandwidth (e.g. bandwidth: 10mbit)")
         super().__init__(spec)
 

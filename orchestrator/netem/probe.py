@@ -31,6 +31,16 @@ class ProbeResult:
     expected_added_ms: float | None = None    # filled by the injector: spec's p50 added RTT
     expected_bps: float | None = None
     notes: list[str] = field(default_factory=list)
+    # proxy only: how late the proxy released held chunks during the probe (send time - due
+    # time; p50 / p99 over `released` chunks, from the proxy's own histogram)
+    released: int = 0
+    release_err_p50_us: float = float("nan")
+    release_err_p99_us: float = float("nan")
+
+    @property
+    def added_ms(self) -> list[float]:
+        """Each sample minus the baseline: the RTT the emulation added, per round trip."""
+        return [r - self.baseline_ms for r in self.rtt_ms]
 
     @property
     def p50_ms(self) -> float:

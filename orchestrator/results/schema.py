@@ -47,7 +47,15 @@ MEASUREMENT_COLUMNS = [
     "sent_to_done_mean_ms",  # client-side send -> done (no client queueing); not server service
     "sent_to_done_p99_ms",
     "network_backend", "rtt_expected_ms", "rtt_measured_ms", "rtt_measured_before_ms",
-    "rtt_measured_after_ms", "server_cpu_pct", "server_rss_mb", "server_threads_max",
+    "rtt_measured_after_ms",
+    "rtt_expected_after_ms",    # with a network schedule: the state in force at the last probe
+    "network_changes",          # schedule steps that took effect (network_changes.json)
+    # proxy: release-time error of held chunks (send time - due time), over the whole trial
+    # and over each probe's round trips
+    "release_error_p50_us", "release_error_p99_us",
+    "release_error_p50_before_us", "release_error_p99_before_us",
+    "release_error_p50_after_us", "release_error_p99_after_us",
+    "server_cpu_pct", "server_rss_mb", "server_threads_max",
 ]
 SELF_CHECK_COLUMNS = [
     "loop_lag_p99_ms", "loadgen_cpu_pct", "gc_pause_max_ms", "send_lateness_p99_ms",
@@ -108,13 +116,16 @@ def read_trials(run_dir: str | Path) -> pd.DataFrame:
 
 
 def write_trials(run_dir: Path, df: pd.DataFrame) -> None:
-    """trials.csv and trials.parquet, each replaced atomically."""
-    tmp = run_dir / "trials.csv.tmp"
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, run_dir / "trials.csv")
+    """trials.parquet, then trials.csv, each replaced atomically. perfctl reads the parquet
+    one (`read_trials`), so a kill between the two renames leaves it a row ahead of the CSV,
+    never behind: the trial is kept, not run again by --resume (`TrialTable` then brings
+    the CSV level)."""
     ptmp = run_dir / "trials.parquet.tmp"
     df.to_parquet(ptmp, index=False)
     os.replace(ptmp, run_dir / "trials.parquet")
+    tmp = run_dir / "trials.csv.tmp"
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, run_dir / "trials.csv")
 
 
 def write_json(path: Path, data: dict) -> None:

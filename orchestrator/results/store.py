@@ -197,6 +197,13 @@ def trial_dir(run_dir: Path, cell_id: str, trial: int) -> Path:
     return run_dir / "cells" / cell_id / f"trial-{trial}"
 
 
+def _csv_rows(csv: Path) -> int | None:
+    try:
+        return len(pd.read_csv(csv, usecols=[0]))
+    except (OSError, pd.errors.EmptyDataError):
+        return None
+
+
 class TrialTable:
     """The trials of one run; `append` rewrites trials.csv and trials.parquet atomically."""
 
@@ -204,8 +211,10 @@ class TrialTable:
         self.run_dir = run_dir
         self.csv = run_dir / "trials.csv"
         self.rows: list[dict] = []
-        if self.csv.is_file():
+        if self.csv.is_file() or (run_dir / "trials.parquet").is_file():
             self.rows = read_trials(run_dir).to_dict("records")
+            if _csv_rows(self.csv) != len(self.rows):     # killed between the two renames
+                write_trials(run_dir, self.frame())
 
     def done(self) -> set[tuple[str, int]]:
         return {(r["cell_id"], int(r["trial"])) for r in self.rows}

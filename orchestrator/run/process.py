@@ -78,7 +78,8 @@ def _popen(argv: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
     in_main = threading.current_thread() is threading.main_thread()
     with _lock:
         _ensure_guardian()
-        proc = subprocess.Popen(argv, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, env=env, start_new_session=True,
                                 preexec_fn=_die_with_parent(os.getpid()) if in_main else None,
                                 **kw)
         CHILDREN.add(proc)
@@ -271,14 +272,15 @@ def tail(path: Path, lines: int = 20) -> str:
     return "\n".join(text.strip().splitlines()[-lines:]) or "(no output)"
 
 
-def spawn_until_line(argv: list[str], timeout_s: float, what: str):
+def spawn_until_line(argv: list[str], timeout_s: float, what: str, stdin_pipe: bool = False):
     """Start argv like spawn(), with stdout piped, and wait for its first stdout line (a
     server or proxy announcing where it listens). Returns (proc, first line, stderr file);
-    the caller closes the stderr file. Raises PerfctlError with its stderr when no line comes
-    within timeout_s."""
+    the caller closes the stderr file. stdin_pipe: proc.stdin is a pipe to write commands to
+    (else /dev/null). Raises PerfctlError with its stderr when no line comes within timeout_s."""
     err = tempfile.TemporaryFile()
     try:
-        proc = _popen(argv, stdout=subprocess.PIPE, stderr=err)
+        proc = _popen(argv, stdout=subprocess.PIPE, stderr=err,
+                      stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL)
     except FileNotFoundError as e:
         err.close()
         raise PerfctlError(f"cannot start {what} ({argv[0]!r}): {e.strerror}.") from None

@@ -11,6 +11,7 @@ import math
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -34,6 +35,10 @@ from .server import ServerProcess
 
 LOADGEN_GRACE_S = 30.0
 ACCEPT_CHECK_TIMEOUT_S = 2.0
+# with a network schedule the load starts at an agreed instant this far ahead (the load
+# generator's start-up fits in it, also on a busy host), which is t = 0 of the schedule and of
+# the timeline
+SCHEDULE_LEAD_NS = 3_000_000_000
 
 
 def describe(cell: Cell) -> dict:
@@ -58,23 +63,62 @@ def describe(cell: Cell) -> dict:
 
 
 def _network_row(net: Network, injector, probes: list) -> tuple[dict, list[str]]:
-    """trials.csv columns about the injected network, and reasons to distrust the trial."""
+    """trials.csv columns about the injected network, and reasons to distrust the trial.
+    probes: [(when, ProbeResult, the network state it was taken in)]."""
     row = {"network_backend": injector.backend if injector else "none",
            "rtt_expected_ms": net.expected_rtt_p50_ms() if injector else 0.0,
            "rtt_measured_ms": math.nan, "rtt_measured_before_ms": math.nan,
            "rtt_measured_after_ms": math.nan}
     reasons = []
-    for when, probe in probes:
+    for when, probe, state in probes:
         row[f"rtt_measured_{when}_ms"] = probe.added_p50_ms
+        if state is not net:
+            row[f"rtt_expected_{when}_ms"] = state.expected_rtt_p50_ms()
         if probe.throughput_bps:
             row[f"bandwidth_measured_{when}_mbit"] = probe.throughput_bps / 1e6
-        ok, why = injector.check(probe)
+        if probe.released:
+            row[f"release_error_p50_{when}_us"] = probe.release_err_p50_us
+            row[f"release_error_p99_{when}_us"] = probe.release_err_p99_us
+        ok, why = injector.check(probe, state)
         if not ok:
             reasons.append(f"network injection off {when} the load: {why}")
-    measured = [p.added_p50_ms for _, p in probes]
+    measured = [p.added_p50_ms for _, p, _ in probes]
     if measured:
         row["rtt_measured_ms"] = float(sum(measured) / len(measured))
+    stats = getattr(injector, "stats", None) or {}
+    if stats.get("released"):
+        row["release_error_p50_us"] = stats["release_err_p50_ns"] / 1e3
+        row["release_error_p99_us"] = stats["release_err_p99_ns"] / 1e3
+    if net.schedule and injector is not None:
+        row["network_changes"] = len(injector.changes())
+        if row["network_changes"] < len(net.schedule):
+            reasons.append(f"network schedule: {row['network_changes']} of {len(net.schedule)} "
+                           "steps took effect before the trial ended (an `at:` beyond the load?)")
     return row, reasons
+
+
+def network_changes(net: Network, changes: list[dict], start_ns: int) -> list[dict]:
+    """The applied schedule steps relative to the load's start instant (timeline t_s = 0):
+    [{step, at_s (asked), due_s, applied_s, network}]."""
+    return [{"step": c["step"], "at_s": net.schedule[c["step"] - 1].at_s,
+             "due_s": (c["due_ns"] - start_ns) / 1e9, "applied_s": (c["applied_ns"] - start_ns) / 1e9,
+             "network": net.schedule[c["step"] - 1].state.describe()} for c in changes]
+
+
+def timeline_with_changes(timeline: pd.DataFrame, changes: list[dict], bin_s: float = 1.0) -> pd.DataFrame:
+    """The per-second timeline plus `network_step` (the schedule step in force at the end of
+    the bin, 0 = the network block itself) and `network_change_s` (when a step took effect,
+    in the bin it did; NaN in the others)."""
+    timeline = timeline.copy()
+    ends = timeline["t_s"].to_numpy() + bin_s
+    timeline["network_step"] = 0
+    timeline["network_change_s"] = math.nan
+    for c in changes:
+        timeline.loc[ends > c["applied_s"], "network_step"] = c["step"]
+        k = int(c["applied_s"] // bin_s)
+        if 0 <= k < len(timeline):
+            timeline.loc[timeline.index[k], "network_change_s"] = c["applied_s"]
+    return timeline
 
 
 def _refuses(host: str, port: int) -> bool:
@@ -120,7 +164,8 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
     tdir.mkdir(parents=True, exist_ok=True)
     net = cell.network
     seed = trial_seed(cell.cell_id, trial, cell.load.seed)
-    injector = make_injector(net, seed=seed) if net.shapes else None
+    injector = (make_injector(net, seed=seed, cpus=cell.placement.injector_cpus)
+                if net.shapes else None)
     probes: list = []
     loadgen_proc = None
     sampler = None
@@ -138,12 +183,15 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         host, port = server.host, server.port
         if injector is not None:
             host, port = injector.start(server.host, server.port)
-            probes.append(("before", injector.probe()))
+            probes.append(("before", injector.probe(), injector.state_now()))
         spec = to_load_spec(cell.load, cell.workload, host, port, seed=seed,
                             cpus=tuple(cell.placement.loadgen_cpus or ()))
         if spec.mode == "open":     # handed to every driver (loadgen/DRIVER.md)
             spec = dataclasses.replace(spec, schedule_file=contract.SCHEDULE_FILE)
             contract.write_schedule(spec, tdir / contract.SCHEDULE_FILE)
+        if injector is not None and net.schedule:
+            spec = dataclasses.replace(spec, start_at_ns=time.perf_counter_ns() + SCHEDULE_LEAD_NS)
+            injector.start_schedule(spec.start_at_ns)
         (tdir / "spec.json").write_text(spec.to_json())
         cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus)
         # the HTTP generator pins its own worker processes; another driver is pinned whole
@@ -160,7 +208,8 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         alive = server.proc is not None and server.proc.poll() is None
         refuses = alive and _refuses(server.host, server.port)
         if injector is not None and alive:
-            probes.append(("after", injector.probe()))
+            state = injector.state_now()
+            probes.append(("after", injector.probe(), state))
     finally:
         if sampler is not None:
             sampler.stop()
@@ -196,8 +245,12 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         if metrics["invalid_reasons"]:
             reasons.append(metrics["invalid_reasons"])
         row.update({k: v for k, v in metrics.items() if k not in ("valid", "invalid_reasons")})
-        lstats.timeline({k: cols[k].to_numpy() for k in cols.columns}, summary).to_parquet(
-            tdir / "timeline.parquet", index=False)
+        timeline = lstats.timeline({k: cols[k].to_numpy() for k in cols.columns}, summary)
+        if net.schedule and injector is not None:
+            changes = network_changes(net, injector.changes(), int(summary["start_ns"]))
+            write_json(tdir / "network_changes.json", {"changes": changes})
+            timeline = timeline_with_changes(timeline, changes)
+        timeline.to_parquet(tdir / "timeline.parquet", index=False)
     if not alive:
         reasons.append(f"server died during the trial (exit {server_code}); see {tdir / 'server.log'}")
     elif refuses:

@@ -51,11 +51,53 @@ def test_injection_that_misses_marks_the_trial_invalid():
         backend = "proxy"
         spec = Network.model_validate({"delay": "10ms"})
 
-        def check(self, probe):
+        def check(self, probe, state=None):
             from orchestrator.netem import verify
-            return verify(self.spec.expected_rtt_p50_ms(), probe.added_p50_ms)
+            return verify((state or self.spec).expected_rtt_p50_ms(), probe.added_p50_ms)
 
     off = ProbeResult(method="echo-rtt", rtt_ms=[30.0] * 5, baseline_ms=0.1)
-    row, reasons = _network_row(Fake.spec, Fake(), [("before", off)])
+    row, reasons = _network_row(Fake.spec, Fake(), [("before", off, Fake.spec)])
     assert row["rtt_measured_before_ms"] == pytest.approx(29.9)
     assert reasons and "network injection off before the load" in reasons[0]
+
+
+SCHEDULE = """
+name: schedule
+servers:
+  py: {impl: python, model: async}
+workload: {path: /work}
+load: {mode: closed, connections: 2, duration: 2500ms, warmup: 500ms}
+network: {delay: 1ms, schedule: [{at: 1500ms, delay: 15ms}]}
+placement: {server_cpus: [0], loadgen_cpus: [1]}
+"""
+
+
+def test_network_schedule_changes_mid_trial_and_lands_in_the_timeline(write_yaml, perfctl_env,
+                                                                        tmp_path):
+    """The step takes effect at its `at` (timeline t = 0 is the load's start), the timeline
+    says when, and the requests after it cross the new delay."""
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run",
+                           str(write_yaml(SCHEDULE)), "--out", str(out)], cwd=ROOT,
+                          env=perfctl_env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = pd.read_csv(out / "trials.csv").iloc[0]
+    assert row["network_changes"] == 1
+    assert row["rtt_expected_after_ms"] == pytest.approx(30.0)
+    assert "network injection" not in str(row["invalid_reasons"]), row["invalid_reasons"]
+    tdir = next((out / "cells").glob("*/trial-*"))
+    change = json.loads((tdir / "network_changes.json").read_text())["changes"][0]
+    assert change["at_s"] == pytest.approx(1.5)
+    assert abs(change["applied_s"] - 1.5) <= 0.1, change
+    tl = pd.read_parquet(tdir / "timeline.parquet")
+    assert tl.loc[tl["t_s"] == 1.0, "network_change_s"].iloc[0] == pytest.approx(change["applied_s"])
+    assert list(tl["network_step"]) == [0] + [1] * (len(tl) - 1)
+    # requests sent well after the change cross 2 x 15 ms, those well before 2 x 1 ms
+    req = pd.read_parquet(tdir / "requests.parquet")
+    summary = json.loads((tdir / "summary.json").read_text())
+    t_s = (req["sent_ns"] - summary["start_ns"]) / 1e9
+    lat_ms = (req["done_ns"] - req["sent_ns"]) / 1e6
+    before = lat_ms[t_s < change["applied_s"] - 0.2]
+    if len(before):     # none when a very busy host started the load generator late
+        assert before.median() < 10
+    assert lat_ms[t_s > change["applied_s"] + 0.2].min() >= 30 * 0.95

@@ -120,3 +120,104 @@ def test_netem_choose_backend(monkeypatch):
     assert choose_backend(Network(delay="1ms")) == "netem"
     # tbf is never chosen automatically, even for bandwidth-only specs
     assert choose_backend(Network(bandwidth="1mbit")) == "netem"
+
+
+# ---------------------------------------------------------------- realism (issue 20)
+def _simulate_ge(ge, n, seed=3):
+    """The chain as the proxy steps it: move, then draw the loss in the new state."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    bad, lost = False, np.zeros(n, bool)
+    u, v = rng.random(n), rng.random(n)
+    for i in range(n):
+        bad = (u[i] >= ge.r) if bad else (u[i] < ge.p)
+        lost[i] = v[i] < (ge.loss_bad if bad else ge.loss_good)
+    return lost
+
+
+def test_netem_gilbert_elliott_rate_and_burst_formulas_match_the_chain():
+    import numpy as np
+    from orchestrator.experiment.network import GilbertElliott
+    for ge in (GilbertElliott(p=0.02, r=0.25), GilbertElliott(p=0.05, r=0.3, loss_bad=0.9, loss_good=0.01)):
+        lost = _simulate_ge(ge, 600_000)   # bursty: the estimates converge slowly
+        edges = np.diff(np.r_[0, lost.astype(int), 0])
+        runs = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+        assert lost.mean() == pytest.approx(ge.loss_rate(), rel=0.06)
+        assert runs.mean() == pytest.approx(ge.mean_burst(), rel=0.06)
+    assert GilbertElliott(p=0.02, r=0.25).mean_burst() == pytest.approx(4.0)   # simple Gilbert: 1/r
+
+
+def test_netem_spec_realism_keys_validate_and_describe():
+    s = Network.from_config({"delay": "10ms", "jitter": "2ms", "jitter_correlation": "25%",
+                             "loss_burst": {"p": "1%", "r": "25%"}, "reorder": "5%",
+                             "reset": "0.1%", "blackhole": 0.001, "bandwidth_up": "1mbit",
+                             "bandwidth_down": "5mbit"})
+    assert s.loss_burst.loss_bad == 1.0 and s.loss_burst.loss_good == 0.0
+    assert s.loss_per_chunk == pytest.approx(0.01 / 0.26)
+    assert s.direction_bandwidths_bps() == (1e6, 5e6) and s.path_bandwidth_bps == 1e6
+    assert s.proxy_only and s.shapes and s.has_loss
+    label = s.describe()
+    for bit in ("corr=25%", "loss_burst=ge(p=1%,r=25%", "reorder=5%", "reset=0.1%",
+                "blackhole=0.1%", "bw_up=1mbit", "bw_down=5mbit"):
+        assert bit in label, label
+
+
+@pytest.mark.parametrize("bad,key", [
+    ({"loss": "1%", "loss_burst": {"p": 0.1, "r": 0.5}}, "not both"),
+    ({"loss_burst": {"p": 0.1, "r": 0}}, "loss_burst: r must be > 0"),
+    ({"loss_burst": {"p": 0.1}}, r"loss_burst\.r"),
+    ({"jitter": "1ms", "jitter_correlation": 1}, "correlations must be < 1"),
+    ({"reorder": "10%"}, "reorder needs a delay"),
+    ({"backend": "netem", "delay": "1ms", "reset": "1%"}, "only the proxy"),
+    ({"backend": "tbf", "bandwidth": "1mbit", "blackhole": "1%"}, "bandwidth only"),
+    ({"profile": "dialup"}, "unknown profile 'dialup'; known profiles: 3g"),
+    ({"delay": "1ms", "schedule": {"at": "1s"}}, "schedule must be a list"),
+    ({"schedule": [{"delay": "5ms"}]}, r"schedule\[0\] must be a mapping with `at:`"),
+    ({"schedule": [{"at": "2s", "delay": "5ms"}, {"at": "1s", "loss": "1%"}]}, "later than the step before"),
+    ({"schedule": [{"at": "1s", "backend": "netem"}]}, r"schedule\[0\] cannot change backend"),
+    ({"schedule": [{"at": "1s", "delay": "5 parsecs"}]}, r"network\.schedule\.0\.delay"),
+])
+def test_netem_spec_realism_rejects_bad_input(bad, key):
+    with pytest.raises(PerfctlError, match=key):
+        Network.from_config(bad)
+
+
+def test_netem_profiles_expand_cite_and_yield_to_explicit_keys():
+    from orchestrator.experiment.network_profiles import PROFILES
+    lte = Network.from_config({"profile": "lte"})
+    assert lte.direction_delays_ms() == (35.0, 35.0) and lte.path_bandwidth_bps == 12e6
+    assert "WebPageTest" in lte.source() and lte.describe().startswith("profile=lte")
+    mine = Network.from_config({"profile": "lte", "delay": "5ms", "loss": "1%"})
+    assert mine.delay_up_ms == 5.0 and mine.loss == 0.01 and mine.bandwidth_down_bps == 12e6
+    for name in PROFILES:
+        spec = Network.from_config({"profile": name})
+        assert spec.shapes and spec.source(), name
+    assert Network.from_config({"profile": "3g"}).direction_bandwidths_bps() == (768e3, 1.6e6)
+
+
+def test_netem_schedule_steps_replace_what_they_name():
+    s = Network.from_config({"delay_up": "1ms", "delay_down": "3ms", "loss": "1%",
+                             "schedule": [{"at": "10s", "delay": "50ms"},
+                                          {"at": 20, "loss_burst": {"p": 0.1, "r": 0.5}}]})
+    first, second = (step.state for step in s.schedule)
+    assert [step.at_s for step in s.schedule] == [10.0, 20.0]
+    assert first.direction_delays_ms() == (50.0, 50.0) and first.loss == 0.01
+    assert second.direction_delays_ms() == (50.0, 50.0)          # kept from the step before
+    assert second.loss == 0.0 and second.loss_burst.p == 0.1     # loss_burst replaced loss
+    assert s.final_state() is second and not second.schedule
+    assert "@10s[delay=50ms" in s.describe()
+    # a schedule alone (nothing injected at first) still needs the injector
+    assert Network.from_config({"schedule": [{"at": "1s", "delay": "5ms"}]}).shapes
+
+
+def test_netem_expected_p50_counts_reordering_and_burst_loss():
+    s = Network.from_config({"delay": "10ms", "reorder": "60%"})
+    assert s.expected_rtt_p50_ms() < 20.0           # most round trips skip one direction's delay
+    lossy = Network.from_config({"delay": "1ms", "loss_burst": {"p": 0.5, "r": 0.1}, "rto": "100ms"})
+    assert lossy.expected_rtt_p50_ms() > 100.0      # most chunks held back
+
+
+def test_netem_auto_backend_keeps_proxy_only_faults_on_the_proxy(monkeypatch):
+    monkeypatch.setattr(injectors, "backend_status", lambda name: (True, "yes"))
+    assert choose_backend(Network.from_config({"delay": "1ms"})) == "netem"
+    assert choose_backend(Network.from_config({"delay": "1ms", "reset": "1%"})) == "proxy"

@@ -53,8 +53,9 @@ class Proxy:
         self.stats: dict[str, int] = {}
 
     def stderr(self) -> str:
-        self._err.seek(0)
-        return self._err.read().decode(errors="replace")
+        # pread: the proxy writes at the file offset it shares with us; seeking would move it
+        fd = self._err.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def live_stats(self) -> dict[str, int]:
         """SIGUSR1 -> the proxy prints its counters; parse the latest line."""
@@ -75,12 +76,14 @@ class Proxy:
                 self.rc = self.proc.wait(5)
             self.stats = _parse_stats(self.stderr())
             self.proc.stdout.close()
+            if self.proc.stdin:
+                self.proc.stdin.close()
         return self.rc
 
 
 def _parse_stats(text: str) -> dict[str, int]:
     lines = [line for line in text.splitlines() if "stats:" in line]
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", lines[-1])} if lines else {}
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", lines[-1])} if lines else {}
 
 
 @pytest.fixture
@@ -88,12 +91,13 @@ def run_proxy(proxy_bin):
     """run_proxy(to_port, *flags, echo=False) -> Proxy; every proxy is stopped at teardown."""
     started: list[Proxy] = []
 
-    def start(to_port: int, *flags: str, echo: bool = False) -> Proxy:
+    def start(to_port: int, *flags: str, echo: bool = False, stdin: bool = False) -> Proxy:
         argv = [proxy_bin, "--listen", "127.0.0.1:0", "--to", f"127.0.0.1:{to_port}", *flags]
         if echo:
             argv += ["--echo-listen", "127.0.0.1:0"]
         err = tempfile.TemporaryFile()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True,
+                                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
         line = proc.stdout.readline()
         p = Proxy(proc, line, err)
         started.append(p)

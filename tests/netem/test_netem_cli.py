@@ -6,8 +6,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import typer
 from typer.testing import CliRunner
+
+from orchestrator.errors import PerfctlError
 
 from orchestrator.cli.netem import app, build_proxy_command
 from orchestrator.cli.doctor import doctor
@@ -72,3 +75,19 @@ def test_netem_doctor_table():
         assert word in r.output
     r = runner.invoke(app2, ["--json"])
     assert r.exit_code == 0 and '"backends"' in r.output
+
+
+def test_netem_cli_realism_options_reach_the_proxy_argv():
+    argv = build_proxy_command("127.0.0.1:1", "127.0.0.1:2", profile="lte", loss_burst="1%,25%",
+                               reorder="5%", reset="0.1%", blackhole="0.2%", cpus="0,1",
+                               jitter="1ms", jitter_correlation="50%")
+    assert argv[argv.index("--delay-up") + 1] == "35ms"
+    assert argv[argv.index("--bandwidth") + 1] == "12000000bit"
+    assert argv[argv.index("--gemodel") + 1] == "0.01,0.25,1,0"
+    for flag, value in (("--reorder", "0.05"), ("--reset", "0.001"), ("--blackhole", "0.002"),
+                        ("--cpus", "0,1"), ("--jitter-correlation", "0.5")):
+        assert argv[argv.index(flag) + 1] == value, flag
+    with pytest.raises(PerfctlError, match="--loss-burst"):
+        build_proxy_command("127.0.0.1:1", "127.0.0.1:2", loss_burst="1%")
+    with pytest.raises(PerfctlError, match="unknown profile"):
+        build_proxy_command("127.0.0.1:1", "127.0.0.1:2", profile="moon")

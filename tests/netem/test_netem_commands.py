@@ -72,3 +72,45 @@ def test_netem_proxy_argv():
                     "--jitter", "2ms", "--distribution", "normal", "--loss", "0.01", "--rto", "50ms",
                     "--bandwidth", "10000000bit", "--seed", "3"]
     assert proxy_argv("p", Network(), "a:1", "b:2") == ["p", "--listen", "a:1", "--to", "b:2"]
+
+
+def test_netem_netem_args_realism():
+    from orchestrator.netem.commands import netem_direction_args, netem_schedule_commands
+    spec = Network.from_config({"delay": "10ms", "jitter": "2ms", "jitter_correlation": "25%",
+                                "distribution": "normal", "reorder": "5%", "reorder_correlation": "50%",
+                                "loss_burst": {"p": "1%", "r": "25%", "loss_bad": "90%", "loss_good": "0.1%"},
+                                "bandwidth_up": "1mbit", "bandwidth_down": "2mbit"})
+    up = netem_direction_args(spec, 0)
+    assert up[up.index("delay"):up.index("delay") + 6] == ["delay", "10ms", "2ms", "25%", "distribution", "normal"]
+    assert up[up.index("loss"):up.index("loss") + 6] == ["loss", "gemodel", "1%", "25%", "90%", "0.1%"]
+    assert up[up.index("reorder"):up.index("reorder") + 3] == ["reorder", "5%", "50%"]
+    assert up[-2:] == ["rate", "1000000bit"] and netem_direction_args(spec, 1)[-2:] == ["rate", "2000000bit"]
+    sched = Network.from_config({"delay": "1ms", "schedule": [{"at": "10s", "delay": "50ms"},
+                                                              {"at": "20s", "loss": "5%"}]})
+    (t1, c1), (t2, c2) = netem_schedule_commands(sched, "ns", "h", "n")
+    assert (t1, t2) == (10.0, 20.0)
+    assert c1[0][:7] == ["tc", "qdisc", "change", "dev", "h", "root", "netem"]
+    assert c1[1][:9] == ["tc", "-n", "ns", "qdisc", "change", "dev", "n", "root", "netem"]
+    assert "50ms" in c1[0] and "loss" not in c1[0]
+    assert c2[0][c2[0].index("loss"):c2[0].index("loss") + 3] == ["loss", "random", "5%"]
+    assert "50ms" in c2[0]
+
+
+def test_netem_proxy_argv_realism_schedule_and_cpus():
+    spec = Network.from_config({"delay": "1ms", "loss_burst": {"p": 0.01, "r": 0.25},
+                                "jitter": "1ms", "jitter_correlation": 0.5, "reset": "1%",
+                                "schedule": [{"at": "1500ms", "delay": "5ms", "loss": "2%"}]})
+    argv = proxy_argv("perfctl-proxy", spec, "127.0.0.1:0", "127.0.0.1:80", cpus=[2, 3],
+                      schedule_anchor="stdin")
+    head = argv[:argv.index("--at")]
+    assert head[head.index("--gemodel") + 1] == "0.01,0.25,1,0"
+    assert head[head.index("--jitter-correlation") + 1] == "0.5"
+    assert head[head.index("--reset") + 1] == "0.01"
+    assert head[head.index("--cpus") + 1] == "2,3"
+    step = argv[argv.index("--at"):]
+    assert step[1] == "1500000us"
+    # the step switches everything off first, then sets its whole state
+    assert step.index("--loss") < step.index("--delay-up")
+    assert step[step.index("--delay-up") + 1] == "5ms"
+    assert step[len(step) - 1 - step[::-1].index("--loss") + 1] == "0.02"
+    assert "--gemodel" not in step and argv[-2:] == ["--schedule-anchor", "stdin"]

@@ -169,3 +169,50 @@ def test_netem_tbf_injector_end_to_end():
     assert server.wait(5) is not None             # stop() ended what ran in the namespace
     server.stdout.close()
     assert list_netns() == before
+
+
+def test_netem_probe_checks_jitter_and_loss_and_reports_release_error(echo_port):
+    """The probe's samples pass the checks of the spec they were shaped by and fail those of
+    a spec with another jitter law or loss rate; the release error comes with them."""
+    spec = Network.from_config({"backend": "proxy", "delay": "10ms", "jitter": "2ms",
+                                "distribution": "normal", "loss": "10%", "rto": "60ms"})
+    with ProxyInjector(spec, seed=4) as inj:
+        inj.start("127.0.0.1", echo_port)
+        res = inj.probe()
+        assert len(res.rtt_ms) > 20                 # more samples for the shape checks
+        ok, reason = inj.check(res)
+        # the loss check holds on a busy host (stalls are ms, the rto 60 ms); the p50 and the
+        # KS shape can be pushed off by host stalls of several ms, so only their presence is
+        # asserted here (the mismatches below must still be caught)
+        assert "ok: round trips held back an rto" in reason, reason
+        assert "added-RTT distribution" in reason
+        assert res.released >= 2 * len(res.rtt_ms)
+        assert 0 <= res.release_err_p50_us <= res.release_err_p99_us
+        no_jitter = Network.from_config({"delay": "10ms", "jitter": "0.6ms", "loss": "10%", "rto": "60ms"})
+        ok, reason = inj.check(res, no_jitter)
+        assert not ok and "invalid: added-RTT distribution" in reason, reason
+        lossless = Network.from_config({"delay": "10ms", "jitter": "2ms", "distribution": "normal",
+                                        "loss": "0.1%", "rto": "60ms"})
+        ok, reason = inj.check(res, lossless)
+        assert not ok and "invalid: round trips held back" in reason, reason
+
+
+def test_netem_proxy_injector_schedule_and_pinning(echo_port):
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    spec = Network.from_config({"backend": "proxy", "delay": "1ms",
+                                "schedule": [{"at": "200ms", "delay": "6ms"}]})
+    with ProxyInjector(spec, cpus=[cpu]) as inj:
+        inj.start("127.0.0.1", echo_port)
+        assert os.sched_getaffinity(inj.proc.pid) == {cpu}
+        assert inj.state_now() is spec and inj.changes() == []
+        anchor = time.perf_counter_ns()
+        inj.start_schedule(anchor)
+        time.sleep(0.35)
+        (change,) = inj.changes()
+        assert change["step"] == 1 and change["due_ns"] == anchor + 200_000_000
+        assert inj.state_now() is spec.schedule[0].state
+        res = inj.probe(samples=20)
+        assert res.expected_added_ms == 12.0 and "expected 12.000 ms" in inj.check(res)[1]
+        # structure, not timing (a pinned thread on a busy host waits for its CPU):
+        assert abs(res.added_p50_ms - 12.0) < abs(res.added_p50_ms - 2.0), res.rtt_ms
+    assert inj.changes() == [change]                # kept after stop

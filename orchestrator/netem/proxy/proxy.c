@@ -1,45 +1,60 @@
 /*
- * perfctl-proxy: a TCP proxy that injects latency, jitter, TCP-level loss and a bandwidth
- * limit between a client and a server, for hosts where sch_netem is not available.
+ * perfctl-proxy: a TCP proxy that injects latency, jitter, TCP-level loss (random or
+ * Gilbert-Elliott bursts), reordering, resets, black holes and a bandwidth limit between a
+ * client and a server, for hosts where sch_netem is not available; the path can change on a
+ * schedule during a run.
  *
- *   perfctl-proxy --listen 127.0.0.1:P --to 127.0.0.1:Q [--delay-up 10ms] [--delay-down 10ms]
- *                 [--jitter 2ms --distribution uniform|normal|pareto] [--loss 0.01 --rto 200ms]
- *                 [--bandwidth 10mbit] [--queue-limit 4194304] [--echo-listen 127.0.0.1:E]
- *                 [--seed S]
+ *   perfctl-proxy --listen 127.0.0.1:P --to 127.0.0.1:Q [shaping flags] [--echo-listen H:E]
+ *                 [--threads N] [--cpus 2,3] [--spin-max 300us] [--spin-budget 0.1]
+ *                 [--queue-limit 4194304] [--seed S]
+ *                 [--at 10s shaping flags ...]... [--schedule-anchor listen|stdin]
+ *   shaping flags: --delay D | --delay-up D --delay-down D, --jitter D
+ *                  --distribution uniform|normal|pareto --jitter-correlation C,
+ *                  --loss P | --gemodel p,r,loss_bad,loss_good, --rto D,
+ *                  --reorder P --reorder-correlation C, --reset P, --blackhole P,
+ *                  --bandwidth R | --bandwidth-up R --bandwidth-down R
  *
- * One thread, one epoll loop, one timerfd (absolute CLOCK_MONOTONIC) armed at the earliest
- * release time of all queues, one signalfd (SIGTERM/SIGINT: exit 0; SIGUSR1: print stats).
+ * Threads: N worker threads (default: the CPUs of --cpus, else min(usable CPUs, 4)), each
+ * with its own SO_REUSEPORT listener, epoll loop, timerfd and heap; a connection lives on one
+ * thread, so byte order per connection needs no locks. Thread i is pinned to the i-th CPU of
+ * --cpus. The bandwidth links are shared by all threads (one atomic "link free at" instant per
+ * direction), so the limit is aggregate over all connections like one tc qdisc. The main
+ * thread only handles signals (signalfd: SIGTERM/SIGINT exit 0 after a stats line, SIGUSR1
+ * prints a stats line), the schedule and the stdin anchor.
  *
- * Model (per connection, per direction; "up" = client->server, "down" = server->client):
- *   - every chunk read from one side gets a release time
- *       release = arrival [+ serialisation] + delay + jitter draw [+ rto if "lost"]
- *     and is written to the other side at that time. Byte order is always kept: a chunk's
- *     release is max(its own time, the previous chunk's release) in the same direction.
- *   - jitter: uniform  -> U(-j, +j);  normal -> N(0, sigma=j);
- *             pareto   -> Lomax(shape 3, scale 2j): one-sided, mean j, heavy tail.
- *     delay + jitter is clamped at >= 0.
- *   - loss is a TCP-level model (a TCP stream never loses bytes): with probability p a chunk's
- *     delivery is held back an extra RTO, and because order is kept it holds back later chunks
- *     too (head-of-line blocking), as a retransmission would.
- *   - bandwidth: an AGGREGATE serialisation link per direction shared by all connections
- *     (like one tc tbf qdisc on an interface): a chunk starts serialising when the link is
- *     free, takes len*8/rate seconds, then travels `delay`. Reads are capped at ~1 ms of link
- *     time so bursts stay small.
- *   - backpressure: a direction whose queue holds more than --queue-limit bytes (4 MiB) stops
- *     reading its source until the queue drains to half; TCP flow control then slows the sender.
- *   - half-close (FIN) is forwarded in order, after the data before it, with the same delay.
- *     A reset (RST / ECONNRESET / EPIPE) is forwarded as a reset (SO_LINGER 0 close) of the
- *     other side after that direction's delay; data still queued toward the reset side is
- *     discarded.
- *   - --echo-listen adds a second listener whose connections go to a built-in echo at the far
- *     end of the same emulated path (up delay, then echoed, then down delay; same aggregate
- *     bandwidth links): round trips through it measure the path without touching the server.
+ * Per chunk (see shape.h for the models): release = arrival [+ serialisation] + delay +
+ * jitter [+ rto if lost] (reordered chunks skip delay and jitter), clamped so a chunk never
+ * leaves before the previous one of its direction: byte order is always kept.
+ *   - backpressure: a direction holding more than --queue-limit bytes stops reading its
+ *     source until it drains to half; TCP flow control slows the sender.
+ *   - FIN is forwarded in order after the data before it, with the same delay; a reset
+ *     (RST / ECONNRESET / EPIPE) is forwarded as a reset of the other side after that
+ *     direction's delay; data still queued toward the reset side is discarded.
+ *   - --echo-listen: connections to this second listener go to a built-in echo at the far end
+ *     of the same emulated path (up shaping, echo, down shaping); resets and black holes are
+ *     not injected there, so the probe can measure the rest.
  * At delay 0 with no shaping a chunk is written straight through (no allocation, no timer).
+ *
+ * Release precision (sleep, then spin): a worker arms its timerfd `early` before the next due
+ * instant, then busy-polls (epoll_wait with timeout 0, serving I/O meanwhile) until the instant
+ * and releases the chunk then, never before. `early` follows the ~95th percentile of the
+ * observed timer wake-up lateness, between 20 us and --spin-max (default 300 us). CPU cost,
+ * bounded: a spin lasts at most --spin-max, and a thread spins at most --spin-budget (default
+ * 0.1 = 10 % of one CPU) of every 100 ms; past the budget it only sleeps on the timer for the
+ * rest of that window (counted as spin_denied). Timer slack is set to 1 ns.
+ * Every released held chunk adds (send time - due time) to a histogram; the stats line
+ * reports its p50/p99 since start (release_err_*) and since the previous stats line (win_*).
+ *
+ * Schedule: each `--at T` starts a step that copies the previous step's shaping and applies
+ * the shaping flags after it; step k takes effect at anchor + T_k. The anchor is the moment
+ * the proxy listens, or with --schedule-anchor stdin the CLOCK_MONOTONIC ns given on stdin as
+ * "start NS\n". On each change one line on stderr:
+ *   perfctl-proxy change step=K due_ns=D applied_ns=A
  *
  * Prints one line when listening:
  *   perfctl-proxy listening on 127.0.0.1:PORT to HOST:Q[ echo 127.0.0.1:E]
  * Bad flags: one line on stderr, exit 2. Runtime failure to bind: exit 1. On exit prints one
- * stats line on stderr.
+ * stats line on stderr (`perfctl-proxy stats: key=value ...`).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -49,6 +64,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,41 +81,54 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef uint64_t u64;
+#include "relhist.h"
+#include "shape.h"
 
 #define MAX_EVENTS 256
 #define READ_MAX 65536
+#define MAX_THREADS 64
+#define MAX_STEPS 64
 #define K_DATA 0
 #define K_FIN 1
+#define SPIN_WINDOW_NS 100000000ull
+#define EARLY_MIN_NS 20000ull
 
-enum { T_LISTEN = 1, T_TIMER, T_SIGNAL, T_ENDPOINT };
-enum { D_UNIFORM = 0, D_NORMAL, D_PARETO };
+enum { T_LISTEN = 1, T_TIMER, T_ENDPOINT };
 
-/* ---------------------------------------------------------------- configuration */
+/* ---------------------------------------------------------------- configuration (read-only after start) */
 static struct {
-    u64 delay_ns[2];
-    u64 jitter_ns;
-    int dist;
-    double loss;
-    u64 rto_ns;
-    double rate_bps; /* bits per second, 0 = unlimited */
     size_t queue_limit;
     u64 seed;
     int seeded;
-    int shaping[2]; /* direction needs the queue/timer path */
-    size_t read_cap;
-} cfg = {.rto_ns = 200000000ull, .queue_limit = 4u << 20, .read_cap = READ_MAX};
+    int threads;
+    int cpus[MAX_THREADS], ncpus;
+    u64 spin_max_ns;
+    double spin_budget;
+    int anchor_stdin;
+} cfg = {.queue_limit = 4u << 20, .spin_max_ns = 300000, .spin_budget = 0.1};
 
-static struct {
-    u64 conns, conns_open, conns_peak, chunks[2], held[2], bytes[2], resets, refused;
-} st;
+static struct shape steps[MAX_STEPS];
+static u64 step_at_ns[MAX_STEPS];
+static int nsteps = 1;
+static const struct shape *cur_shape = &steps[0]; /* switched atomically by the main thread */
+static u64 link_free[2];                          /* shared bandwidth links (atomics) */
+static struct sockaddr_storage up_addr;
+static socklen_t up_addrlen;
 
-/* ---------------------------------------------------------------- data structures */
+static const struct shape *shape_now(void) { return __atomic_load_n(&cur_shape, __ATOMIC_ACQUIRE); }
+
+/* ---------------------------------------------------------------- per-thread state */
+struct stats {
+    u64 conns, conns_open, conns_peak, chunks[2], held[2], bytes[2], resets, refused, reordered[2],
+        injected_resets, blackholed, spin_ns, spin_denied;
+};
+#define STAT_ADD(field, v) __atomic_store_n(&st.field, st.field + (v), __ATOMIC_RELAXED)
+
 struct chunk {
     struct chunk *next;
     u64 release;
     uint32_t len, off;
-    uint8_t kind;
+    uint8_t kind, timed, tried;
     char data[];
 };
 
@@ -128,7 +158,8 @@ struct dir {
 struct conn {
     struct endpoint ep[2];
     struct dir d[2];
-    uint8_t connecting, echo, dead;
+    struct path path[2];
+    uint8_t connecting, echo, dead, blackholed;
     struct conn *next_dead;
 };
 
@@ -136,22 +167,29 @@ struct listener {
     int type; /* T_LISTEN */
     int fd;
     int echo;
-    int paused;
 };
 
-static int epfd, tfd;
-static u64 timer_armed; /* absolute ns the timerfd is armed for, 0 = disarmed */
-/* Timer wake-ups arrive late by tens of microseconds on a busy host; we arm the timer and treat
- * chunks as due `early_ns` before their release time, where early_ns tracks the median observed
- * wake-up lateness (capped at 200 us), so that the median delivery lands on the release time. */
-static u64 early_ns = 20000;
-#define EARLY_MAX_NS 200000ull
-static struct sockaddr_storage up_addr;
-static socklen_t up_addrlen;
-static struct conn *dead_list;
-static u64 link_free[2];
-static int reserve_fd = -1;
-static char rbuf[READ_MAX];
+struct worker {
+    pthread_t tid;
+    int idx;
+    struct listener main_l, echo_l;
+    struct stats *st;     /* the thread's own, published for the stats line */
+    struct relhist *rh;
+    u64 *early_ns;
+};
+
+static struct worker workers[MAX_THREADS];
+
+static __thread int epfd, tfd;
+static __thread u64 timer_armed; /* absolute ns the timerfd is armed for, 0 = disarmed */
+static __thread u64 early_ns = 50000;
+static __thread u64 spin_win_start, spin_win_ns;
+static __thread struct conn *dead_list;
+static __thread int reserve_fd = -1;
+static __thread char rbuf[READ_MAX];
+static __thread struct stats st;
+static __thread struct relhist rh;
+static __thread struct rng rng;
 
 /* ---------------------------------------------------------------- helpers */
 static u64 now_ns(void) {
@@ -163,42 +201,6 @@ static u64 now_ns(void) {
 static void die_usage(const char *msg, const char *arg) {
     fprintf(stderr, "perfctl-proxy: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
     exit(2);
-}
-
-/* xoshiro256** */
-static u64 rs[4];
-static u64 rotl(u64 x, int k) { return (x << k) | (x >> (64 - k)); }
-static u64 rnd_u64(void) {
-    u64 r = rotl(rs[1] * 5, 7) * 9, t = rs[1] << 17;
-    rs[2] ^= rs[0]; rs[3] ^= rs[1]; rs[1] ^= rs[2]; rs[0] ^= rs[3];
-    rs[2] ^= t; rs[3] = rotl(rs[3], 45);
-    return r;
-}
-static double rnd01(void) { return ((rnd_u64() >> 11) + 0.5) * (1.0 / 9007199254740992.0); } /* (0,1) */
-static void rnd_seed(u64 s) {
-    for (int i = 0; i < 4; i++) { /* splitmix64 */
-        u64 z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        rs[i] = z ^ (z >> 31);
-    }
-}
-
-static double jitter_draw_ns(void) {
-    double j = (double)cfg.jitter_ns;
-    if (j <= 0) return 0;
-    switch (cfg.dist) {
-    case D_NORMAL: {
-        double u1 = rnd01(), u2 = rnd01();
-        return j * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-    }
-    case D_PARETO: { /* Lomax shape a=3, scale (a-1)*j -> mean j */
-        double a = 3.0, x = (a - 1.0) * j * (pow(rnd01(), -1.0 / a) - 1.0);
-        return x > 1000.0 * j ? 1000.0 * j : x;
-    }
-    default:
-        return j * (2.0 * rnd01() - 1.0);
-    }
 }
 
 /* ---------------------------------------------------------------- parsing */
@@ -223,27 +225,98 @@ static u64 parse_duration(const char *flag, const char *s) {
     return (u64)llround(v * mul);
 }
 
-static double parse_rate(const char *s) {
+/* a rate in bits/s; exactly "0" means unlimited (how a schedule step switches it off) */
+static double parse_rate(const char *flag, const char *s) {
     char *end;
     double v;
-    if (parse_double(s, &v, &end) || v <= 0) die_usage("bad --bandwidth", s);
+    if (!strcmp(s, "0")) return 0;
+    if (parse_double(s, &v, &end) || v <= 0) die_usage("bad rate for", flag);
     static const struct { const char *u; double m; } units[] = {
         {"", 1}, {"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9},
         {"bps", 8}, {"kbps", 8e3}, {"mbps", 8e6}, {"gbps", 8e9}};
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (!strcasecmp(end, units[i].u)) return v * units[i].m;
-    die_usage("bad --bandwidth unit (bit, kbit, mbit, gbit, bps, kbps, mbps, gbps)", s);
+    die_usage("bad rate unit (bit, kbit, mbit, gbit, bps, kbps, mbps, gbps) for", flag);
     return 0;
 }
 
-static double parse_prob(const char *s) {
+/* a probability: 0.01 or 1%; `below_one` refuses 1 (correlations) */
+static double parse_prob_end(const char *flag, const char *s, char **endp, int below_one) {
     char *end;
     double v;
-    if (parse_double(s, &v, &end)) die_usage("bad --loss", s);
-    if (!strcmp(end, "%")) v /= 100.0;
-    else if (*end) die_usage("bad --loss", s);
-    if (v > 1.0) die_usage("--loss must be in [0, 1]", s);
+    if (parse_double(s, &v, &end)) die_usage("bad probability for", flag);
+    if (*end == '%') { v /= 100.0; end++; }
+    if (v > 1.0 || (below_one && v >= 1.0))
+        die_usage(below_one ? "must be in [0, 1) for" : "must be in [0, 1] for", flag);
+    *endp = end;
     return v;
+}
+
+static double parse_prob(const char *flag, const char *s, int below_one) {
+    char *end;
+    double v = parse_prob_end(flag, s, &end, below_one);
+    if (*end) die_usage("bad probability for", flag);
+    return v;
+}
+
+static void parse_gemodel(const char *s, struct shape *sh) {
+    double v[4];
+    const char *p = s;
+    for (int i = 0; i < 4; i++) {
+        char *end;
+        v[i] = parse_prob_end("--gemodel", p, &end, 0);
+        if (i < 3 && *end != ',') die_usage("--gemodel takes p,r,loss_bad,loss_good", s);
+        if (i == 3 && *end) die_usage("--gemodel takes p,r,loss_bad,loss_good", s);
+        p = end + 1;
+    }
+    sh->ge_p = v[0];
+    sh->ge_r = v[1];
+    sh->ge_loss_bad = v[2];
+    sh->ge_loss_good = v[3];
+}
+
+static void parse_cpus(const char *s) {
+    const char *p = s;
+    cfg.ncpus = 0;
+    while (*p) {
+        char *end;
+        long c = strtol(p, &end, 10);
+        if (end == p || c < 0 || c >= CPU_SETSIZE || cfg.ncpus == MAX_THREADS)
+            die_usage("--cpus takes a comma-separated list of CPU numbers", s);
+        cfg.cpus[cfg.ncpus++] = (int)c;
+        if (*end == ',') end++;
+        else if (*end) die_usage("--cpus takes a comma-separated list of CPU numbers", s);
+        p = end;
+    }
+    if (!cfg.ncpus) die_usage("--cpus takes a comma-separated list of CPU numbers", s);
+}
+
+/* one shaping flag into sh; 0 if `a` is no shaping flag */
+static int parse_shaping(const char *a, const char *v, struct shape *sh) {
+    if (!strcmp(a, "--delay")) sh->delay_ns[0] = sh->delay_ns[1] = parse_duration(a, v);
+    else if (!strcmp(a, "--delay-up")) sh->delay_ns[0] = parse_duration(a, v);
+    else if (!strcmp(a, "--delay-down")) sh->delay_ns[1] = parse_duration(a, v);
+    else if (!strcmp(a, "--jitter")) sh->jitter_ns = parse_duration(a, v);
+    else if (!strcmp(a, "--jitter-correlation")) sh->jitter_corr = parse_prob(a, v, 1);
+    else if (!strcmp(a, "--rto")) sh->rto_ns = parse_duration(a, v);
+    else if (!strcmp(a, "--loss")) {
+        sh->ge_loss_good = parse_prob(a, v, 0);
+        sh->ge_p = sh->ge_r = sh->ge_loss_bad = 0;
+    } else if (!strcmp(a, "--gemodel")) parse_gemodel(v, sh);
+    else if (!strcmp(a, "--reorder")) sh->reorder = parse_prob(a, v, 0);
+    else if (!strcmp(a, "--reorder-correlation")) sh->reorder_corr = parse_prob(a, v, 1);
+    else if (!strcmp(a, "--reset")) sh->reset = parse_prob(a, v, 0);
+    else if (!strcmp(a, "--blackhole")) sh->blackhole = parse_prob(a, v, 0);
+    else if (!strcmp(a, "--bandwidth")) sh->rate_bps[0] = sh->rate_bps[1] = parse_rate(a, v);
+    else if (!strcmp(a, "--bandwidth-up")) sh->rate_bps[0] = parse_rate(a, v);
+    else if (!strcmp(a, "--bandwidth-down")) sh->rate_bps[1] = parse_rate(a, v);
+    else if (!strcmp(a, "--distribution")) {
+        if (!strcmp(v, "uniform")) sh->dist = D_UNIFORM;
+        else if (!strcmp(v, "normal")) sh->dist = D_NORMAL;
+        else if (!strcmp(v, "pareto")) sh->dist = D_PARETO;
+        else die_usage("--distribution must be uniform, normal or pareto, not", v);
+    } else return 0;
+    return 1;
 }
 
 static void parse_hostport(const char *flag, const char *s, struct sockaddr_storage *ss,
@@ -265,8 +338,8 @@ static void parse_hostport(const char *flag, const char *s, struct sockaddr_stor
 }
 
 /* ---------------------------------------------------------------- heap of directions by due time */
-static struct dir **heap;
-static int heap_n, heap_cap;
+static __thread struct dir **heap;
+static __thread int heap_n, heap_cap;
 
 static void heap_swap(int a, int b) {
     struct dir *t = heap[a];
@@ -324,21 +397,25 @@ static void heap_set(struct dir *d, u64 key) {
     heap_up(d->heap_idx);
 }
 
-static void arm_timer(void) {
-    u64 want = 0;
-    if (heap_n) {
-        want = heap[0]->heap_key > early_ns ? heap[0]->heap_key - early_ns : 1;
-        if (want == 0) want = 1;
-    }
+/* arm the timerfd for absolute instant `want` (0 = disarm) */
+static void arm_timer(u64 want) {
     if (want == timer_armed) return;
     struct itimerspec its = {0};
     if (want) {
         its.it_value.tv_sec = (time_t)(want / 1000000000ull);
         its.it_value.tv_nsec = (long)(want % 1000000000ull);
-        if (!its.it_value.tv_sec && !its.it_value.tv_nsec) its.it_value.tv_nsec = 1;
     }
     timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
     timer_armed = want;
+}
+
+/* may this thread spin now? (the budget: spin_budget of every SPIN_WINDOW_NS) */
+static int spin_allowed(u64 now) {
+    if (now - spin_win_start >= SPIN_WINDOW_NS) {
+        spin_win_start = now;
+        spin_win_ns = 0;
+    }
+    return (double)spin_win_ns < cfg.spin_budget * (double)SPIN_WINDOW_NS;
 }
 
 /* ---------------------------------------------------------------- epoll interest */
@@ -398,7 +475,7 @@ static void kill_conn(struct conn *c, int reset_side0, int reset_side1) {
     heap_remove(&c->d[1]);
     free_queue(&c->d[0]);
     free_queue(&c->d[1]);
-    st.conns_open--;
+    STAT_ADD(conns_open, -1);
     c->next_dead = dead_list;
     dead_list = c;
 }
@@ -407,12 +484,26 @@ static void maybe_done(struct conn *c) {
     if (!c->dead && c->d[0].fin_sent && c->d[1].fin_sent) kill_conn(c, 0, 0);
 }
 
+/* the path swallows everything from now on, both ways, until an end closes */
+static void blackhole(struct conn *c) {
+    c->blackholed = 1;
+    STAT_ADD(blackholed, 1);
+    for (int i = 0; i < 2; i++) {
+        heap_remove(&c->d[i]);
+        free_queue(&c->d[i]);
+        c->d[i].write_blocked = 0;
+        c->d[i].paused = 0;
+    }
+    ep_sync(&c->ep[0]);
+    ep_sync(&c->ep[1]);
+}
+
 /* side `side` was reset (or its connect failed): close it now, reset the other side after the
  * delay of the direction side -> other. */
 static void handle_reset(struct conn *c, int side, u64 now) {
     if (c->dead) return;
-    st.resets++;
-    if (c->echo) { kill_conn(c, 1, 1); return; }
+    STAT_ADD(resets, 1);
+    if (c->echo || c->blackholed) { kill_conn(c, 1, 1); return; }
     struct dir *toward_other = &c->d[side], *toward_me = &c->d[1 - side];
     close_ep(&c->ep[side], 1);
     free_queue(toward_me);
@@ -421,7 +512,7 @@ static void handle_reset(struct conn *c, int side, u64 now) {
     toward_me->write_blocked = 0;
     heap_remove(toward_me);
     if (c->ep[1 - side].fd < 0) { kill_conn(c, 1, 1); return; }
-    u64 at = now + cfg.delay_ns[side];
+    u64 at = now + shape_now()->delay_ns[side];
     if (at < toward_other->last_release) at = toward_other->last_release;
     if (at == 0) at = 1;
     toward_other->rst_at = at;
@@ -438,37 +529,23 @@ static size_t queued_for(struct conn *c, int side) {
     return c->echo ? c->d[0].queued + c->d[1].queued : c->d[side].queued;
 }
 
-static u64 release_time(int idx, size_t len, u64 now, int kind) {
-    u64 t = now;
-    if (kind == K_DATA && cfg.rate_bps > 0) {
-        u64 start = link_free[idx] > now ? link_free[idx] : now;
-        t = start + (u64)llround((double)len * 8e9 / cfg.rate_bps);
-        link_free[idx] = t;
-    }
-    double extra = (double)cfg.delay_ns[idx];
-    if (cfg.jitter_ns) {
-        extra += jitter_draw_ns();
-        if (extra < 0) extra = 0;
-    }
-    t += (u64)llround(extra);
-    if (kind == K_DATA && cfg.loss > 0 && rnd01() < cfg.loss) {
-        t += cfg.rto_ns;
-        st.held[idx]++;
-    }
-    return t;
-}
-
 static void pump(struct dir *d, u64 now);
 
 static void enqueue(struct dir *d, const char *data, size_t n, u64 now, int kind) {
     struct conn *c = d->c;
     struct endpoint *dst = &c->ep[1 - d->idx];
+    const struct shape *sh = shape_now();
     if (kind == K_DATA) {
-        st.chunks[d->idx]++;
-        st.bytes[d->idx] += n;
+        STAT_ADD(chunks[d->idx], 1);
+        STAT_ADD(bytes[d->idx], n);
+        if (!c->echo && (sh->reset > 0 || sh->blackhole > 0)) {
+            int ev = shape_event(sh, &rng);
+            if (ev == EV_RESET) { STAT_ADD(injected_resets, 1); kill_conn(c, 1, 1); return; }
+            if (ev == EV_BLACKHOLE) { blackhole(c); return; }
+        }
     }
     size_t off = 0;
-    if (kind == K_DATA && !cfg.shaping[d->idx] && !d->head && !d->write_blocked && !c->connecting &&
+    if (kind == K_DATA && !sh->shaping[d->idx] && !d->head && !d->write_blocked && !c->connecting &&
         !c->echo && dst->fd >= 0) {
         /* fast path: straight through */
         ssize_t w = send(dst->fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -485,8 +562,17 @@ static void enqueue(struct dir *d, const char *data, size_t n, u64 now, int kind
     ch->len = (uint32_t)(n - off);
     ch->off = 0;
     ch->kind = (uint8_t)kind;
+    ch->tried = 0;
+    ch->timed = (uint8_t)(sh->shaping[d->idx] != 0);
     if (n - off) memcpy(ch->data, data + off, n - off);
-    u64 rel = cfg.shaping[d->idx] ? release_time(d->idx, n, now, kind) : now;
+    u64 rel = now;
+    if (ch->timed) {
+        struct release r = shape_release(sh, &c->path[d->idx], &rng, d->idx, n, now,
+                                         kind == K_DATA, &link_free[d->idx]);
+        rel = r.at;
+        if (r.lost) STAT_ADD(held[d->idx], 1);
+        if (r.early) STAT_ADD(reordered[d->idx], 1);
+    }
     if (rel < d->last_release) rel = d->last_release;
     d->last_release = rel;
     ch->release = rel;
@@ -507,11 +593,10 @@ static void enqueue(struct dir *d, const char *data, size_t n, u64 now, int kind
 
 static void pump(struct dir *d, u64 now) {
     struct conn *c = d->c;
-    u64 due = now + early_ns; /* due = released within the expected timer lateness */
     if (c->dead) return;
     struct endpoint *dst = &c->ep[1 - d->idx];
     struct dir *srcdir = c->echo ? &c->d[0] : d; /* whose reading this queue throttles */
-    if (d->rst_at && d->rst_at <= due) {
+    if (d->rst_at && d->rst_at <= now) {
         /* deliver the reset to dst; the source side is already closed */
         kill_conn(c, 1, 1);
         return;
@@ -519,9 +604,13 @@ static void pump(struct dir *d, u64 now) {
     if (c->connecting && d->idx == 0) { heap_remove(d); return; }
     while (d->head) {
         struct chunk *ch = d->head;
-        if (ch->release > due) {
+        if (ch->release > now) {
             heap_set(d, d->rst_at && d->rst_at < ch->release ? d->rst_at : ch->release);
             goto out;
+        }
+        if (ch->timed && !ch->tried) {
+            ch->tried = 1;
+            relhist_add(&rh, (int64_t)(now_ns() - ch->release));
         }
         if (ch->kind == K_FIN) {
             if (c->echo && d->idx == 0) {
@@ -568,21 +657,36 @@ out:
     maybe_done(c);
 }
 
+/* reads of about 1 ms of link time at the tightest bandwidth, so bursts stay small */
+static size_t read_cap(const struct shape *sh) {
+    double rate = 0;
+    for (int i = 0; i < 2; i++)
+        if (sh->rate_bps[i] > 0 && (rate == 0 || sh->rate_bps[i] < rate)) rate = sh->rate_bps[i];
+    if (rate == 0) return READ_MAX;
+    double cap = rate / 8.0 / 1000.0;
+    if (cap < 1460) cap = 1460;
+    if (cap > READ_MAX) cap = READ_MAX;
+    return (size_t)cap;
+}
+
 static void on_readable(struct conn *c, int side, u64 now) {
     struct dir *d = &c->d[side];
     struct endpoint *e = &c->ep[side];
+    size_t cap = read_cap(shape_now());
     for (int iter = 0; iter < 4 && !c->dead && e->fd >= 0; iter++) {
-        ssize_t n = recv(e->fd, rbuf, cfg.read_cap, MSG_DONTWAIT);
+        ssize_t n = recv(e->fd, rbuf, cap, MSG_DONTWAIT);
         if (n > 0) {
+            if (c->blackholed) continue; /* swallowed */
             enqueue(d, rbuf, (size_t)n, now, K_DATA);
-            if (c->dead) return;
+            if (c->dead || c->blackholed) return;
             if (queued_for(c, side) > cfg.queue_limit && !d->paused) {
                 d->paused = 1;
                 ep_sync(e);
                 return;
             }
-            if ((size_t)n < cfg.read_cap) return;
+            if ((size_t)n < cap) return;
         } else if (n == 0) {
+            if (c->blackholed) { kill_conn(c, 0, 0); return; }
             d->eof_read = 1;
             ep_sync(e);
             enqueue(d, NULL, 0, now, K_FIN);
@@ -603,7 +707,7 @@ static void on_endpoint(struct endpoint *e, uint32_t ev, u64 now) {
         int err = 0;
         socklen_t len = sizeof err;
         getsockopt(e->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        if (err) { st.refused++; handle_reset(c, 1, now); return; }
+        if (err) { STAT_ADD(refused, 1); handle_reset(c, 1, now); return; }
         if (!(ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
         c->connecting = 0;
         ep_sync(&c->ep[1]);
@@ -666,9 +770,9 @@ static void on_accept(struct listener *l, u64 now) {
         }
         c->ep[0].fd = fd;
         set_nodelay(fd);
-        st.conns++;
-        st.conns_open++;
-        if (st.conns_open > st.conns_peak) st.conns_peak = st.conns_open;
+        STAT_ADD(conns, 1);
+        STAT_ADD(conns_open, 1);
+        if (st.conns_open > st.conns_peak) STAT_ADD(conns_peak, st.conns_open - st.conns_peak);
         if (l->echo) {
             c->echo = 1;
         } else {
@@ -677,7 +781,7 @@ static void on_accept(struct listener *l, u64 now) {
             set_nodelay(ufd);
             c->ep[1].fd = ufd;
             if (connect(ufd, (struct sockaddr *)&up_addr, up_addrlen) < 0) {
-                if (errno != EINPROGRESS) { st.refused++; handle_reset(c, 1, now); continue; }
+                if (errno != EINPROGRESS) { STAT_ADD(refused, 1); handle_reset(c, 1, now); continue; }
                 c->connecting = 1;
             }
             ep_sync(&c->ep[1]);
@@ -686,11 +790,102 @@ static void on_accept(struct listener *l, u64 now) {
     }
 }
 
+/* ---------------------------------------------------------------- one worker thread */
+static void release_due(void) {
+    u64 now = now_ns();
+    for (int guard = 0; heap_n && heap[0]->heap_key <= now && guard < 100000; guard++) {
+        struct dir *d = heap[0];
+        heap_remove(d);
+        pump(d, now);
+        if ((guard & 63) == 63) now = now_ns();
+    }
+}
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    if (cfg.ncpus) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cfg.cpus[w->idx % cfg.ncpus], &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+    rng_seed(&rng, (cfg.seeded ? cfg.seed : (now_ns() ^ ((u64)getpid() << 32))) + 0x1000003ull * (u64)w->idx);
+    w->rh = &rh;
+    w->early_ns = &early_ns;
+    __atomic_store_n(&w->st, &st, __ATOMIC_RELEASE);
+    spin_win_start = now_ns();
+    if (early_ns > cfg.spin_max_ns) early_ns = cfg.spin_max_ns;
+    reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (epfd < 0 || tfd < 0) { perror("perfctl-proxy: worker setup"); exit(1); }
+    static int timer_tag = T_TIMER;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &timer_tag};
+    epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev);
+    ev.data.ptr = &w->main_l;
+    epoll_ctl(epfd, EPOLL_CTL_ADD, w->main_l.fd, &ev);
+    if (w->echo_l.fd >= 0) {
+        ev.data.ptr = &w->echo_l;
+        epoll_ctl(epfd, EPOLL_CTL_ADD, w->echo_l.fd, &ev);
+    }
+    struct epoll_event evs[MAX_EVENTS];
+    for (;;) {
+        u64 now = now_ns();
+        int timeout = -1, spinning = 0;
+        if (heap_n) {
+            u64 key = heap[0]->heap_key;
+            if (key <= now) timeout = 0;
+            else if (key - now <= early_ns) {
+                if (spin_allowed(now)) { timeout = 0; spinning = 1; }
+                else { STAT_ADD(spin_denied, 1); arm_timer(key); }
+            } else arm_timer(key - early_ns);
+        }
+        int n = epoll_wait(epfd, evs, MAX_EVENTS, timeout);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            perror("perfctl-proxy: epoll_wait");
+            exit(1);
+        }
+        u64 t = now_ns();
+        if (spinning) {
+            spin_win_ns += t - now;
+            STAT_ADD(spin_ns, t - now);
+        }
+        for (int i = 0; i < n; i++) {
+            int type = *(int *)evs[i].data.ptr;
+            if (type == T_ENDPOINT) on_endpoint(evs[i].data.ptr, evs[i].events, t);
+            else if (type == T_LISTEN) on_accept(evs[i].data.ptr, t);
+            else if (type == T_TIMER) {
+                u64 exp;
+                if (read(tfd, &exp, sizeof exp) > 0 && timer_armed) {
+                    /* follow the ~95th percentile of wake-up lateness (up 19 steps, down 1) */
+                    u64 late = t > timer_armed ? t - timer_armed : 0, e = early_ns;
+                    if (late > e) e += 19 * 500;
+                    else e -= 500;
+                    if (e < EARLY_MIN_NS) e = EARLY_MIN_NS;
+                    if (e > cfg.spin_max_ns) e = cfg.spin_max_ns;
+                    __atomic_store_n(&early_ns, e, __ATOMIC_RELAXED); /* read by print_stats */
+                }
+                timer_armed = 0;
+            }
+        }
+        release_due();
+        while (dead_list) {
+            struct conn *c = dead_list;
+            dead_list = c->next_dead;
+            free(c);
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- main thread */
 static int make_listener(struct sockaddr_storage *ss, socklen_t len, char *out, size_t outlen) {
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) { perror("perfctl-proxy: socket"); exit(1); }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)ss, len) < 0 || listen(fd, 65535) < 0) {
         char ip[64];
         inet_ntop(AF_INET, &((struct sockaddr_in *)ss)->sin_addr, ip, sizeof ip);
@@ -704,53 +899,122 @@ static int make_listener(struct sockaddr_storage *ss, socklen_t len, char *out, 
     char ip[64];
     inet_ntop(AF_INET, &got.sin_addr, ip, sizeof ip);
     snprintf(out, outlen, "%s:%u", ip, ntohs(got.sin_port));
+    /* the next listeners of the group bind the port this one got (port 0 = any) */
+    ((struct sockaddr_in *)ss)->sin_port = got.sin_port;
     return fd;
 }
 
+static struct relhist last_window; /* merged histogram at the previous stats line */
+
 static void print_stats(void) {
+    struct stats sum = {0};
+    static struct relhist all, win;
+    memset(&all, 0, sizeof all);
+    u64 early_max = 0;
+    for (int i = 0; i < cfg.threads; i++) {
+        struct stats *s = __atomic_load_n(&workers[i].st, __ATOMIC_ACQUIRE);
+        if (!s) continue;
+        u64 *src = (u64 *)s, *dst = (u64 *)&sum;
+        for (size_t k = 0; k < sizeof sum / sizeof(u64); k++) dst[k] += __atomic_load_n(&src[k], __ATOMIC_RELAXED);
+        relhist_accumulate(&all, workers[i].rh);
+        u64 e = __atomic_load_n(workers[i].early_ns, __ATOMIC_RELAXED);
+        if (e > early_max) early_max = e;
+    }
+    relhist_diff(&win, &all, &last_window);
+    last_window = all;
     fprintf(stderr,
-            "perfctl-proxy stats: conns=%llu conns_open=%llu conns_peak=%llu chunks_up=%llu "
+            "perfctl-proxy stats: threads=%d conns=%llu conns_open=%llu conns_peak=%llu chunks_up=%llu "
             "chunks_down=%llu held_up=%llu held_down=%llu bytes_up=%llu bytes_down=%llu "
-            "resets=%llu refused=%llu timer_early_ns=%llu\n",
-            (unsigned long long)st.conns, (unsigned long long)st.conns_open,
-            (unsigned long long)st.conns_peak, (unsigned long long)st.chunks[0],
-            (unsigned long long)st.chunks[1], (unsigned long long)st.held[0],
-            (unsigned long long)st.held[1], (unsigned long long)st.bytes[0],
-            (unsigned long long)st.bytes[1], (unsigned long long)st.resets,
-            (unsigned long long)st.refused, (unsigned long long)early_ns);
+            "resets=%llu refused=%llu reordered_up=%llu reordered_down=%llu injected_resets=%llu "
+            "blackholed=%llu timer_early_ns=%llu spin_ns=%llu spin_denied=%llu "
+            "released=%llu release_err_p50_ns=%lld release_err_p99_ns=%lld "
+            "win_released=%llu win_release_err_p50_ns=%lld win_release_err_p99_ns=%lld\n",
+            cfg.threads, (unsigned long long)sum.conns, (unsigned long long)sum.conns_open,
+            (unsigned long long)sum.conns_peak, (unsigned long long)sum.chunks[0],
+            (unsigned long long)sum.chunks[1], (unsigned long long)sum.held[0],
+            (unsigned long long)sum.held[1], (unsigned long long)sum.bytes[0],
+            (unsigned long long)sum.bytes[1], (unsigned long long)sum.resets,
+            (unsigned long long)sum.refused, (unsigned long long)sum.reordered[0],
+            (unsigned long long)sum.reordered[1], (unsigned long long)sum.injected_resets,
+            (unsigned long long)sum.blackholed, (unsigned long long)early_max,
+            (unsigned long long)sum.spin_ns, (unsigned long long)sum.spin_denied,
+            (unsigned long long)all.total, (long long)relhist_quantile_ns(&all, 0.5),
+            (long long)relhist_quantile_ns(&all, 0.99), (unsigned long long)win.total,
+            (long long)relhist_quantile_ns(&win, 0.5), (long long)relhist_quantile_ns(&win, 0.99));
     fflush(stderr);
 }
 
 static void usage(void) {
-    fputs("usage: perfctl-proxy --listen HOST:PORT --to HOST:PORT [--delay-up D] [--delay-down D]\n"
-          "         [--delay D] [--jitter D --distribution uniform|normal|pareto] [--loss P --rto D]\n"
-          "         [--bandwidth R] [--queue-limit BYTES] [--echo-listen HOST:PORT] [--seed S]\n",
+    fputs("usage: perfctl-proxy --listen HOST:PORT --to HOST:PORT [--echo-listen HOST:PORT]\n"
+          "   shaping: [--delay D | --delay-up D --delay-down D] [--jitter D] [--distribution\n"
+          "            uniform|normal|pareto] [--jitter-correlation C] [--loss P | --gemodel\n"
+          "            p,r,loss_bad,loss_good] [--rto D] [--reorder P] [--reorder-correlation C]\n"
+          "            [--reset P] [--blackhole P] [--bandwidth R | --bandwidth-up R --bandwidth-down R]\n"
+          "   schedule: [--at T shaping...]... [--schedule-anchor listen|stdin]\n"
+          "   process: [--threads N] [--cpus LIST] [--spin-max D] [--spin-budget F]\n"
+          "            [--queue-limit BYTES] [--seed S]\n",
           stdout);
+}
+
+/* schedule: step k (k >= 1) is due at anchor + step_at_ns[k] */
+static int next_step = 1;
+static u64 anchor_ns;
+
+static void arm_schedule(int sched_fd) {
+    struct itimerspec its = {0};
+    if (anchor_ns && next_step < nsteps) {
+        u64 due = anchor_ns + step_at_ns[next_step];
+        its.it_value.tv_sec = (time_t)(due / 1000000000ull);
+        its.it_value.tv_nsec = (long)(due % 1000000000ull);
+        if (!due) its.it_value.tv_nsec = 1;
+    }
+    timerfd_settime(sched_fd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void apply_due_steps(int sched_fd) {
+    u64 now = now_ns();
+    while (anchor_ns && next_step < nsteps && anchor_ns + step_at_ns[next_step] <= now) {
+        __atomic_store_n(&cur_shape, &steps[next_step], __ATOMIC_RELEASE);
+        u64 applied = now_ns();
+        fprintf(stderr, "perfctl-proxy change step=%d due_ns=%llu applied_ns=%llu\n", next_step,
+                (unsigned long long)(anchor_ns + step_at_ns[next_step]), (unsigned long long)applied);
+        fflush(stderr);
+        next_step++;
+    }
+    arm_schedule(sched_fd);
 }
 
 int main(int argc, char **argv) {
     const char *listen_s = NULL, *to_s = NULL, *echo_s = NULL;
+    shape_init(&steps[0]);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         if (i + 1 >= argc) die_usage("missing value for", a);
         const char *v = argv[++i];
+        if (parse_shaping(a, v, &steps[nsteps - 1])) continue;
         if (!strcmp(a, "--listen")) listen_s = v;
         else if (!strcmp(a, "--to")) to_s = v;
         else if (!strcmp(a, "--echo-listen")) echo_s = v;
-        else if (!strcmp(a, "--delay")) cfg.delay_ns[0] = cfg.delay_ns[1] = parse_duration(a, v);
-        else if (!strcmp(a, "--delay-up")) cfg.delay_ns[0] = parse_duration(a, v);
-        else if (!strcmp(a, "--delay-down")) cfg.delay_ns[1] = parse_duration(a, v);
-        else if (!strcmp(a, "--jitter")) cfg.jitter_ns = parse_duration(a, v);
-        else if (!strcmp(a, "--rto")) cfg.rto_ns = parse_duration(a, v);
-        else if (!strcmp(a, "--loss")) cfg.loss = parse_prob(v);
-        else if (!strcmp(a, "--bandwidth")) cfg.rate_bps = parse_rate(v);
-        else if (!strcmp(a, "--distribution")) {
-            if (!strcmp(v, "uniform")) cfg.dist = D_UNIFORM;
-            else if (!strcmp(v, "normal")) cfg.dist = D_NORMAL;
-            else if (!strcmp(v, "pareto")) cfg.dist = D_PARETO;
-            else die_usage("--distribution must be uniform, normal or pareto, not", v);
-        } else if (!strcmp(a, "--queue-limit")) {
+        else if (!strcmp(a, "--at")) {
+            if (nsteps == MAX_STEPS) die_usage("too many --at steps (max 63)", v);
+            u64 at = parse_duration(a, v);
+            if (nsteps > 1 && at <= step_at_ns[nsteps - 1]) die_usage("--at times must increase", v);
+            steps[nsteps] = steps[nsteps - 1];
+            step_at_ns[nsteps++] = at;
+        } else if (!strcmp(a, "--schedule-anchor")) {
+            if (!strcmp(v, "stdin")) cfg.anchor_stdin = 1;
+            else if (!strcmp(v, "listen")) cfg.anchor_stdin = 0;
+            else die_usage("--schedule-anchor must be listen or stdin, not", v);
+        } else if (!strcmp(a, "--threads")) {
+            char *end;
+            long t = strtol(v, &end, 10);
+            if (*end || t < 1 || t > MAX_THREADS) die_usage("--threads must be an integer in [1, 64]", v);
+            cfg.threads = (int)t;
+        } else if (!strcmp(a, "--cpus")) parse_cpus(v);
+        else if (!strcmp(a, "--spin-max")) cfg.spin_max_ns = parse_duration(a, v);
+        else if (!strcmp(a, "--spin-budget")) cfg.spin_budget = parse_prob(a, v, 0);
+        else if (!strcmp(a, "--queue-limit")) {
             char *end;
             unsigned long long q = strtoull(v, &end, 10);
             if (*end || q < 4096) die_usage("--queue-limit must be an integer >= 4096 bytes", v);
@@ -763,15 +1027,14 @@ int main(int argc, char **argv) {
         } else die_usage("unknown flag", a);
     }
     if (!listen_s || !to_s) die_usage("--listen and --to are required", NULL);
-    for (int i = 0; i < 2; i++)
-        cfg.shaping[i] = cfg.delay_ns[i] || cfg.jitter_ns || cfg.loss > 0 || cfg.rate_bps > 0;
-    if (cfg.rate_bps > 0) {
-        double cap = cfg.rate_bps / 8.0 / 1000.0; /* ~1 ms of link time */
-        if (cap < 1460) cap = 1460;
-        if (cap > READ_MAX) cap = READ_MAX;
-        cfg.read_cap = (size_t)cap;
+    if (cfg.spin_max_ns < EARLY_MIN_NS) cfg.spin_max_ns = EARLY_MIN_NS;
+    for (int k = 0; k < nsteps; k++) shape_finish(&steps[k]);
+    if (!cfg.threads) {
+        cpu_set_t set;
+        int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+        cfg.threads = cfg.ncpus ? cfg.ncpus : (usable < 4 ? usable : 4);
+        if (cfg.threads < 1) cfg.threads = 1;
     }
-    rnd_seed(cfg.seeded ? cfg.seed : (now_ns() ^ ((u64)getpid() << 32)));
 
     struct sockaddr_storage lss, ess;
     socklen_t llen, elen;
@@ -779,92 +1042,109 @@ int main(int argc, char **argv) {
     parse_hostport("--to", to_s, &up_addr, &up_addrlen);
     if (echo_s) parse_hostport("--echo-listen", echo_s, &ess, &elen);
 
-    /* room for thousands of connections */
-    struct rlimit rl;
+    struct rlimit rl; /* room for thousands of connections */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* inherited by the worker threads */
+    if (cfg.ncpus) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int i = 0; i < cfg.ncpus; i++) CPU_SET(cfg.cpus[i], &set);
+        if (sched_setaffinity(0, sizeof set, &set) < 0) {
+            fprintf(stderr, "perfctl-proxy: cannot pin to --cpus: %s\n", strerror(errno));
+            return 2;
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL); /* inherited: only the main thread reads them */
     int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    epfd = epoll_create1(EPOLL_CLOEXEC);
-    tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (sfd < 0 || epfd < 0 || tfd < 0) { perror("perfctl-proxy: setup"); return 1; }
-    reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int mfd = epoll_create1(EPOLL_CLOEXEC);
+    int sched_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (sfd < 0 || mfd < 0 || sched_fd < 0) { perror("perfctl-proxy: setup"); return 1; }
 
-    static int timer_tag = T_TIMER, signal_tag = T_SIGNAL;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &timer_tag};
-    epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev);
-    ev.data.ptr = &signal_tag;
-    epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
-
-    static struct listener L, E;
     char lname[96], ename[96] = "";
-    L.type = T_LISTEN;
-    L.fd = make_listener(&lss, llen, lname, sizeof lname);
-    ev.data.ptr = &L;
-    epoll_ctl(epfd, EPOLL_CTL_ADD, L.fd, &ev);
-    if (echo_s) {
-        E.type = T_LISTEN;
-        E.echo = 1;
-        E.fd = make_listener(&ess, elen, ename, sizeof ename);
-        ev.data.ptr = &E;
-        epoll_ctl(epfd, EPOLL_CTL_ADD, E.fd, &ev);
+    for (int i = 0; i < cfg.threads; i++) {
+        workers[i].idx = i;
+        workers[i].main_l = (struct listener){.type = T_LISTEN, .fd = make_listener(&lss, llen, lname, sizeof lname)};
+        workers[i].echo_l = (struct listener){.type = T_LISTEN, .fd = -1, .echo = 1};
+        if (echo_s) workers[i].echo_l.fd = make_listener(&ess, elen, ename, sizeof ename);
     }
+    for (int i = 0; i < cfg.threads; i++) {
+        if (pthread_create(&workers[i].tid, NULL, worker_main, &workers[i])) {
+            perror("perfctl-proxy: pthread_create");
+            return 1;
+        }
+    }
+    for (int i = 0; i < cfg.threads; i++) /* every worker has published its counters */
+        while (!__atomic_load_n(&workers[i].st, __ATOMIC_ACQUIRE)) sched_yield();
     printf("perfctl-proxy listening on %s to %s%s%s\n", lname, to_s, echo_s ? " echo " : "", ename);
     fflush(stdout);
 
-    struct epoll_event evs[MAX_EVENTS];
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 1};
+    epoll_ctl(mfd, EPOLL_CTL_ADD, sfd, &ev);
+    ev.data.u32 = 2;
+    epoll_ctl(mfd, EPOLL_CTL_ADD, sched_fd, &ev);
+    int stdin_open = 0;
+    if (nsteps > 1) {
+        if (cfg.anchor_stdin) {
+            ev.data.u32 = 3;
+            stdin_open = epoll_ctl(mfd, EPOLL_CTL_ADD, 0, &ev) == 0;
+            if (!stdin_open) fprintf(stderr, "perfctl-proxy: cannot read stdin for the schedule anchor\n");
+        } else {
+            anchor_ns = now_ns();
+            arm_schedule(sched_fd);
+        }
+    }
+    char line[128];
+    size_t line_len = 0;
     for (;;) {
-        arm_timer();
-        int n = epoll_wait(epfd, evs, MAX_EVENTS, -1);
+        struct epoll_event evs[4];
+        int n = epoll_wait(mfd, evs, 4, -1);
         if (n < 0) {
             if (errno == EINTR) continue;
             perror("perfctl-proxy: epoll_wait");
             return 1;
         }
-        u64 now = now_ns();
         for (int i = 0; i < n; i++) {
-            int type = *(int *)evs[i].data.ptr;
-            if (type == T_ENDPOINT) on_endpoint(evs[i].data.ptr, evs[i].events, now);
-            else if (type == T_LISTEN) on_accept(evs[i].data.ptr, now);
-            else if (type == T_TIMER) {
-                u64 exp;
-                if (read(tfd, &exp, sizeof exp) > 0 && timer_armed) {
-                    /* track the median lateness (stochastic approximation, 2 us steps) */
-                    u64 late = now > timer_armed ? now - timer_armed : 0;
-                    u64 target = early_ns; /* lateness measured against key - early_ns */
-                    if (late > target && early_ns + 2000 <= EARLY_MAX_NS) early_ns += 2000;
-                    else if (late < target && early_ns >= 2000) early_ns -= 2000;
-                }
-                timer_armed = 0;
-            } else if (type == T_SIGNAL) {
+            if (evs[i].data.u32 == 1) {
                 struct signalfd_siginfo si;
                 while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                    if (si.ssi_signo == SIGUSR1) print_stats();
-                    else { print_stats(); return 0; }
+                    print_stats();
+                    if (si.ssi_signo != SIGUSR1) _exit(0);
                 }
+            } else if (evs[i].data.u32 == 2) {
+                u64 exp;
+                if (read(sched_fd, &exp, sizeof exp) > 0) apply_due_steps(sched_fd);
+            } else if (evs[i].data.u32 == 3) {
+                ssize_t r = read(0, line + line_len, sizeof line - 1 - line_len);
+                if (r <= 0) {
+                    epoll_ctl(mfd, EPOLL_CTL_DEL, 0, NULL);
+                    continue;
+                }
+                line_len += (size_t)r;
+                line[line_len] = 0;
+                char *nl;
+                while ((nl = strchr(line, '\n'))) {
+                    *nl = 0;
+                    unsigned long long at;
+                    if (sscanf(line, "start %llu", &at) == 1 && !anchor_ns && at) {
+                        anchor_ns = at;
+                        apply_due_steps(sched_fd);
+                    } else {
+                        fprintf(stderr, "perfctl-proxy: ignored stdin line: %s\n", line);
+                    }
+                    line_len -= (size_t)(nl + 1 - line);
+                    memmove(line, nl + 1, line_len + 1);
+                }
+                if (line_len == sizeof line - 1) line_len = 0; /* overlong garbage */
             }
-        }
-        if (heap_n) {
-            now = now_ns();
-            for (int guard = 0; heap_n && heap[0]->heap_key <= now + early_ns && guard < 100000; guard++) {
-                struct dir *d = heap[0];
-                heap_remove(d);
-                pump(d, now);
-            }
-        }
-        while (dead_list) {
-            struct conn *c = dead_list;
-            dead_list = c->next_dead;
-            free(c);
         }
     }
 }

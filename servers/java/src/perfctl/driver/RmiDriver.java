@@ -111,7 +111,7 @@ public final class RmiDriver {
         checks.start();
         // burst: the first release's clients exist before the start instant is chosen
         Release first = spec.mode.equals("burst") ? new Release(0) : null;
-        startNs = System.nanoTime() + START_DELAY_NS;
+        startNs = spec.startAtNs > 0 ? spec.startAtNs : System.nanoTime() + START_DELAY_NS;
         measureStartNs = startNs + (long) (spec.warmupS * 1e9);
         endNs = measureStartNs + (long) (spec.windowS() * 1e9);
         long cpu0 = SelfChecks.cpuNs();

@@ -30,6 +30,7 @@ final class Spec {
     final int bursts;
     final double burstIntervalS;
     final Path scheduleFile;
+    final long startAtNs;
 
     Spec(Path path) throws IOException {
         Object parsed = Json.parse(new String(Files.readAllBytes(path), StandardCharsets.UTF_8));
@@ -58,6 +59,7 @@ final class Spec {
         maxRequests = (long) num(m, "max_requests", 50_000_000);
         bursts = Math.max(1, (int) num(m, "bursts", 1));
         burstIntervalS = num(m, "burst_interval_s", 1);
+        startAtNs = (long) num(m, "start_at_ns", 0);
         String sched = str(m, "schedule_file", "");
         scheduleFile = sched.isEmpty() ? null : path.toAbsolutePath().getParent().resolve(sched);
     }

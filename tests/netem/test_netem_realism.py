@@ -1,0 +1,256 @@
+"""perfctl-proxy's realism features, measured from outside: bursty (Gilbert-Elliott) loss,
+reordering, correlated jitter, resets, black holes, the schedule, pinning, the spin budget and
+the release-error histogram. One-way delays are measured by a sink thread in this process
+(same clock as the sender); each message is sent on an idle path (spaced wider than delay +
+rto), so its delay is its own and not its predecessor's."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from orchestrator.experiment.network import GilbertElliott, Network
+from orchestrator.netem.probe import echo_rtt_samples
+
+FRAME = struct.Struct("!qq")   # sequence number, send time (perf_counter_ns)
+
+
+class Sink:
+    """A listener in a thread: records (seq, one-way delay ms) of every frame it receives."""
+
+    def __init__(self):
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(16)
+        self.port = self.ls.getsockname()[1]
+        self.owd: dict[int, float] = {}
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        try:
+            c, _ = self.ls.accept()
+        except OSError:     # closed before anyone connected
+            return
+        buf = b""
+        while True:
+            try:
+                b = c.recv(65536)
+            except OSError:
+                return
+            now = time.perf_counter_ns()
+            if not b:
+                return
+            buf += b
+            while len(buf) >= FRAME.size:
+                seq, sent = FRAME.unpack_from(buf)
+                self.owd[seq] = (now - sent) / 1e6
+                buf = buf[FRAME.size:]
+
+    def close(self):
+        self.ls.close()
+
+
+def one_way_ms(port: int, sink: Sink, n: int, gap_s: float) -> np.ndarray:
+    """Send n frames gap_s apart to port; their one-way delays (ms) in send order."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for i in range(n):
+        s.sendall(FRAME.pack(i, time.perf_counter_ns()))
+        time.sleep(gap_s)
+    deadline = time.monotonic() + 5
+    while len(sink.owd) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.close()
+    assert len(sink.owd) == n, f"{len(sink.owd)} of {n} frames arrived"
+    return np.array([sink.owd[i] for i in range(n)])
+
+
+def runs_of(flags: np.ndarray) -> list[int]:
+    """Lengths of the runs of consecutive True."""
+    out, k = [], 0
+    for f in flags:
+        if f:
+            k += 1
+        elif k:
+            out.append(k)
+            k = 0
+    if k:
+        out.append(k)
+    return out
+
+
+@pytest.fixture
+def sink():
+    s = Sink()
+    yield s
+    s.close()
+
+
+def test_netem_gilbert_elliott_loss_rate_and_bursts(run_proxy, sink):
+    """Lost chunks (held one rto) come in bursts whose rate and mean length match the chain;
+    independent loss at the same rate does not burst."""
+    ge = GilbertElliott(p=0.05, r=0.3, loss_bad=0.9, loss_good=0.01)
+    p = run_proxy(sink.port, "--delay", "1ms", "--rto", "12ms", "--threads", "1", "--seed", "11",
+                  "--gemodel", "0.05,0.3,0.9,0.01")
+    n = 500
+    owd = one_way_ms(p.port, sink, n, 0.0145)
+    lost = owd > 1 + 6.0
+    rate, bursts = lost.mean(), runs_of(lost)
+    assert rate == pytest.approx(ge.loss_rate(), rel=0.4), (rate, ge.loss_rate())
+    assert np.mean(bursts) == pytest.approx(ge.mean_burst(), rel=0.5), (np.mean(bursts), ge.mean_burst())
+    # the proxy's own count agrees (a host stall > 6 ms mislabels a few on a busy host)
+    assert abs(p.live_stats()["held_up"] - int(lost.sum())) <= 0.03 * n
+
+
+def test_netem_independent_loss_does_not_burst(run_proxy, sink):
+    p = run_proxy(sink.port, "--delay", "1ms", "--rto", "12ms", "--threads", "1", "--seed", "11",
+                  "--loss", "0.15")
+    lost = one_way_ms(p.port, sink, 400, 0.0145) > 1 + 6.0
+    assert lost.mean() == pytest.approx(0.15, rel=0.4)
+    assert np.mean(runs_of(lost)) < 1.5     # 1 / (1 - 0.15) = 1.18 expected
+
+
+def test_netem_correlated_jitter_keeps_its_law(run_proxy, sink):
+    """jitter-correlation 0.9: consecutive delays correlate, the marginal stays N(d, j).
+    Rank correlation and the IQR, so a few host stalls of several ms do not decide it; with
+    rho 0.9 the 250 draws are worth ~13 independent ones, hence the wider bar there."""
+    from scipy import stats
+    results = {}
+    for corr in ("0", "0.9"):
+        s = Sink()
+        p = run_proxy(s.port, "--delay", "6ms", "--jitter", "1.5ms", "--distribution", "normal",
+                      "--jitter-correlation", corr, "--threads", "1", "--seed", "5")
+        owd = one_way_ms(p.port, s, 250, 0.014)
+        s.close()
+        q75, q25 = np.percentile(owd, [75, 25])
+        results[corr] = (stats.spearmanr(owd[:-1], owd[1:])[0], (q75 - q25) / 1.349)
+    assert results["0.9"][0] > 0.5, results
+    assert results["0"][0] < 0.3, results
+    assert results["0"][1] == pytest.approx(1.5, rel=0.3), results
+    assert results["0.9"][1] == pytest.approx(1.5, rel=0.5), results
+
+
+def test_netem_reorder_skips_the_delay_but_keeps_byte_order(run_proxy, sink, echo_port):
+    p = run_proxy(sink.port, "--delay", "20ms", "--reorder", "0.5", "--threads", "1", "--seed", "2")
+    owd = one_way_ms(p.port, sink, 60, 0.03)
+    early = owd < 10
+    assert 0.25 < early.mean() < 0.75, owd
+    assert abs(p.live_stats()["reordered_up"] - int(early.sum())) <= 1
+    # back to back: chosen chunks may not overtake, the stream arrives intact
+    q = run_proxy(echo_port, "--delay", "3ms", "--reorder", "0.5", "--seed", "3")
+    payload = os.urandom(200_000)
+    with socket.create_connection(("127.0.0.1", q.port), timeout=10) as s:
+        got = bytearray()
+
+        def read():
+            while len(got) < len(payload):
+                b = s.recv(65536)
+                if not b:
+                    return
+                got.extend(b)
+
+        t = threading.Thread(target=read)
+        t.start()
+        for i in range(0, len(payload), 1000):
+            s.sendall(payload[i:i + 1000])
+        t.join(20)
+    assert bytes(got) == payload
+
+
+def test_netem_reset_fault_resets_both_ends(run_proxy, echo_port):
+    p = run_proxy(echo_port, "--reset", "1", echo=True)
+    with socket.create_connection(("127.0.0.1", p.port), timeout=5) as s:
+        s.sendall(b"hello")
+        with pytest.raises(ConnectionResetError):
+            if s.recv(16) == b"":
+                raise AssertionError("closed cleanly instead of a reset")
+    # the probe's echo path is never faulted
+    assert len(echo_rtt_samples("127.0.0.1", p.echo_port, samples=5)) == 5
+    assert p.live_stats()["injected_resets"] == 1
+
+
+def test_netem_blackhole_fault_swallows_silently(run_proxy, echo_port):
+    p = run_proxy(echo_port, "--blackhole", "1")
+    with socket.create_connection(("127.0.0.1", p.port), timeout=0.5) as s:
+        s.sendall(b"hello")
+        with pytest.raises(socket.timeout):
+            s.recv(16)          # no answer, no FIN, no RST: the connection just hangs
+        s.sendall(b"more")      # still writable: nothing told the client
+    st = p.live_stats()
+    assert st["blackholed"] == 1 and st["conns"] == 1
+
+
+def _stderr_lines(p, word):
+    return [ln for ln in p.stderr().splitlines() if word in ln]
+
+
+def test_netem_schedule_changes_delay_at_its_time(run_proxy, echo_port):
+    """`--at 400ms --delay 25ms`, anchored on stdin: the change line comes within 100 ms of
+    its due time and round trips after it cross the new delay."""
+    p = run_proxy(echo_port, "--delay", "1ms", "--at", "400ms", "--delay", "25ms",
+                  "--schedule-anchor", "stdin", echo=True, stdin=True)
+    time.sleep(0.3)
+    assert not _stderr_lines(p, "change")       # nothing happens before the anchor
+    anchor = time.perf_counter_ns()
+    p.proc.stdin.write(f"start {anchor}\n")
+    p.proc.stdin.flush()
+    before = echo_rtt_samples("127.0.0.1", p.echo_port, samples=10)
+    time.sleep(max(0.0, 0.45 - (time.perf_counter_ns() - anchor) / 1e9))
+    after = echo_rtt_samples("127.0.0.1", p.echo_port, samples=5)
+    line = _stderr_lines(p, "perfctl-proxy change")
+    assert len(line) == 1, p.stderr()
+    fields = dict(kv.split("=") for kv in line[0].split()[2:])
+    assert int(fields["due_ns"]) == anchor + 400_000_000
+    assert 0 <= int(fields["applied_ns"]) - int(fields["due_ns"]) <= 100_000_000
+    assert np.median(before) < 10 and min(after) >= 50 * 0.95, (before, after)
+
+
+def test_netem_pinned_threads_and_spin_budget(run_proxy, echo_port):
+    """--cpus pins one worker per CPU; --spin-budget 0 never spins (and says so)."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    p = run_proxy(echo_port, "--delay", "2ms", "--cpus", str(cpu), "--spin-budget", "0", echo=True)
+    for task in os.listdir(f"/proc/{p.proc.pid}/task"):
+        assert os.sched_getaffinity(int(task)) == {cpu}
+    echo_rtt_samples("127.0.0.1", p.echo_port, samples=20)
+    st = p.live_stats()
+    assert st["threads"] == 1 and st["spin_ns"] == 0 and st["spin_denied"] > 0, st
+
+
+def test_netem_release_error_histogram_reports_lateness(run_proxy, echo_port):
+    """Every held chunk lands in the histogram; none is released early; the window resets
+    with each stats line."""
+    p = run_proxy(echo_port, "--delay", "3ms", echo=True)
+    echo_rtt_samples("127.0.0.1", p.echo_port, samples=30, warmup=0)
+    time.sleep(0.1)     # the close (a FIN each way) is released through the path too
+    st = p.live_stats()
+    assert st["released"] >= 60 and st["win_released"] == st["released"], st
+    assert 0 <= st["release_err_p50_ns"] <= st["release_err_p99_ns"], st
+    assert st["release_err_p50_ns"] < 2_000_000, st     # loose here; the bar is in the benchmark
+    assert p.live_stats()["win_released"] == 0
+
+
+def test_netem_bad_realism_flags_exit_2(proxy_bin):
+    import subprocess
+    for flags in (["--gemodel", "0.1,0.2"], ["--jitter-correlation", "1"], ["--reorder", "2"],
+                  ["--at", "1s", "--at", "500ms"], ["--cpus", "x"], ["--threads", "0"],
+                  ["--schedule-anchor", "later"]):
+        proc = subprocess.run([proxy_bin, "--listen", "127.0.0.1:0", "--to", "127.0.0.1:9", *flags],
+                              capture_output=True, text=True, timeout=5)
+        assert proc.returncode == 2, (flags, proc.stderr)
+        assert proc.stderr.startswith("perfctl-proxy:")
+
+
+def test_netem_profile_round_trip_through_the_proxy(run_proxy, echo_port):
+    """A named profile's delays reach the proxy through proxy_argv."""
+    from orchestrator.netem.commands import proxy_shaping_args
+    spec = Network.from_config({"profile": "transatlantic"})
+    p = run_proxy(echo_port, *proxy_shaping_args(spec), echo=True)
+    rtt = np.median(echo_rtt_samples("127.0.0.1", p.echo_port, samples=5))
+    assert rtt == pytest.approx(78.33, abs=3.0)
