@@ -29,12 +29,12 @@ exclude: [{server: http, driver: rmi}, {server: rmi, driver: http}, {server: rmi
 
 def test_the_default_driver_keeps_cell_ids(write_yaml):
     """Cells written before drivers existed keep their ids: `driver: http` is the default and
-    is left out of the hash; this id is what perfctl computed for BASE before the change."""
+    is left out of the hash; this id is what main computes for BASE (without drivers)."""
     plain = experiment.load_plan(write_yaml(BASE))
     explicit = experiment.load_plan(write_yaml(BASE.replace("mode: closed",
                                                             "driver: http, mode: closed"), "b.yaml"))
     [a], [b] = plain.cells, explicit.cells
-    assert a.cell_id == b.cell_id == "87c4685d35e8"
+    assert a.cell_id == b.cell_id == "07d88e210f85"
     assert a.load.driver == "http" and a.load.driver_label == "http"
     other = experiment.load_plan(write_yaml(BASE.replace(
         "mode: closed", 'driver: {cmd: "x {spec} {out}"}, mode: closed'), "c.yaml"))
