@@ -109,7 +109,7 @@ class Cells(Sequence):
 
         def server_(doc):
             model = _validate_server(doc, self.source, key, label)
-            return model, _dumps(model.model_dump())
+            return model, _dumps(server_dump(model))
         server, server_json = self._section(key, self.exp.servers[name], values, server_)
         parts: dict[str, tuple[Any, str]] = {}
         for section, model_cls in BODY_SECTIONS.items():
@@ -134,6 +134,15 @@ class Cells(Sequence):
             cell_id=matrix.cell_id_of_json(blob), values=values, server_name=name,
             server=server, workload=parts["workload"][0], load=parts["load"][0],
             network=network, placement=parts["placement"][0])
+
+
+def server_dump(server: ServerConfig) -> dict:
+    """The server's fields as the cell id hashes them: a bundled server without `db` hashes as
+    it did before `db` existed, so cell ids stay stable across versions."""
+    out = server.model_dump()
+    if isinstance(server, BundledServer) and server.db is None:
+        out.pop("db")
+    return out
 
 
 def _validate_server(doc: Any, source: str, key: str, label: str) -> ServerConfig:

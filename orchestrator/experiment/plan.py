@@ -19,6 +19,7 @@ from .base import FrozenModel
 from .cells import Cell, Cells  # noqa: F401 - Cell is part of this module's API
 from .document import Scalar, apply_override, deep_merge, fail, read_document, validation_error
 from .servers import BundledServer
+from .services import ServiceConfig, check_refs, compile_services
 from .units import fraction
 from .validity import Validity
 
@@ -31,6 +32,8 @@ class Experiment(FrozenModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     servers: dict[str, dict[str, Any]]
+    services: dict[str, Any] = Field(default_factory=dict, description="real components the "
+                                     "servers depend on (services.py)")
     workload: dict[str, Any] = Field(default_factory=dict)
     load: dict[str, Any] = Field(default_factory=dict)
     network: dict[str, Any] = Field(default_factory=dict)
@@ -116,6 +119,7 @@ class Plan(FrozenModel):
     cells: Cells
     repeats: int               # trials per cell; with repeats: auto, the most (max_repeats)
     document: dict[str, Any]   # the raw document after profile and overrides
+    services: dict[str, ServiceConfig] = {}   # name -> the typed `services:` entry
 
     @property
     def order(self) -> str:
@@ -154,10 +158,13 @@ def compile_document(doc: dict, source: str, profile: str | None = None,
         exp = Experiment.model_validate(doc)
     except ValidationError as e:
         raise validation_error(source, "", e) from None
+    services = compile_services(exp.services, source)
+    check_refs(exp.servers, services, source)
     cells = Cells(exp, doc, source)   # refuses a matrix over MAX_CELLS without expanding it
     cells.validate()                  # every cell, before anything runs
     return Plan(experiment=exp, source=source, profile=profile, overrides=overrides, cells=cells,
-                repeats=exp.max_repeats if exp.auto else exp.repeats, document=doc)
+                repeats=exp.max_repeats if exp.auto else exp.repeats, document=doc,
+                services=services)
 
 
 def load_plan(path: str | Path, profile: str | None = None,
