@@ -23,7 +23,9 @@ from .services import ServiceConfig, check_refs, compile_services
 from .units import fraction
 from .validity import Validity
 
-MIN_AUTO_TRIALS = 6     # the fewest trials whose median has a 95% order-statistic interval
+MIN_AUTO_TRIALS = 6
+JAVA_START_S = {"servlet": 3.0, "spring": 6.0}   # start-up of the Java servers on real stacks
+SERVICE_START_S = 4.0     # the fewest trials whose median has a 95% order-statistic interval
 
 
 class Experiment(FrozenModel):
@@ -136,8 +138,12 @@ class Plan(FrozenModel):
     def estimated_seconds(self) -> float:
         total = 0.0
         for c in self.cells:
-            start = 2.0 if isinstance(c.server, BundledServer) and c.server.impl == "java" else 0.8
+            start = 0.8
+            if isinstance(c.server, BundledServer) and c.server.impl == "java":
+                start = JAVA_START_S.get(c.server.concurrency_model, 2.0)
             total += self.repeats * (c.load.warmup_s + c.load.window_s + start + 0.7)
+        for svc in self.services.values():      # initdb, start, seed: a few seconds each time
+            total += SERVICE_START_S * (self.trial_count if svc.scope == "trial" else 1)
         return total
 
 

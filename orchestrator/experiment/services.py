@@ -42,6 +42,8 @@ class PostgresService(FrozenModel):
     scope: Literal["run", "trial"] = Field("run", description="run: one server for the whole "
                                            "run; trial: a fresh one for every trial")
     data: PostgresData = PostgresData()
+    port: int | None = Field(None, ge=1, le=65535, description="fixed TCP port on 127.0.0.1; "
+                             "default: a free one")
     max_connections: int = Field(200, ge=10, le=10_000)
     settings: dict[str, str | int | float] = Field(
         default_factory=dict, description="more postgres settings (`-c NAME=VALUE`), e.g. "

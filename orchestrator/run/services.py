@@ -88,6 +88,16 @@ def _run_as() -> tuple[int, int] | None:
     return pw.pw_uid, pw.pw_gid
 
 
+def _listening(host: str, port: int) -> bool:
+    """Whether something accepts connections on host:port (a port whose closed connections
+    linger in TIME_WAIT is free to postgres, which binds with SO_REUSEADDR)."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
 def _reachable_by_others(path: Path) -> bool:
     """Whether every directory above path lets any user pass (o+x)."""
     for parent in path.resolve().parents:
@@ -189,7 +199,15 @@ class PostgresRunner:
             raise self._fail(f"initdb failed ({'timed out' if code is None else f'exit {code}'})",
                              self.log_path, "check that the PostgreSQL packages are complete "
                              "and the run directory's disk has room")
-        self.port = free_port(HOST)
+        if self.config.port is not None:
+            if _listening(HOST, self.config.port):
+                raise PerfctlError(f"{self.source}: key `{self.key}.port`: port "
+                                   f"{self.config.port} is already taken by another process. Fix: "
+                                   "stop that process, or remove `port:` so perfctl picks a free "
+                                   "port.")
+            self.port = self.config.port
+        else:
+            self.port = free_port(HOST)
         argv = [str(bindir / "postgres"), "-D", str(self.data_dir), "-p", str(self.port),
                 "-k", str(self.sock_dir), "-c", f"listen_addresses={HOST}",
                 "-c", f"max_connections={self.config.max_connections}"]
