@@ -118,6 +118,8 @@ def accepts_login(host: str, port: int, timeout_s: float = 2.0) -> bool:
         with socket.create_connection((host, port), timeout=timeout_s) as s:
             s.sendall(msg)
             head = s.recv(9)
+            if head[:1] == b"R":
+                s.sendall(b"X\0\0\0\4")        # Terminate: a clean goodbye, no log noise
     except OSError:
         return False
     return len(head) >= 9 and head[:1] == b"R" and struct.unpack("!i", head[5:9])[0] == 0

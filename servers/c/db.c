@@ -16,12 +16,13 @@ static __thread long db_participants;
 static __thread uint64_t db_rng;
 
 static const char *const db_sql[3] = {
-	"SELECT id, name, email, city, score FROM participants WHERE id = $1",
-	"SELECT id, name, email, city, score FROM participants WHERE id >= $1 ORDER BY id LIMIT $2",
-	"INSERT INTO registrations (participant_id, note) VALUES ($1, 'perfctl /db insert') "
-	"RETURNING id",
+    "SELECT id, name, email, city, score FROM participants WHERE id = $1",
+    "SELECT id, name, email, city, score FROM participants WHERE id >= $1 ORDER BY id LIMIT $2",
+    "INSERT INTO registrations (participant_id, note) VALUES ($1, 'perfctl /db insert') "
+    "RETURNING id",
 };
 static const char *const db_names[3] = {"point", "range", "insert"};
+static const char *const db_stmts[3] = {"q0", "q1", "q2"}; /* prepared statement names */
 
 void db_init(const char *uri, uint64_t seed)
 {
@@ -63,7 +64,6 @@ static int db_open(char *out, size_t outcap, size_t *out_len)
 	static const char *const keys[] = {"dbname", "connect_timeout", NULL};
 	const char *vals[] = {db_uri, "2", NULL};
 	PGresult *res;
-	char name[8];
 
 	db_conn = PQconnectdbParams(keys, vals, 1);
 	if (!db_conn || PQstatus(db_conn) != CONNECTION_OK)
@@ -78,8 +78,7 @@ static int db_open(char *out, size_t outcap, size_t *out_len)
 	if (db_participants < 1)
 		db_participants = 1;
 	for (int i = 0; i < 3; i++) {
-		snprintf(name, sizeof name, "q%d", i);
-		res = PQprepare(db_conn, name, db_sql[i], 0, NULL);
+		res = PQprepare(db_conn, db_stmts[i], db_sql[i], 0, NULL);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			PQclear(res);
 			goto fail;
@@ -96,20 +95,19 @@ fail:
 	return -1;
 }
 
-int db_serve(const char *q, size_t qn, char *out, size_t outcap, size_t *out_len,
-	     int64_t *db_ns)
+int db_serve(const char *q, size_t qn, char *out, size_t outcap, size_t *out_len, int64_t *db_ns)
 {
 	const char *pos = q, *end = q + qn, *name, *val, *kind_raw = NULL, *rows_raw = NULL;
 	size_t nlen, vlen, kind_len = 0, rows_len = 0;
 	uint64_t rows = 1;
 	int kind = -1, n;
-	char kbuf[16], p1[24], p2[24], stmt[8];
+	char kbuf[16], p1[24], p2[24];
 	const char *params[2] = {p1, p2};
 	long klen;
 	PGresult *res;
 	int64_t t0;
 
-	*db_ns = 0;
+	*db_ns = -1;
 	while (url_next_param(&pos, end, &name, &nlen, &val, &vlen)) {
 		if (!kind_raw && nlen == 5 && memcmp(name, "query", 5) == 0) {
 			kind_raw = val;
@@ -121,7 +119,8 @@ int db_serve(const char *q, size_t qn, char *out, size_t outcap, size_t *out_len
 	}
 	klen = kind_raw ? url_decode(kind_raw, kind_len, kbuf, sizeof kbuf - 1) : -1;
 	for (int i = 0; klen >= 0 && i < 3; i++)
-		if (strlen(db_names[i]) == (size_t)klen && memcmp(kbuf, db_names[i], (size_t)klen) == 0)
+		if (strlen(db_names[i]) == (size_t)klen &&
+		    memcmp(kbuf, db_names[i], (size_t)klen) == 0)
 			kind = i;
 	if (kind < 0) {
 		*out_len = (size_t)snprintf(out, outcap, "bad parameter: query\n");
@@ -142,14 +141,14 @@ int db_serve(const char *q, size_t qn, char *out, size_t outcap, size_t *out_len
 		return 503;
 	if (kind == 1) {
 		long span = db_participants - (long)rows + 1;
-		snprintf(p1, sizeof p1, "%ld", 1 + (long)(db_next() % (uint64_t)(span > 1 ? span : 1)));
+		snprintf(p1, sizeof p1, "%ld",
+			 1 + (long)(db_next() % (uint64_t)(span > 1 ? span : 1)));
 	} else {
 		snprintf(p1, sizeof p1, "%ld", 1 + (long)(db_next() % (uint64_t)db_participants));
 	}
 	snprintf(p2, sizeof p2, "%lu", (unsigned long)rows);
-	snprintf(stmt, sizeof stmt, "q%d", kind);
 	t0 = ck_now_ns();
-	res = PQexecPrepared(db_conn, stmt, kind == 1 ? 2 : 1, params, NULL, NULL, 0);
+	res = PQexecPrepared(db_conn, db_stmts[kind], kind == 1 ? 2 : 1, params, NULL, NULL, 0);
 	*db_ns = ck_now_ns() - t0;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		db_reason(PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)

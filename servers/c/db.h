@@ -17,8 +17,8 @@ void db_init(const char *uri, uint64_t seed);
 /* Serves one /db query string (q, qn bytes, undecoded). Returns the HTTP status: 200 (body
  * written into out: {"query": ..., "rows": N}), 400 (a bad parameter; out says which) or 503
  * (no database, or it failed; out holds the reason). *db_ns gets the time spent in the
- * database (0 when no query ran). out is NUL-terminated; returns its length in *out_len. */
-int db_serve(const char *q, size_t qn, char *out, size_t outcap, size_t *out_len,
-	     int64_t *db_ns);
+ * database, or -1 when no query ran (a bad parameter, no database, no connection). out is
+ * NUL-terminated; returns its length in *out_len. */
+int db_serve(const char *q, size_t qn, char *out, size_t outcap, size_t *out_len, int64_t *db_ns);
 
 #endif

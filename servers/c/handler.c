@@ -326,13 +326,11 @@ void hd_serve(const struct hd_req *rq, int64_t queue_ns, int64_t t_start, struct
 		}
 	} else if (hd_is(path, plen, "/db")) {
 		if (get) {
-			r->status = db_serve(query, qlen, r->small, sizeof r->small, &r->body_len,
-					     &db_ns);
+			r->status =
+			    db_serve(query, qlen, r->small, sizeof r->small, &r->body_len, &db_ns);
 			r->body = r->small;
 			if (r->status == 200)
 				ctype = "application/json";
-			else if (r->status == 400)
-				db_ns = -1;
 		} else {
 			allow = "GET";
 		}

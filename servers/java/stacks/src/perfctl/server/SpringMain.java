@@ -82,7 +82,7 @@ public class SpringMain {
         props.put("server.error.whitelabel.enabled", "false");
         SpringApplication app = new SpringApplication(SpringMain.class);
         app.setDefaultProperties(props);
-        ConfigurableApplicationContext ctx = app.run(args.length == 0 ? args : new String[0]);
+        ConfigurableApplicationContext ctx = app.run(); // our flags are no Spring properties
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             System.out.flush();
             System.err.flush();
