@@ -5,6 +5,7 @@ import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.io.PrintStream;
 import java.util.Locale;
 import java.util.function.IntSupplier;
 
@@ -23,6 +24,8 @@ final class Stack {
     final Config config;
     final Stats stats;
     final Router router;
+    /** stdout as the program found it: the listening line goes there, nothing else does. */
+    private static final PrintStream LISTENING_LINE = System.out;
     private volatile IntSupplier queue = () -> 0;
     private volatile IntSupplier threads;
 
@@ -53,6 +56,7 @@ final class Stack {
 
     /** Parses the flags for one of Config.STACK_MODELS; exits 2 with one stderr line on a bad one. */
     static Stack start(String[] args, String model) {
+        System.setOut(System.err); // libraries that log to stdout (Spring Boot's console) log to stderr
         try {
             Config c = Config.parse(args, new String[] {model});
             HttpInput.idleTimeoutMs = c.idleTimeoutMs;
@@ -77,9 +81,9 @@ final class Stack {
     }
 
     void announce(int port) {
-        System.out.println("perfctl-server listening on " + config.host + ":" + port + " impl=java model="
+        LISTENING_LINE.println("perfctl-server listening on " + config.host + ":" + port + " impl=java model="
                 + config.model + " threads=" + config.threads + " backlog=" + config.backlog);
-        System.out.flush();
+        LISTENING_LINE.flush();
     }
 
     /** Serves one request through the Router and writes the answer. t0: System.nanoTime() when
