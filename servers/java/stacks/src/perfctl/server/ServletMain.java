@@ -52,7 +52,12 @@ public final class ServletMain {
         c.setProperty("maxHttpHeaderSize", "8192");
         c.setProperty("maxConnections", "10000");
         c.setProperty("tcpNoDelay", "true");
+        // what the other servers take in a request target (a regex in /search's query: [ ] | ^ ...)
+        c.setProperty("relaxedQueryChars", "[]|{}^\\`\"<>");
+        c.setProperty("relaxedPathChars", "[]|{}^\\`\"<>");
         c.setMaxPostSize(Stack.MAX_BODY);
+        // a body the servlet did not read (over 64 KiB: answered 413) is not waited for: close
+        c.setProperty("maxSwallowSize", "0");
     }
 
     /** Tomcat's executor queue, busy threads and open connections, for /stats. */
@@ -61,7 +66,8 @@ public final class ServletMain {
         stack.watch(() -> {
             Executor e = p.getExecutor();
             return e instanceof ThreadPoolExecutor ? ((ThreadPoolExecutor) e).getQueue().size() : 0;
-        }, null, () -> (int) Math.max(0, p.getConnectionCount()));
+        // Tomcat counts a connection in before its acceptor blocks in accept(): one too many
+        }, null, () -> (int) Math.max(0, p.getConnectionCount() - 1));
     }
 
     public static void main(String[] args) throws IOException {
