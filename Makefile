@@ -4,7 +4,10 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 # Debian packages the tool and its tests use (installed only when missing; we are root).
-APT_PACKAGES := gcc make libc6-dev iproute2 nginx-light wrk clang libclang-rt-14-dev clang-format chromium
+# postgresql: the `postgresql` service (initdb, postgres, psql); libpq-dev: /db in the C server;
+# maven + a JDK: the Java servers (servlet and spring are built with Maven).
+APT_PACKAGES := gcc make libc6-dev iproute2 nginx-light wrk clang libclang-rt-14-dev clang-format chromium \
+                postgresql libpq-dev maven openjdk-17-jdk-headless
 EXPERIMENT ?= experiments.yaml
 
 .PHONY: setup apt servers run test test-fast clean
@@ -41,4 +44,4 @@ test-fast: setup
 	$(BIN)/pytest -q -m "not slow"
 
 clean:
-	rm -rf $(VENV) servers/c/build servers/java/build orchestrator/netem/build *.egg-info
+	rm -rf $(VENV) servers/c/build servers/java/build servers/java/stacks/build orchestrator/netem/build *.egg-info

@@ -83,11 +83,11 @@ http {{
 
 class Bundled:
     def __init__(self, impl: str, model: str, cpus: list[int], threads: int = 1, **kw) -> None:
-        bundled.build(impl)
+        bundled.build(impl, model=model)
         self.port = ports.free_port()
         self.proc = process.spawn(bundled.command(impl, model, self.port, threads=threads, **kw),
                                   cpus=cpus)
-        wait_port(self.port)
+        wait_port(self.port, timeout=90.0)      # Spring Boot on a busy host takes a while
 
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}"

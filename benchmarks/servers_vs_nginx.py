@@ -8,8 +8,10 @@ Goal: the C `epoll` server with one loop (`--threads 1`) serves GET /work?spin_u
 The host is shared and noisy, so the two alternate over several rounds (the order flips every
 round) and the median of the per-round ratios is what counts.
 
-Beside them, with the same wrk set-up: Java `pool` and `virtual` (threads 4) and Python
-`async`. A `pool` worker holds its connection until the client closes it, so with 50
+Beside them, with the same wrk set-up: Java `pool` and `virtual` (threads 4), the Java servers
+on real stacks, `servlet` (a plain servlet on embedded Tomcat) and `spring` (Spring Boot MVC on
+its embedded Tomcat), each with 4 Tomcat threads, and Python `async`. servlet and spring are
+also printed as a ratio to the Java `pool` at the same connection count. A `pool` worker holds its connection until the client closes it, so with 50
 keep-alive connections only `threads` (4) connections are ever served; the other 46 wait in the
 queue unanswered for the whole run (wrk does not report them: it counts a timeout only for a
 response that arrives late, and these never arrive). The -c 50 pool line is therefore really 4
@@ -75,6 +77,8 @@ def main() -> None:
         if not args.no_others:
             for label, impl, model, conns in (("java pool (threads 4)", "java", "pool", [50, 4]),
                                               ("java virtual (threads 4)", "java", "virtual", [50]),
+                                              ("java servlet (threads 4)", "java", "servlet", [50, 4]),
+                                              ("java spring (threads 4)", "java", "spring", [50, 4]),
                                               ("python async", "python", "async", [50])):
                 try:
                     others[label] = (Bundled(impl, model, cpus=[SERVER_CPU], threads=4), conns)
@@ -118,6 +122,18 @@ def main() -> None:
             spread = (f"  (ratios {', '.join(f'{x:.2f}' for x in ratios[key])})"
                       if key in ratios else "")
             print(f"  {key:<34} {rps:>9,.0f} req/s   p99 {p99:7.3f} ms{rat}{spread}")
+        pool = "java pool (threads 4)"
+        stacks = [k for k in runs if k.startswith(("java servlet", "java spring"))]
+        if stacks and any(k.startswith(pool) for k in runs):
+            print("\nservers on real stacks vs the plain Java pool (median of per-round ratios):")
+            for key in stacks:
+                ref_key = pool + key.partition(")")[2]          # the same -c
+                if ref_key in runs:
+                    per_round = [a["rps"] / b["rps"] for a, b in zip(runs[key], runs[ref_key])
+                                 if b["rps"]]
+                    print(f"  {key:<34} x{statistics.median(per_round):.2f} java pool"
+                          f"{key.partition(')')[2] or ', -c 50'}   x"
+                          f"{statistics.median(ratios[key]):.2f} nginx")
         med = statistics.median(ratios["c epoll (threads 1)"])
         print(f"\nC epoll (1 loop) / nginx (1 worker) = {med:.2f}  (goal >= {GOAL:.1f}: "
               f"{'met' if med >= GOAL else 'NOT met'})")

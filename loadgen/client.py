@@ -20,9 +20,10 @@ MAX_HEAD_BYTES = 1 << 20  # a response head longer than this is a parse error
 RECHECK = 16              # the full parser reads 1 response in RECHECK (see Connection)
 
 
-def parse_server_timing(value: bytes) -> tuple[float, float]:
-    """(svc_ms, queue_ms) from a Server-Timing header value; NaN for a missing entry."""
-    svc = queue = float("nan")
+def parse_server_timing(value: bytes) -> tuple[float, float, float]:
+    """(svc_ms, queue_ms, db_ms) from a Server-Timing header value; NaN for a missing entry
+    (`db` only comes with /db responses: the part of svc spent in the database)."""
+    svc = queue = db = float("nan")
     for part in value.split(b","):
         name, _, params = part.strip().partition(b";")
         for p in params.split(b";"):
@@ -36,11 +37,13 @@ def parse_server_timing(value: bytes) -> tuple[float, float]:
                     svc = dur
                 elif name == b"queue":
                     queue = dur
-    return svc, queue
+                elif name == b"db":
+                    db = dur
+    return svc, queue, db
 
 
-def scan_head(head: bytes, need_framing: bool) -> tuple[bool, float, float]:
-    """(framed, svc_ms, queue_ms) from the raw bytes of a response head.
+def scan_head(head: bytes, need_framing: bool) -> tuple[bool, float, float, float]:
+    """(framed, svc_ms, queue_ms, db_ms) from the raw bytes of a response head.
 
     Called for the responses the full parser reads, once llhttp has accepted the head,
     instead of a Python callback per header line (about a microsecond per response). `framed`: the
@@ -53,7 +56,7 @@ def scan_head(head: bytes, need_framing: bool) -> tuple[bool, float, float]:
         end = len(low)
     framed = need_framing and (low.find(b"\ncontent-length", 0, end) >= 0
                                or low.find(b"\ntransfer-encoding", 0, end) >= 0)
-    svc = queue = _NAN
+    svc = queue = db = _NAN
     at = low.find(b"\nserver-timing", 0, end)
     if at >= 0:
         values = []
@@ -64,8 +67,8 @@ def scan_head(head: bytes, need_framing: bool) -> tuple[bool, float, float]:
             if 0 <= colon < stop:
                 values.append(head[colon + 1:stop].strip())
             at = low.find(b"\nserver-timing", at + 1, end)
-        svc, queue = parse_server_timing(b",".join(values))
-    return framed, svc, queue
+        svc, queue, db = parse_server_timing(b",".join(values))
+    return framed, svc, queue, db
 
 
 class _MessageEnd:
@@ -184,7 +187,7 @@ class Connection(asyncio.Protocol):
         self.headers_done = True
         self.skip = RECHECK - 1
         keep = self.parser.should_keep_alive()
-        framed, svc, queue = scan_head(self.head, not keep)
+        framed, svc, queue, db = scan_head(self.head, not keep)
         self.framed = keep or framed
         row = self.row
         if svc == svc or queue == queue:     # NaN != NaN: none was sent
@@ -192,6 +195,7 @@ class Connection(asyncio.Protocol):
             if row >= 0:
                 self.chunk.svc_ms[row] = svc
                 self.chunk.queue_ms[row] = queue
+                self.chunk.db_ms[row] = db
 
     def on_message_complete(self) -> None:
         row = self.row

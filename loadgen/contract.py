@@ -29,7 +29,7 @@ SCHEDULE_FILE = "schedule.bin"      # little-endian int64 ns offsets from the st
 REQUEST_FILES = ("requests.parquet", "requests.arrow", "requests.csv")   # first found is read
 REQUIRED_COLUMNS = ("intended_ns", "sent_ns", "done_ns", "status", "error")
 OPTIONAL_COLUMNS = {"first_byte_ns": 0, "bytes": 0, "conn": -1, "svc_ms": math.nan,
-                    "queue_ms": math.nan}
+                    "queue_ms": math.nan, "db_ms": math.nan}
 SUMMARY_KEYS = ("start_ns", "measure_start_ns", "measure_end_ns", "requests_recorded",
                 "loadgen_cpu_pct", "loop_lag_p99_ms", "gc_pause_max_ms")
 SUMMARY_KEYS_BY_MODE = {

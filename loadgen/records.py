@@ -23,13 +23,14 @@ COLUMNS = {
     "intended_ns": np.int64, "sent_ns": np.int64, "first_byte_ns": np.int64,
     "done_ns": np.int64, "status": np.int16, "error": np.int8, "bytes": np.int32,
     "conn": np.int32, "svc_ms": np.float32, "queue_ms": np.float32,
+    "db_ms": np.float32,      # Server-Timing db;dur= (/db only): the part of svc in the database
 }
 CHUNK_ROWS = 1 << 18
 
 
 # A Chunk's attribute for each column: the column's name, but `nbytes` for `bytes`.
 _ATTRS = {col: "nbytes" if col == "bytes" else col for col in COLUMNS}
-_FILL = {"conn": -1, "svc_ms": np.nan, "queue_ms": np.nan}
+_FILL = {"conn": -1, "svc_ms": np.nan, "queue_ms": np.nan, "db_ms": np.nan}
 
 
 class Chunk:

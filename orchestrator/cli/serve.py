@@ -25,7 +25,7 @@ def serve(impl: Annotated[str, typer.Argument(help="c, java or python.")],
     if port_taken(port):
         raise PerfctlError(f"port {port} is already taken. Fix: pass another with --port, or stop "
                            "the process holding it.")
-    bundled.build(impl)
-    argv = bundled.command(impl, model or default_concurrency_model(impl), port, threads, backlog,
-                           buckets, layout)
+    model = model or default_concurrency_model(impl)
+    bundled.build(impl, model=model)
+    argv = bundled.command(impl, model, port, threads, backlog, buckets, layout)
     os.execv(argv[0], argv)

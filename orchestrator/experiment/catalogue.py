@@ -7,7 +7,7 @@ from __future__ import annotations
 
 CONCURRENCY_MODELS: dict[str, tuple[str, ...]] = {
     "c": ("single", "thread", "pool", "epoll"),
-    "java": ("single", "thread", "pool", "virtual", "rmi", "rmi-single"),
+    "java": ("single", "thread", "pool", "virtual", "rmi", "rmi-single", "servlet", "spring"),
     "python": ("async", "pool"),
 }
 
@@ -21,6 +21,18 @@ DRIVERS: dict[str, tuple[str, ...]] = {
     "http": ("closed", "open", "burst", "ramp"),
     "rmi": ("closed", "open", "burst"),
 }
+
+# Java models on real stacks, built with Maven (servers/java/stacks): `servlet` is a plain servlet
+# on embedded Tomcat, `spring` Spring Boot MVC on its default embedded Tomcat.
+STACK_MODELS = {"java": ("servlet", "spring")}
+# (impl, model) pairs whose server has /db (servers/PROTOCOL.md); None: every model of the impl
+DB_MODELS: dict[str, tuple[str, ...] | None] = {"c": None, "python": None,
+                                                "java": ("servlet", "spring")}
+
+
+def has_db(impl: str, model: str) -> bool:
+    """Whether the bundled server (impl, model) has a /db endpoint."""
+    return impl in DB_MODELS and (DB_MODELS[impl] is None or model in DB_MODELS[impl])
 
 
 def default_concurrency_model(impl: str) -> str:

@@ -110,7 +110,7 @@ class Cells(Sequence):
 
         def server_(doc):
             model = _validate_server(doc, self.source, key, label)
-            return model, _dumps(model.model_dump())
+            return model, _dumps(server_dump(model))
         server, server_json = self._section(key, self.exp.servers[name], values, server_)
         parts: dict[str, tuple[Any, str]] = {}
         for section, model_cls in BODY_SECTIONS.items():
@@ -153,6 +153,13 @@ def _check_driver_speaks_to(server: ServerConfig, load: Load, source: str, key: 
         raise fail(source, "load.driver", f"the rmi driver speaks Java RMI, but server `{key}` "
                    f"({server.label}) speaks HTTP (in cell {label})",
                    "use an RMI server (impl: java, model: rmi or rmi-single) with driver rmi")
+def server_dump(server: ServerConfig) -> dict:
+    """The server's fields as the cell id hashes them: a bundled server without `db` hashes as
+    it did before `db` existed, so cell ids stay stable across versions."""
+    out = server.model_dump()
+    if isinstance(server, BundledServer) and server.db is None:
+        out.pop("db")
+    return out
 
 
 def _validate_server(doc: Any, source: str, key: str, label: str) -> ServerConfig:

@@ -19,10 +19,13 @@ from .base import FrozenModel
 from .cells import Cell, Cells  # noqa: F401 - Cell is part of this module's API
 from .document import Scalar, apply_override, deep_merge, fail, read_document, validation_error
 from .servers import BundledServer
+from .services import ServiceConfig, check_refs, compile_services
 from .units import fraction
 from .validity import Validity
 
-MIN_AUTO_TRIALS = 6     # the fewest trials whose median has a 95% order-statistic interval
+MIN_AUTO_TRIALS = 6
+JAVA_START_S = {"servlet": 3.0, "spring": 6.0}   # start-up of the Java servers on real stacks
+SERVICE_START_S = 4.0     # the fewest trials whose median has a 95% order-statistic interval
 
 
 class Experiment(FrozenModel):
@@ -31,6 +34,8 @@ class Experiment(FrozenModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     servers: dict[str, dict[str, Any]]
+    services: dict[str, Any] = Field(default_factory=dict, description="real components the "
+                                     "servers depend on (services.py)")
     workload: dict[str, Any] = Field(default_factory=dict)
     load: dict[str, Any] = Field(default_factory=dict)
     network: dict[str, Any] = Field(default_factory=dict)
@@ -116,6 +121,7 @@ class Plan(FrozenModel):
     cells: Cells
     repeats: int               # trials per cell; with repeats: auto, the most (max_repeats)
     document: dict[str, Any]   # the raw document after profile and overrides
+    services: dict[str, ServiceConfig] = {}   # name -> the typed `services:` entry
 
     @property
     def order(self) -> str:
@@ -132,8 +138,12 @@ class Plan(FrozenModel):
     def estimated_seconds(self) -> float:
         total = 0.0
         for c in self.cells:
-            start = 2.0 if isinstance(c.server, BundledServer) and c.server.impl == "java" else 0.8
+            start = 0.8
+            if isinstance(c.server, BundledServer) and c.server.impl == "java":
+                start = JAVA_START_S.get(c.server.concurrency_model, 2.0)
             total += self.repeats * (c.load.warmup_s + c.load.window_s + start + 0.7)
+        for svc in self.services.values():      # initdb, start, seed: a few seconds each time
+            total += SERVICE_START_S * (self.trial_count if svc.scope == "trial" else 1)
         return total
 
 
@@ -154,10 +164,13 @@ def compile_document(doc: dict, source: str, profile: str | None = None,
         exp = Experiment.model_validate(doc)
     except ValidationError as e:
         raise validation_error(source, "", e) from None
+    services = compile_services(exp.services, source)
+    check_refs(exp.servers, services, source)
     cells = Cells(exp, doc, source)   # refuses a matrix over MAX_CELLS without expanding it
     cells.validate()                  # every cell, before anything runs
     return Plan(experiment=exp, source=source, profile=profile, overrides=overrides, cells=cells,
-                repeats=exp.max_repeats if exp.auto else exp.repeats, document=doc)
+                repeats=exp.max_repeats if exp.auto else exp.repeats, document=doc,
+                services=services)
 
 
 def load_plan(path: str | Path, profile: str | None = None,

@@ -7,7 +7,7 @@ from typing import Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from .base import FrozenModel, Seconds
-from .catalogue import default_concurrency_model, unknown_impl_or_model
+from .catalogue import default_concurrency_model, has_db, unknown_impl_or_model
 
 
 class ReadyCheck(FrozenModel):
@@ -28,6 +28,8 @@ class BundledServer(FrozenModel):
     buckets: int = Field(1024, ge=1, le=1 << 24)
     layout: Literal["flat", "by-type"] = "flat"
     variant: Literal["", "asan"] = ""
+    db: str | None = Field(None, description="PostgreSQL connection URI for /db, usually "
+                           "\"{services.db.dsn}\" (services.py); without it /db answers 503")
     startup_timeout_s: Seconds = Field(30.0, alias="startup_timeout")
 
     @model_validator(mode="after")
@@ -35,6 +37,9 @@ class BundledServer(FrozenModel):
         problem = unknown_impl_or_model(self.impl, self.model)
         if problem:
             raise ValueError(problem)
+        if self.db is not None and not has_db(self.impl, self.concurrency_model):
+            raise ValueError(f"{self.impl} model {self.concurrency_model!r} has no /db endpoint; "
+                             "`db:` works with impl c, python, and java models servlet and spring")
         return self
 
     @property

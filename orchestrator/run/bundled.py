@@ -14,8 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import PerfctlError
-from ..experiment.catalogue import RMI_MODELS, unknown_impl_or_model
-from .build import make_cached
+from ..experiment.catalogue import RMI_MODELS, STACK_MODELS, unknown_impl_or_model
+from .build import SOURCE_SUFFIXES, make_cached
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS_DIR = ROOT / "servers"
@@ -72,14 +72,22 @@ def find_jdk(min_version: int) -> Jdk | None:
     return None
 
 
-def build(impl: str, variant: str = "") -> None:
+def build(impl: str, variant: str = "", model: str | None = None) -> None:
     """Build a bundled server unless the cached build matches its sources.
 
     variant: "" for the normal build; "asan" for the C AddressSanitizer + UBSan build.
+    model: a model on a real stack (servlet, spring) builds those with Maven instead
+    (servers/java/stacks; the first build downloads into ~/.m2, later ones run offline).
     Raises PerfctlError with the compiler's last lines when the build fails.
     """
-    check_impl(impl)
+    check_impl(impl, model)
     if impl == "python":
+        return
+    if model in STACK_MODELS.get(impl, ()):
+        make_cached(SERVERS_DIR / impl, "stacks", f"the {impl} servers on real stacks (Maven)",
+                    "install maven and a JDK >= 17 (make setup does), check that Maven Central "
+                    "is reachable for the first build, and run again.",
+                    suffixes=SOURCE_SUFFIXES + (".xml",), timeout_s=1800.0)
         return
     make_cached(SERVERS_DIR / impl, variant or "all", f"the bundled {impl} server",
                 "fix the sources or the toolchain (gcc/make for C, a JDK for Java) and run again.")
@@ -94,12 +102,16 @@ def check_impl(impl: str, model: str | None = None) -> None:
 
 def command(impl: str, model: str, port: int, threads: int = 4, backlog: int = 128,
             buckets: int = 1024, layout: str = "flat", corpus: Path | None = None,
-            seed: int = 1, variant: str = "", host: str = "127.0.0.1") -> list[str]:
-    """The argv that starts one bundled server (see servers/PROTOCOL.md). Does not build."""
+            seed: int = 1, variant: str = "", host: str = "127.0.0.1",
+            db: str | None = None) -> list[str]:
+    """The argv that starts one bundled server (see servers/PROTOCOL.md). Does not build.
+    db: the PostgreSQL URI /db uses (`--db`), e.g. a service's dsn."""
     check_impl(impl, model)
     flags = ["--port", str(port), "--host", host, "--model", model, "--threads", str(threads),
              "--backlog", str(backlog), "--buckets", str(buckets), "--layout", layout,
              "--corpus", str(corpus or CORPUS), "--seed", str(seed)]
+    if db:
+        flags += ["--db", db]
     if impl == "c":
         name = "perfctl-server-asan" if variant == "asan" else "perfctl-server"
         return [str(SERVERS_DIR / "c" / "build" / name), *flags]
@@ -110,6 +122,10 @@ def command(impl: str, model: str, port: int, threads: int = 4, backlog: int = 1
             raise PerfctlError(
                 f"java model {model!r} needs a JDK >= {21 if model == 'virtual' else 17}; "
                 f"found: {have}. Install one under /usr/lib/jvm or set JAVA_HOME.")
+        if model in STACK_MODELS["java"]:
+            stacks = SERVERS_DIR / "java" / "stacks" / "build"
+            main = "perfctl.server.ServletMain" if model == "servlet" else "perfctl.server.SpringMain"
+            return [jdk.java, "-cp", f"{stacks / 'classes'}:{stacks / 'lib'}/*", main, *flags]
         extra = RMI_JVM_FLAGS if model in RMI_MODELS else []
         return [jdk.java, "-Xss512k", *extra, "-cp", str(JAVA_CLASSES), "perfctl.server.Main",
                 *flags]
@@ -121,10 +137,10 @@ def _main(argv: list[str]) -> int:
     if argv != ["--build-all"]:
         print("usage: python -m orchestrator.run.bundled --build-all", file=sys.stderr)
         return 2
-    for impl in ("c", "java"):
+    for impl, model in (("c", None), ("java", None), ("java", "servlet")):
         if (SERVERS_DIR / impl / "Makefile").is_file():
             try:
-                build(impl)
+                build(impl, model=model)
             except PerfctlError as e:
                 print(f"perfctl: {e}", file=sys.stderr)
                 return 2

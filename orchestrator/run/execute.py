@@ -14,6 +14,7 @@ from ..experiment.plan import Cell, Plan
 from ..results import TrialTable
 from .order import order_seed, trial_order
 from .precision import precision_state
+from .services import ServiceSet
 from .trial import execute_trial
 
 
@@ -47,19 +48,24 @@ def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None) -> Pla
         return not precision_state(rows, cell.precision_metric(exp), target)["precision_reached"]
 
     ran = 0
-    for cell, k in trial_order(plan, wants):
-        if (cell.cell_id, k) in done:
-            continue
-        if on_start:
-            on_start(cell, k)
-        row = execute_trial(plan, cell, k, run_dir)
-        if target is not None:
-            row.update(precision_state(_cell_rows(table, cell) + [row],
-                                       cell.precision_metric(exp), target))
-        table.append(row)
-        ran += 1
-        if on_trial:
-            on_trial(row)
+    services = ServiceSet(plan.services, plan.source)
+    try:
+        for cell, k in trial_order(plan, wants):
+            if (cell.cell_id, k) in done:
+                continue
+            if on_start:
+                on_start(cell, k)
+            services.start("run", run_dir)     # the first time; again if one has died
+            row = execute_trial(plan, cell, k, run_dir, services)
+            if target is not None:
+                row.update(precision_state(_cell_rows(table, cell) + [row],
+                                           cell.precision_metric(exp), target))
+            table.append(row)
+            ran += 1
+            if on_trial:
+                on_trial(row)
+    finally:
+        services.stop()          # also on Ctrl-C and SIGTERM: no postgres, no data dir left
     return PlanOutcome(run_dir, table.frame() if table.rows else pd.DataFrame(), ran, len(done))
 
 
@@ -83,6 +89,7 @@ def run_info(plan: Plan, host: dict) -> dict:
                    "workload": c.workload.model_dump(),
                    "network": c.network.model_dump(),   # field names carry the units
                    "placement": c.placement.model_dump()} for c in plan.cells],
+        "services": {n: s.model_dump(mode="json") for n, s in plan.services.items()},
         "network_backend": "none",
         "host": host,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

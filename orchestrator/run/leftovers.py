@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -75,9 +76,31 @@ def find(own_mark: str, record: dict | None = None) -> list[int]:
     return sorted(found)
 
 
-def reap(own_mark: str, record: dict | None = None) -> list[str]:
+def stale_service_dirs(own_mark: str, record: dict | None, run_dir: Path | None) -> list[Path]:
+    """The data and socket directories of services (run/services.py) that a dead perfctl
+    recorded for removal: only `rm -rf` of a path in a services/ directory of run_dir or a /tmp/perfctl-*
+    directory is honoured, so a record from elsewhere cannot remove anything else."""
+    if not record or record["supervisor"] == own_mark or supervisor_alive(record["supervisor"]):
+        return []
+    out = []
+    for argvs in (record.get("cleanup") or {}).values():
+        for argv in argvs:
+            if len(argv) < 3 or argv[:2] != ["rm", "-rf"]:
+                continue
+            for raw in argv[2:]:
+                p = Path(raw)
+                inside = (run_dir is not None and p.is_relative_to(Path(run_dir))
+                          and "services" in p.relative_to(Path(run_dir)).parts)
+                if ".." not in p.parts and (inside or (p.parent == Path("/tmp")
+                                                       and p.name.startswith("perfctl-"))):
+                    out.append(p)
+    return out
+
+
+def reap(own_mark: str, record: dict | None = None, run_dir: Path | None = None) -> list[str]:
     """SIGKILL every leftover (and its process group when it leads one) and wait, bounded,
-    until they are gone. Returns one short description per process ("1234 python3 ...")."""
+    until they are gone; then remove the service directories the record names
+    (stale_service_dirs). Returns one short description per process ("1234 python3 ...")."""
     pids = find(own_mark, record)
     described = [f"{pid} {' '.join(procfs.argv(pid))[:70]}".strip() for pid in pids]
     for pid in pids:
@@ -90,4 +113,6 @@ def reap(own_mark: str, record: dict | None = None) -> list[str]:
     deadline = time.monotonic() + REAP_WAIT_S
     while any(procfs.alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.02)
+    for d in stale_service_dirs(own_mark, record, run_dir):
+        shutil.rmtree(d, ignore_errors=True)
     return described

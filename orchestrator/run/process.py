@@ -60,18 +60,29 @@ def supervisor_mark() -> str:
     return f"{pid}.{procfs.start_ticks(pid)}"
 
 
-def _die_with_parent(parent_pid: int):
-    """preexec_fn: SIGKILL this child when the forking thread dies; if the parent is already
-    gone (it died between fork and here), die now."""
+def _die_with_parent(parent_pid: int, user: tuple[int, int] | None = None,
+                     in_main: bool = True):
+    """preexec_fn: SIGKILL this child when the forking thread dies (only when that thread is
+    the main one); if the parent is already gone (it died between fork and here), die now.
+    user: (uid, gid) to run as, set first, since a change of credentials clears the
+    parent-death signal."""
     def setup() -> None:
+        if user is not None:
+            os.setgroups([])
+            os.setgid(user[1])
+            os.setuid(user[0])
+        if not in_main:
+            return
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent_pid:
             os._exit(1)
     return setup
 
 
-def _popen(argv: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
-    """subprocess.Popen in a new session, marked, killed with perfctl, told to the guardian."""
+def _popen(argv: list[str], env: dict | None = None, user: tuple[int, int] | None = None,
+           **kw) -> subprocess.Popen:
+    """subprocess.Popen in a new session, marked, killed with perfctl, told to the guardian;
+    as user (uid, gid) when given (perfctl runs as root)."""
     env = dict(os.environ if env is None else env)
     env[SUPERVISOR_ENV] = supervisor_mark()
     env[CHILD_ENV] = f"{env[SUPERVISOR_ENV]}:{next(_spawns)}"
@@ -80,7 +91,8 @@ def _popen(argv: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
         _ensure_guardian()
         kw.setdefault("stdin", subprocess.DEVNULL)
         proc = subprocess.Popen(argv, env=env, start_new_session=True,
-                                preexec_fn=_die_with_parent(os.getpid()) if in_main else None,
+                                preexec_fn=(_die_with_parent(os.getpid(), user, in_main)
+                                            if in_main or user else None),
                                 **kw)
         CHILDREN.add(proc)
         _meta[proc.pid] = {"pid": proc.pid, "pgid": proc.pid, "argv": list(argv),
@@ -91,8 +103,10 @@ def _popen(argv: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
 
 
 def spawn(argv: list[str], log_path: Path | None = None, cpus: list[int] | None = None,
-          cwd: Path | None = None, env: dict | None = None) -> subprocess.Popen:
-    """Start argv in a new session (own process group), optionally pinned with taskset.
+          cwd: Path | None = None, env: dict | None = None,
+          user: tuple[int, int] | None = None) -> subprocess.Popen:
+    """Start argv in a new session (own process group), optionally pinned with taskset, and
+    as another user (uid, gid) when given.
 
     stdout and stderr go to log_path (or are discarded). The process is registered for
     stop_all() and dies with perfctl (module docstring). Call from the main thread.
@@ -101,13 +115,27 @@ def spawn(argv: list[str], log_path: Path | None = None, cpus: list[int] | None 
         argv = ["taskset", "-c", ",".join(map(str, cpus)), *argv]
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
     try:
-        return _popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+        return _popen(argv, env=env, user=user, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     except FileNotFoundError as e:
         raise PerfctlError(f"cannot start {argv[0]!r}: {e.strerror}. Fix: install it or give "
                            "the full path in the server's cmd.") from None
     finally:
         if log_path:
             out.close()
+
+
+def run_to_end(argv: list[str], log_path: Path, timeout_s: float, cwd: Path | None = None,
+               env: dict | None = None, user: tuple[int, int] | None = None) -> int | None:
+    """spawn() argv and wait for it: its exit code, or None when it ran past timeout_s (it is
+    then stopped). A short-lived helper (initdb, psql) is supervised like any server."""
+    proc = spawn(argv, log_path, cwd=cwd, env=env, user=user)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        terminate(proc)
+        return None
+    terminate(proc)      # reaps it, and anything it left in its group
+    return proc.returncode
 
 
 def terminate(proc: subprocess.Popen, grace_s: float = 3.0) -> int | None:
@@ -198,7 +226,7 @@ def reap_leftovers(run_dir: Path | None = None) -> list[str]:
     mark of a perfctl that is gone, and what run_dir/children.json lists. Returns one short
     description per process stopped."""
     record = leftovers.read_record(run_dir) if run_dir is not None else None
-    return leftovers.reap(supervisor_mark(), record)
+    return leftovers.reap(supervisor_mark(), record, run_dir)
 
 
 def run_owner(run_dir: Path) -> int | None:

@@ -1,6 +1,7 @@
 """Samples a trial while it runs, from a thread of the orchestrator: the server process tree's
 CPU, memory and threads (psutil), whether every process of that tree stays alive (TreeWatch),
-and the host-noise counters of the server and the load generator (NoiseProbe)."""
+the host-noise counters of the server and the load generator (NoiseProbe), and the CPU and
+memory of each service's process tree (a PostgreSQL postmaster and its backends)."""
 from __future__ import annotations
 
 import math
@@ -22,8 +23,14 @@ class ResourceSampler:
     last sample."""
 
     def __init__(self, pid: int, loadgen_pid: int | None = None, cpus: set[int] | None = None,
-                 interval_s: float = SAMPLE_INTERVAL_S) -> None:
+                 interval_s: float = SAMPLE_INTERVAL_S,
+                 services: dict[str, int] | None = None) -> None:
+        """services: name -> pid of each running service's main process."""
         self.pid = pid
+        self.services = dict(services or {})
+        self.service_samples: dict[str, list[tuple[float, float, float]]] = {
+            n: [] for n in self.services}                       # t, cpu_pct, rss_mb
+        self._service_procs: dict[int, psutil.Process] = {}     # keeps cpu_percent's baseline
         self.loadgen_pid = loadgen_pid
         self.interval_s = interval_s
         self.samples: list[tuple[float, float, float, int]] = []  # t, cpu_pct, rss_mb, threads
@@ -63,7 +70,30 @@ class ResourceSampler:
                     threads += p.num_threads()
             except psutil.Error:
                 pass
-        self.samples.append((time.monotonic() - self._t0, cpu, rss, threads))
+        t = time.monotonic() - self._t0
+        self.samples.append((t, cpu, rss, threads))
+        for name, pid in self.services.items():
+            self.service_samples[name].append((t, *self._tree_usage(pid)))
+
+    def _tree_usage(self, pid: int) -> tuple[float, float]:
+        """(CPU %, RSS MiB) summed over pid and its descendants."""
+        try:
+            root = self._service_procs.setdefault(pid, psutil.Process(pid))
+            pids = [pid, *(c.pid for c in root.children(recursive=True))]
+        except psutil.Error:
+            return math.nan, math.nan
+        cpu = rss = 0.0
+        for p in pids:
+            try:
+                proc = self._service_procs.get(p)
+                if proc is None:
+                    proc = self._service_procs[p] = psutil.Process(p)
+                with proc.oneshot():
+                    cpu += proc.cpu_percent(None)
+                    rss += proc.memory_info().rss / 2**20
+            except psutil.Error:
+                self._service_procs.pop(p, None)
+        return cpu, rss
 
     def _loop(self) -> None:
         self._tick()
@@ -71,14 +101,26 @@ class ResourceSampler:
             self._tick()
 
     def summary(self) -> dict:
-        """server_cpu_pct (mean of samples after the first), server_rss_mb (max), threads (max)."""
+        """server_cpu_pct (mean of samples after the first), server_rss_mb (max), threads (max);
+        per service NAME: service_NAME_cpu_pct (mean) and service_NAME_rss_mb (max)."""
         s = self.samples[1:] or self.samples
-        if not s:
-            return {"server_cpu_pct": math.nan, "server_rss_mb": math.nan,
-                    "server_threads_max": 0}
-        return {"server_cpu_pct": sum(x[1] for x in s) / len(s),
-                "server_rss_mb": max(x[2] for x in s),
-                "server_threads_max": max(x[3] for x in s)}
+        out = {"server_cpu_pct": math.nan, "server_rss_mb": math.nan, "server_threads_max": 0}
+        if s:
+            out = {"server_cpu_pct": sum(x[1] for x in s) / len(s),
+                   "server_rss_mb": max(x[2] for x in s),
+                   "server_threads_max": max(x[3] for x in s)}
+        for name, samples in self.service_samples.items():
+            got = [x for x in samples[1:] if x[1] == x[1]]
+            out[f"service_{name}_cpu_pct"] = (sum(x[1] for x in got) / len(got)
+                                              if got else math.nan)
+            out[f"service_{name}_rss_mb"] = max((x[2] for x in got), default=math.nan)
+        return out
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.samples, columns=["t_s", "cpu_pct", "rss_mb", "threads"])
+        """One row per sample: the server's columns, then service_NAME_{cpu_pct,rss_mb}."""
+        df = pd.DataFrame(self.samples, columns=["t_s", "cpu_pct", "rss_mb", "threads"])
+        for name, samples in self.service_samples.items():
+            if len(samples) == len(df):
+                df[f"service_{name}_cpu_pct"] = [x[1] for x in samples]
+                df[f"service_{name}_rss_mb"] = [x[2] for x in samples]
+        return df

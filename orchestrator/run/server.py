@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import PerfctlError
 from ..experiment.catalogue import RMI_MODELS
 from ..experiment.servers import BundledServer, CommandServer, ServerConfig
+from ..experiment.services import fill
 from . import bundled
 from .ports import free_port, port_taken
 from .process import spawn, tail, terminate
@@ -24,8 +25,9 @@ class ServerProcess:
 
     def __init__(self, name: str, config: ServerConfig, workdir: Path,
                  cpus: list[int] | None, source: str = "experiment", host: str = "127.0.0.1",
-                 wrap=None) -> None:
-        """host: the address to listen on; wrap: argv -> argv (e.g. run in a namespace)."""
+                 wrap=None, services: dict[str, dict[str, str]] | None = None) -> None:
+        """host: the address to listen on; wrap: argv -> argv (e.g. run in a namespace);
+        services: the running services' endpoints, for `{services.NAME.FIELD}`."""
         self.name = name
         self.config = config
         self.workdir = workdir
@@ -37,6 +39,7 @@ class ServerProcess:
         self.log_path = workdir / "server.log"
         self.proc: subprocess.Popen | None = None
         self.argv: list[str] = []
+        self.services = services or {}
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -51,10 +54,11 @@ class ServerProcess:
         else:
             self.port = free_port(self.host) if self.host.startswith("127.") else free_port()
         if isinstance(config, BundledServer):
-            bundled.build(config.impl, config.variant)
+            bundled.build(config.impl, config.variant, config.concurrency_model)
             self.argv = bundled.command(config.impl, config.concurrency_model, self.port, config.threads,
                                         config.backlog, config.buckets, config.layout,
-                                        variant=config.variant, host=self.host)
+                                        variant=config.variant, host=self.host,
+                                        db=fill(config.db, self.services) if config.db else None)
         else:
             root = self.workdir.resolve()
             for rel, content in config.files.items():
@@ -63,10 +67,12 @@ class ServerProcess:
                     raise PerfctlError(f"{self.source}: key `servers.{self.name}.files`: {rel!r} "
                                        f"leads outside {{workdir}} ({f}). Fix: name a file inside it.")
                 f.parent.mkdir(parents=True, exist_ok=True)
-                f.write_text(content.replace("{port}", str(self.port))
-                             .replace("{workdir}", str(self.workdir)).replace("{host}", self.host))
-            cmd = (config.cmd.replace("{port}", str(self.port))
-                   .replace("{workdir}", str(self.workdir)).replace("{host}", self.host))
+                f.write_text(fill(content.replace("{port}", str(self.port))
+                                  .replace("{workdir}", str(self.workdir))
+                                  .replace("{host}", self.host), self.services))
+            cmd = fill(config.cmd.replace("{port}", str(self.port))
+                       .replace("{workdir}", str(self.workdir)).replace("{host}", self.host),
+                       self.services)
             self.argv = shlex.split(cmd)
         self.proc = spawn(self.wrap(self.argv), self.log_path, self.cpus, cwd=self.workdir)
 

@@ -32,6 +32,7 @@ from .bundled import ROOT
 from .process import spawn, tail, terminate
 from .sampler import ResourceSampler
 from .server import ServerProcess
+from .services import ServiceSet
 
 LOADGEN_GRACE_S = 30.0
 ACCEPT_CHECK_TIMEOUT_S = 2.0
@@ -158,8 +159,11 @@ def _noise_row(sampler: ResourceSampler | None, summary: dict | None, requests: 
     return row
 
 
-def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
-    """One trial: fresh server (and network injector), load, teardown. Returns its row."""
+def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
+                  services: ServiceSet | None = None) -> dict:
+    """One trial: fresh server (and network injector, and the `scope: trial` services), load,
+    teardown. Returns its row. services: the plan's services (run-scope ones already up)."""
+    services = services if services is not None else ServiceSet({}, plan.source)
     tdir = trial_dir(run_dir, cell.cell_id, trial)
     tdir.mkdir(parents=True, exist_ok=True)
     net = cell.network
@@ -174,10 +178,11 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         driver.prepare(cell.load.driver)
         if injector is not None:
             injector.prepare()
+        services.start("trial", tdir)
         server = ServerProcess(
             cell.server_name, cell.server, tdir, cell.placement.server_cpu_list, plan.source,
             host=injector.bind_host if injector else "127.0.0.1",
-            wrap=injector.wrap_command if injector else None)
+            wrap=injector.wrap_command if injector else None, services=services.endpoints())
         server.start()
         startup_s = server.wait_ready()
         host, port = server.host, server.port
@@ -198,7 +203,8 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         loadgen_proc = spawn(driver.argv(cell.load.driver, tdir / "spec.json", tdir),
                              tdir / "loadgen.log", cwd=ROOT,
                              cpus=None if cell.load.driver == "http" else list(spec.cpus))
-        sampler = ResourceSampler(server.pid, loadgen_proc.pid, cpus).start()
+        sampler = ResourceSampler(server.pid, loadgen_proc.pid, cpus,
+                                  services=services.pids()).start()
         limit = spec.warmup_s + spec.window_s + spec.timeout_s + LOADGEN_GRACE_S
         try:
             code = loadgen_proc.wait(limit)
@@ -206,6 +212,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
             code = None
         sampler.stop()
         alive = server.proc is not None and server.proc.poll() is None
+        services_dead = services.dead()
         refuses = alive and _refuses(server.host, server.port)
         if injector is not None and alive:
             state = injector.state_now()
@@ -216,6 +223,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         if loadgen_proc is not None:
             terminate(loadgen_proc)
         server_code = server.stop() if server is not None else None
+        services.stop("trial")
         if injector is not None:
             injector.stop()
     if code == EXIT_CANNOT_WRITE:     # disk full, dir removed, permission lost: stop the run
@@ -251,6 +259,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
             write_json(tdir / "network_changes.json", {"changes": changes})
             timeline = timeline_with_changes(timeline, changes)
         timeline.to_parquet(tdir / "timeline.parquet", index=False)
+    reasons += services_dead
     if not alive:
         reasons.append(f"server died during the trial (exit {server_code}); see {tdir / 'server.log'}")
     elif refuses:

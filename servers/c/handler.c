@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "db.h"
 #include "registry.h"
 #include "search.h"
 #include "stats.h"
@@ -46,6 +47,7 @@ static const char *hd_reason(int status)
 	case 409: return "Conflict";
 	case 413: return "Content Too Large";
 	case 501: return "Not Implemented";
+	case 503: return "Service Unavailable";
 	default: return "Internal Server Error";
 	}
 }
@@ -82,9 +84,10 @@ static char *hd_put_ms(char *p, int64_t ns)
 	return p;
 }
 
-/* Writes the response head; the body must already be set. */
+/* Writes the response head; the body must already be set. db_ns < 0: no `db` entry in
+ * Server-Timing (only /db responses that reached the database handling carry one). */
 static void hd_finish(struct hd_resp *r, const char *ctype, const char *allow, int http10,
-		      int64_t queue_ns, int64_t t_start)
+		      int64_t queue_ns, int64_t t_start, int64_t db_ns)
 {
 	char *p = r->hdr;
 	int64_t svc = ck_now_ns() - t_start;
@@ -100,6 +103,10 @@ static void hd_finish(struct hd_resp *r, const char *ctype, const char *allow, i
 	p = hd_put_ms(p, queue_ns);
 	p = hd_put(p, ", svc;dur=");
 	p = hd_put_ms(p, svc);
+	if (db_ns >= 0) {
+		p = hd_put(p, ", db;dur=");
+		p = hd_put_ms(p, db_ns);
+	}
 	p = hd_put(p, "\r\n");
 	if (allow) {
 		p = hd_put(p, "Allow: ");
@@ -138,11 +145,15 @@ void hd_error(int status, int64_t queue_ns, int64_t t_start, struct hd_resp *r)
 {
 	hd_text(r, status, hd_error_body(status));
 	r->close = 1;
-	hd_finish(r, "text/plain", NULL, 0, queue_ns, t_start);
+	hd_finish(r, "text/plain", NULL, 0, queue_ns, t_start, -1);
 }
 
-/* A status that ends the connection per PROTOCOL.md. */
-static int hd_closing_status(int status) { return status == 400 || status == 413 || status >= 500; }
+/* A status that ends the connection per PROTOCOL.md (a 503 from /db does not: the database
+ * is down, the connection is fine). */
+static int hd_closing_status(int status)
+{
+	return status == 400 || status == 413 || (status >= 500 && status != 503);
+}
 
 static void hd_work(const char *q, size_t qn, struct hd_resp *r)
 {
@@ -278,6 +289,7 @@ void hd_serve(const struct hd_req *rq, int64_t queue_ns, int64_t t_start, struct
 	size_t plen, qlen;
 	int get = hd_is(rq->method, rq->method_len, "GET");
 	const char *allow = NULL, *ctype = "text/plain";
+	int64_t db_ns = -1;
 
 	qmark = memchr(rq->target, '?', rq->target_len);
 	plen = qmark ? (size_t)(qmark - path) : rq->target_len;
@@ -312,6 +324,16 @@ void hd_serve(const struct hd_req *rq, int64_t queue_ns, int64_t t_start, struct
 		} else {
 			allow = "GET";
 		}
+	} else if (hd_is(path, plen, "/db")) {
+		if (get) {
+			r->status =
+			    db_serve(query, qlen, r->small, sizeof r->small, &r->body_len, &db_ns);
+			r->body = r->small;
+			if (r->status == 200)
+				ctype = "application/json";
+		} else {
+			allow = "GET";
+		}
 	} else if (hd_is(path, plen, "/register")) {
 		if (hd_is(rq->method, rq->method_len, "POST"))
 			hd_register(rq->body, rq->body_len, r);
@@ -324,7 +346,7 @@ void hd_serve(const struct hd_req *rq, int64_t queue_ns, int64_t t_start, struct
 		hd_text(r, 405, hd_error_body(405));
 	if (hd_closing_status(r->status))
 		r->close = 1;
-	hd_finish(r, ctype, allow, rq->http10, queue_ns, t_start);
+	hd_finish(r, ctype, allow, rq->http10, queue_ns, t_start, db_ns);
 	if (hd_is(rq->method, rq->method_len, "HEAD"))
 		r->body_len = 0; /* a HEAD response has a head only (RFC 9110 9.3.2) */
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "db.h"
 #include "handler.h"
 #include "models.h"
 #include "registry.h"
@@ -23,7 +24,7 @@ static void main_usage(FILE *f)
 {
 	fprintf(f, "usage: perfctl-server --port P [--host 127.0.0.1] [--model single|thread|pool|"
 		   "epoll] [--threads N] [--backlog K] [--buckets B] [--layout flat|by-type] "
-		   "[--corpus PATH] [--seed S] [--idle-timeout-ms MS]\n");
+		   "[--corpus PATH] [--seed S] [--idle-timeout-ms MS] [--db URI]\n");
 }
 
 static void main_bad(const char *flag, const char *value, const char *why)
@@ -79,7 +80,7 @@ static const char *main_default_corpus(char *buf, size_t cap)
 int main(int argc, char **argv)
 {
 	struct md_config cfg = {MD_SINGLE, "127.0.0.1", -1, 4, 128, 10000000000LL};
-	const char *model_name = main_models[0], *corpus = NULL;
+	const char *model_name = main_models[0], *corpus = NULL, *db_uri = NULL;
 	char corpus_buf[4096], err[512];
 	enum sr_layout layout = SR_FLAT;
 	unsigned long long buckets = 1024, seed = 1;
@@ -109,7 +110,7 @@ int main(int argc, char **argv)
 		    strcmp(flag, "--threads") && strcmp(flag, "--backlog") &&
 		    strcmp(flag, "--buckets") && strcmp(flag, "--layout") &&
 		    strcmp(flag, "--corpus") && strcmp(flag, "--seed") &&
-		    strcmp(flag, "--idle-timeout-ms"))
+		    strcmp(flag, "--idle-timeout-ms") && strcmp(flag, "--db"))
 			main_bad(flag, NULL, "unknown flag");
 		if (!v)
 			main_bad(flag, NULL, "missing value");
@@ -147,6 +148,10 @@ int main(int argc, char **argv)
 			corpus = v;
 		} else if (!strcmp(flag, "--idle-timeout-ms")) {
 			cfg.idle_ns = (int64_t)main_uint(flag, v, 1, 3600000) * 1000000;
+		} else if (!strcmp(flag, "--db")) {
+			if (!*v)
+				main_bad(flag, v, "empty");
+			db_uri = v;
 		} else {
 			seed = main_uint(flag, v, 0, ~0ull);
 		}
@@ -171,6 +176,7 @@ int main(int argc, char **argv)
 	}
 	rg_init();
 	wk_seed(seed);
+	db_init(db_uri, seed);
 
 	if (md_start(&cfg, &port, err, sizeof err) != 0) {
 		fprintf(stderr, "perfctl-server: %s\n", err[0] ? err : "cannot start the model");

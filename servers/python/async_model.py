@@ -12,7 +12,7 @@ import time
 
 import uvloop
 
-from protocol import Pending, Session, State, handle
+from protocol import DbPending, Pending, Session, State, handle
 
 _now = time.perf_counter_ns
 MAX_PENDING = 64          # parsed-but-unserved requests per connection before we stop reading
@@ -86,6 +86,9 @@ class Conn(asyncio.Protocol):
             self.st.queued -= 1
             t_start = _now()
             r = handle(self.st, item, t_start - item.t_done, t_start)
+            if isinstance(r, DbPending):
+                self.task = self.loop.create_task(self._db_then(r))
+                return
             if isinstance(r, Pending):
                 if r.sleep_s > 0:
                     self.task = self.loop.create_task(self._sleep_then(r))
@@ -107,6 +110,17 @@ class Conn(asyncio.Protocol):
                 pending.finish()
                 return
             self._write(*pending.finish())
+        finally:
+            self.task = None
+        self.last = self.loop.time()
+        self._drain()
+
+    async def _db_then(self, pending: DbPending):
+        try:
+            r = await self.st.db.run(pending)
+            if self.closed:
+                return
+            self._write(*r)
         finally:
             self.task = None
         self.last = self.loop.time()

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from protocol import Pending, Session, State, handle
+from protocol import DbPending, Pending, Session, State, handle
 
 _now = time.perf_counter_ns
 
@@ -43,6 +43,8 @@ def _serve(st: State, conn: socket.socket, t_accept: int) -> None:
                     if r.sleep_s > 0:
                         time.sleep(r.sleep_s)
                     r = r.finish()
+                elif isinstance(r, DbPending):
+                    r = st.db.run(r)
                 data, close = r
                 try:
                     conn.sendall(data)

@@ -30,9 +30,11 @@ _REAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 _TOKEN_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) ([!-~]+) HTTP/1\.[01]\r?\n")
 REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found",
            405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large",
-           500: "Internal Server Error", 501: "Not Implemented"}
+           500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable"}
 ALLOW = {"/health": "GET", "/work": "GET", "/search": "GET", "/stats": "GET",
-         "/register": "POST"}
+         "/register": "POST", "/db": "GET"}
+DB_QUERIES = ("point", "range", "insert")
+MAX_DB_ROWS = 1000
 
 
 def load_corpus(path: str) -> tuple[list[tuple[int, str]], dict[int, list[str]]]:
@@ -231,10 +233,12 @@ class Session:
 
 
 def render(status: int, ctype: str, body: bytes, q_ns: int, svc_ns: int, close: bool,
-           keep_alive_10: bool = False, extra: str = "") -> bytes:
+           keep_alive_10: bool = False, extra: str = "", db_ns: int | None = None) -> bytes:
+    db = "" if db_ns is None else f", db;dur={db_ns / 1e6:.3f}"
     head = (f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}\r\n"
             f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-            f"Server-Timing: queue;dur={q_ns / 1e6:.3f}, svc;dur={svc_ns / 1e6:.3f}\r\n{extra}")
+            f"Server-Timing: queue;dur={q_ns / 1e6:.3f}, svc;dur={svc_ns / 1e6:.3f}{db}\r\n"
+            f"{extra}")
     if close:
         head += "Connection: close\r\n"
     elif keep_alive_10:
@@ -251,11 +255,12 @@ def _origin_path(path: str) -> str:
 
 
 class Response:
-    __slots__ = ("status", "ctype", "body", "extra", "close")
+    __slots__ = ("status", "ctype", "body", "extra", "close", "db_ns")
 
-    def __init__(self, status, body, ctype="text/plain", extra="", close=False):
+    def __init__(self, status, body, ctype="text/plain", extra="", close=False, db_ns=None):
         self.status, self.body, self.ctype, self.extra, self.close = \
             status, body, ctype, extra, close
+        self.db_ns = db_ns      # time spent in the database, for Server-Timing db;dur=
 
 
 def _bad(why: str) -> Response:
@@ -283,7 +288,7 @@ def finish(resp: Response, req, q_ns: int, t_start: int) -> tuple[bytes, bool]:
     """The response bytes and whether to close the connection after writing them."""
     keep = isinstance(req, Request) and req.keep_alive and not resp.close
     data = render(resp.status, resp.ctype, resp.body, q_ns, _now() - t_start, not keep,
-                  keep and req.http10, resp.extra)
+                  keep and req.http10, resp.extra, resp.db_ns)
     if isinstance(req, Request) and req.method == "HEAD" and resp.body:
         data = data[:-len(resp.body)]      # a HEAD response has no body (RFC 9110 9.3.2)
     return data, not keep
@@ -341,6 +346,39 @@ def _work(st: State, req: Request, query: str, q_ns: int, t_start: int):
     return Pending(st, req, q_ns, t_start, sleep * factor / 1e6, bucket, size)
 
 
+class DbPending:
+    """A valid /db request: the model runs it on its database connection (db.py) and calls
+    done() with the rows returned and the time spent in the database, or failed()."""
+    __slots__ = ("req", "q_ns", "t_start", "query", "rows")
+
+    def __init__(self, req, q_ns, t_start, query, rows):
+        self.req, self.q_ns, self.t_start, self.query, self.rows = req, q_ns, t_start, query, rows
+
+    def done(self, rows: int, db_ns: int) -> tuple[bytes, bool]:
+        body = json.dumps({"query": self.query, "rows": rows}).encode()
+        return finish(Response(200, body, "application/json", db_ns=db_ns), self.req,
+                      self.q_ns, self.t_start)
+
+    def failed(self, why: str, db_ns: int | None = None) -> tuple[bytes, bool]:
+        """503: the database is not configured, not reachable, or failed the query."""
+        return finish(Response(503, f"database unavailable: {why}\n".encode(), db_ns=db_ns),
+                      self.req, self.q_ns, self.t_start)
+
+
+def _db(req: Request, query: str, q_ns: int, t_start: int):
+    p = _params(query)
+    kind = p.get("query")
+    if kind not in DB_QUERIES:
+        return _bad("query")
+    try:
+        rows = _int(p, "rows", 10 if kind == "range" else 1, MAX_DB_ROWS)
+    except ValueError:
+        return _bad("rows")
+    if rows < 1:
+        return _bad("rows")
+    return DbPending(req, q_ns, t_start, kind, rows)
+
+
 def _search(st: State, query: str) -> Response:
     p = _params(query)
     t = p.get("type", "")
@@ -373,7 +411,8 @@ def _register(st: State, req: Request) -> Response:
 
 
 def handle(st: State, item, q_ns: int, t_start: int):
-    """Serve one item: returns (bytes, close) or a Pending (/work; spin already done).
+    """Serve one item: returns (bytes, close), a Pending (/work; spin already done) or a
+    DbPending (/db, parameters checked; the model runs the query).
     A bug here answers 500 and closes instead of killing the connection's handler."""
     try:
         return _handle(st, item, q_ns, t_start)
@@ -396,6 +435,11 @@ def _handle(st: State, item, q_ns: int, t_start: int):
     elif path == "/work":
         r = _work(st, item, query, q_ns, t_start)
         if isinstance(r, Pending):
+            return r
+        resp = r
+    elif path == "/db":
+        r = _db(item, query, q_ns, t_start)
+        if isinstance(r, DbPending):
             return r
         resp = r
     elif path == "/health":

@@ -2,7 +2,7 @@
 
     python servers/python/server.py --port P [--host H] [--model async|pool] [--threads N]
         [--backlog K] [--buckets B] [--layout flat|by-type] [--corpus PATH] [--seed S]
-        [--idle-timeout-ms MS]
+        [--idle-timeout-ms MS] [--db URI] [--db-pool N]
 
 Run as a script: the modules next to this file (protocol, async_model, pool_model) are imported
 through sys.path.
@@ -56,6 +56,8 @@ def parse_args(argv):
     p.add_argument("--seed", type=_nonneg("seed", 0), default=1)
     p.add_argument("--idle-timeout-ms", type=_nonneg("idle-timeout-ms", 1, 3_600_000),
                    default=10_000)
+    p.add_argument("--db", default=None)
+    p.add_argument("--db-pool", type=_nonneg("db-pool", 1, 4096), default=None)
     args = p.parse_args(argv)
     if not os.path.isfile(args.corpus):
         p.error(f"--corpus: no such file: {args.corpus}")
@@ -102,6 +104,15 @@ def main(argv=None) -> int:
               f"model={args.model} threads={threads} backlog={args.backlog}", flush=True)
 
     _exit_on_signal()
+    import db
+    try:
+        if args.model == "async":
+            state.db = db.AsyncDb(args.db, args.seed, args.db_pool or args.threads)
+        else:
+            state.db = db.SyncDb(args.db, args.seed)
+    except ImportError as e:
+        print(f"perfctl-server: --db needs the psycopg package: {e}", file=sys.stderr, flush=True)
+        return 2
     if args.model == "async":
         import async_model
         return async_model.run(state, sock, announce)

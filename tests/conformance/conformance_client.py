@@ -23,7 +23,8 @@ from orchestrator.run import bundled
 HOST = "127.0.0.1"
 IMPL_MODELS = [(impl, model) for impl in ("python", "c", "java")
                for model in CONCURRENCY_MODELS[impl]]
-SERVER_TIMING = re.compile(r"queue;dur=(\d+\.\d{3}), svc;dur=(\d+\.\d{3})")
+SERVER_TIMING = re.compile(r"queue;dur=(\d+\.\d{3}), svc;dur=(\d+\.\d{3})"
+                           r"(?:, db;dur=(\d+\.\d{3}))?")   # db: /db responses only
 LISTENING = re.compile(r"perfctl-server listening on 127\.0\.0\.1:(\d+) impl=(\w+) "
                        r"model=(\w+) threads=(\d+) backlog=(\d+)")
 THREADS = 4            # --threads of every server the suite starts
@@ -223,26 +224,29 @@ def exchange(port: int, raw: bytes, timeout: float = 5.0) -> tuple[list[Response
 _build_errors: dict[str, str | None] = {}
 
 
-def build_error(impl: str) -> str | None:
-    """None if `impl` is built (tried once per session), else why not."""
+def build_error(impl: str, model: str | None = None) -> str | None:
+    """None if `impl` (and a model on a real stack, servlet or spring) is built (tried once per
+    session), else why not."""
     from orchestrator.errors import PerfctlError
-    if impl not in _build_errors:
+    from orchestrator.experiment.catalogue import STACK_MODELS
+    key = impl if model not in STACK_MODELS.get(impl, ()) else f"{impl}-stacks"
+    if key not in _build_errors:
         try:
-            bundled.build(impl)
-            _build_errors[impl] = None
+            bundled.build(impl, model=model if key != impl else None)
+            _build_errors[key] = None
         except PerfctlError as e:
             lines = str(e).splitlines()
-            _build_errors[impl] = " | ".join([lines[0]] + lines[-2:]) if lines else str(e)
+            _build_errors[key] = " | ".join([lines[0]] + lines[-2:]) if lines else str(e)
         except Exception as e:          # e.g. make missing
-            _build_errors[impl] = f"{type(e).__name__}: {e}"
-    return _build_errors[impl]
+            _build_errors[key] = f"{type(e).__name__}: {e}"
+    return _build_errors[key]
 
 
 def server_argv(impl: str, model: str, **kw) -> list[str]:
     """Build and return the argv for (impl, model) on --port 0, or pytest.skip why not."""
     import pytest
     from orchestrator.errors import PerfctlError
-    err = build_error(impl)
+    err = build_error(impl, model)
     if err:
         pytest.skip(f"{impl} server not built: {err}")
     try:

@@ -267,3 +267,39 @@ STALLS = [
           b"\r\nuser=", b"u"),
     Stall("stalled-head", b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: a", b""),
 ]
+
+
+# The Java servers on real stacks (servlet, spring) run inside Tomcat, whose HTTP parser answers a
+# malformed or unsupported request itself, before any servlet (or Spring) code runs: so without
+# Server-Timing, with Tomcat's own status where PROTOCOL.md names another, and Tomcat closes the
+# connection. These vectors check what Tomcat does instead (statuses allowed, then the close);
+# every other vector holds for them unchanged. servers/PROTOCOL.md lists the differences.
+CONTAINER_MODELS = {("java", "servlet"), ("java", "spring")}
+HTTP09 = 0      # in CONTAINER_ANSWERS: an HTTP/0.9 answer (a body, no head), then the close
+_NO_HOST = "Tomcat refuses an HTTP/1.1 request without Host (RFC 9112 3.2: a server MUST answer 400)"
+_HEAD_SIZE = "Tomcat's limit (maxHttpHeaderSize 8 KiB) counts its own way and answers 400"
+CONTAINER_ANSWERS: dict[str, tuple[tuple[int, ...], str]] = {
+    "health-no-host": ((400,), _NO_HOST),
+    "HEAD-health": ((400,), _NO_HOST + " (this vector sends none)"),
+    "health-leading-crlf": ((200, 400), "no Host header: as health-no-host"),
+    "head-8192-bytes": ((200, 400), _HEAD_SIZE),
+    "head-8193-bytes": ((400, 413), _HEAD_SIZE),
+    "413-one-big-header": ((400, 413), _HEAD_SIZE),
+    "413-many-headers": ((400, 413), _HEAD_SIZE),
+    "413-long-target": ((400, 413, 414), _HEAD_SIZE),
+    "413-huge-head-64k": ((400, 413), _HEAD_SIZE),
+    "version-2.0": ((501, 505), "Tomcat answers 505 HTTP Version Not Supported"),
+    "version-1.2": ((400, 501, 505), "Tomcat answers 505 HTTP Version Not Supported"),
+    "version-3.0": ((501, 505), "Tomcat answers 505 HTTP Version Not Supported"),
+    "te-on-get": ((501,), "Tomcat answers an unknown Transfer-Encoding itself"),
+    "register-body-over-64k": ((413,), "413 from the servlet, but Tomcat keeps the connection "
+                               "open waiting for the announced body (until the idle timeout)"),
+    **{v.id: ((400, 405, 501) if "method-" in v.id else (400,), "Tomcat's parser rejects it")
+       for v in VECTORS if v.id.startswith("bad-")},
+    # a request line without a version is HTTP/0.9 to Tomcat: a bare body answers it
+    **{i: ((HTTP09,), "Tomcat takes a request line without a version as HTTP/0.9 and answers "
+           "with a body only (no status line)")
+       for i in ("bad-no-version", "bad-only-method", "bad-empty-request-line",
+                 "bad-method-chars")},
+}
+CONTAINER_KEEPS_OPEN = {"register-body-over-64k"}

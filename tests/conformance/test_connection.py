@@ -7,7 +7,7 @@ import time
 
 import pytest
 from conformance_client import Conn, build, exchange, get, settle, slow_enabled
-from conformance_vectors import DRIP_S, MALFORMED, STALLS
+from conformance_vectors import CONTAINER_MODELS, DRIP_S, MALFORMED, STALLS
 
 
 def test_keepalive_reuse(srv):
@@ -48,9 +48,10 @@ def test_pipelining_stops_at_close(srv):
 
 
 def test_pipelining_then_error(srv):
+    container = (srv.impl, srv.model) in CONTAINER_MODELS   # Tomcat answers the garbage itself
     with Conn(srv.port) as c:
         c.send(build("GET", "/health") + b"\x01\x02 garbage\r\n\r\n")
-        a, b = c.read_response(), c.read_response()
+        a, b = c.read_response(), c.read_response(check=not container)
         assert (a.status, b.status) == (200, 400)
         assert c.peer_closed(3.0)
 
@@ -157,7 +158,12 @@ def test_stalled_requests_closed_at_the_idle_timeout(short_timeout_server):
     (and, in `single`, the whole server) for longer."""
     srv = short_timeout_server
     limit = srv.idle_timeout_s
-    groups = [[s] for s in STALLS] if srv.model == "single" else [STALLS]
+    stalls = STALLS
+    if (srv.impl, srv.model) in CONTAINER_MODELS:
+        # Tomcat times out each read (connectionTimeout), not a whole request: a request that
+        # keeps trickling in is never closed by it (servers/PROTOCOL.md). A stalled one is.
+        stalls = [s for s in STALLS if not s.drip]
+    groups = [[s] for s in stalls] if srv.model == "single" else [stalls]
     for group in groups:         # `single` serves one connection at a time: one by one
         conns = {stall: Conn(srv.port, timeout=3) for stall in group}
         try:

@@ -12,6 +12,7 @@ import yaml
 from orchestrator import experiment
 from orchestrator.errors import PerfctlError
 from orchestrator.experiment import matrix
+from orchestrator.experiment.cells import server_dump
 
 BASE = """
 name: m
@@ -47,7 +48,7 @@ def test_count_matches_the_expansion_and_ids_match_the_resolved_documents(seed, 
     cells = list(plan.cells)
     assert len(plan.cells) == len(cells) == len(list(matrix.combos(plan.experiment, "x")))
     for c in cells:
-        resolved = {"values": c.values, "server": c.server.model_dump(),
+        resolved = {"values": c.values, "server": server_dump(c.server),
                     "workload": c.workload.model_dump(), "load": c.load.model_dump(),
                     "network": {"delay": c.values["d"]},      # as written: unit strings
                     "placement": c.placement.model_dump()}

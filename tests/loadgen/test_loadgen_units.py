@@ -93,12 +93,14 @@ def test_percentile_ci_brackets_the_truth():
 
 
 def test_server_timing_parse():
-    svc, queue = parse_server_timing(b"queue;dur=0.125, svc;dur=1.500")
-    assert (svc, queue) == (1.5, 0.125)
-    svc, queue = parse_server_timing(b"svc;desc=x;dur=2")
+    svc, queue, db = parse_server_timing(b"queue;dur=0.125, svc;dur=1.500")
+    assert (svc, queue) == (1.5, 0.125) and math.isnan(db)
+    svc, queue, _ = parse_server_timing(b"svc;desc=x;dur=2")
     assert svc == 2.0 and math.isnan(queue)
-    svc, _ = parse_server_timing(b"svc;dur=oops")
+    svc, _, _ = parse_server_timing(b"svc;dur=oops")
     assert math.isnan(svc)
+    assert parse_server_timing(b"queue;dur=0.010, svc;dur=0.900, db;dur=0.750") == \
+        (0.9, 0.01, 0.75)
 
 
 def test_records_chunk_without_losing_rows():
@@ -205,12 +207,12 @@ def test_scan_head_reads_framing_and_server_timing_case_insensitively():
     from loadgen.client import scan_head
     head = (b"HTTP/1.1 200 OK\r\ncontent-LENGTH: 5\r\nSERVER-timing: queue;dur=0.5\r\n"
             b"Server-Timing: svc;dur=2\r\n\r\nbody!")
-    framed, svc, queue = scan_head(head, True)
-    assert framed and svc == 2.0 and queue == 0.5
-    framed, svc, _ = scan_head(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
+    framed, svc, queue, db = scan_head(head, True)
+    assert framed and svc == 2.0 and queue == 0.5 and db != db
+    framed, svc, _, _ = scan_head(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
                                b"\r\nContent-Length: 9\r\nServer-Timing: svc;dur=1", True)
     assert not framed and svc != svc          # body bytes are not headers
-    framed, _, _ = scan_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", True)
+    framed, _, _, _ = scan_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", True)
     assert framed
 
 

@@ -19,7 +19,11 @@ def quick_run(run_quick_profile) -> Path:
 
 
 def test_quick_table(quick_run):
-    t = pd.read_csv(quick_run / "trials.csv")
+    everything = pd.read_csv(quick_run / "trials.csv")
+    # java-servlet: /work and /db at 1, 4 and 10 clients (file vs PostgreSQL, below)
+    assert len(everything) == 30
+    t = everything[everything["server"] != "java-servlet"]
+    assert set(t["backend"]) == {"/work"}
     # per protocol: the scaling server 2 delays x 4 client counts; the single one the
     # 200 ms delay only
     assert len(t) == 24
@@ -55,7 +59,28 @@ def test_quick_table(quick_run):
     assert 199.0 < req.loc[req["error"] == 0, "svc_ms"].median() < 230.0
 
 
+def test_file_vs_postgresql(quick_run):
+    t = pd.read_csv(quick_run / "trials.csv")
+    sv = t[t["server"] == "java-servlet"]
+    assert sorted(map(tuple, sv[["backend", "clients"]].values.tolist())) == [
+        ("/db", 1), ("/db", 4), ("/db", 10), ("/work", 1), ("/work", 4), ("/work", 10)]
+    # the server and PostgreSQL worked (a busy host may still fault the load generator's checks)
+    why = sv["invalid_reasons"].fillna("")
+    assert not why.str.contains("server|service|requests failed|error rate").any(), why.tolist()
+    assert (sv["errors"] == 0).all()
+    db = sv[sv["backend"] == "/db"]
+    assert (db["service_db_cpu_pct"] > 0).all()       # PostgreSQL did the work
+    # every /db request ran a 100-row range query: its db time is part of its service time
+    for r in db.itertuples():
+        req = pd.read_parquet(quick_run / "cells" / r.cell_id / f"trial-{r.trial}" /
+                              "requests.parquet")
+        both = req.dropna(subset=["db_ms", "svc_ms"])
+        assert len(both) > 0.9 * len(req) and (both["db_ms"] > 0).all()
+        assert (both["db_ms"] <= both["svc_ms"] + 0.002).all()
+
+
 def test_notebook_runs(quick_run, execute_notebook):
     text = execute_notebook("client_scaling", quick_run)
     assert str(quick_run.resolve()) in text
     assert "of the linear expectation" in text
+    assert "the file path serves x" in text

@@ -27,7 +27,7 @@ def test_study_table(quick_run):
     assert run.info["experiment"] == "littles_law"
     t = run.trials
     assert len(t) == plan.trial_count
-    assert set(t["concurrency_model"]) == {"pool", "virtual"}
+    assert set(t["concurrency_model"]) == {"pool", "virtual", "servlet", "spring"}
     assert (t["load_mode"] == "closed").all()
     clients = sorted({c.values["clients"] for c in plan.cells})
     assert clients[0] == 1 and clients[-1] == 200
@@ -64,5 +64,6 @@ def test_notebook_runs(quick_run, execute_notebook):
     text = execute_notebook("littles_law", quick_run)
     assert "experiment littles_law" in text
     assert "MVA ceiling" in text
+    assert "Spring Boot serves" in text and "start-up (median s)" in text
     assert (quick_run / "plots" / "littles_law_prediction.png").is_file()
     assert (quick_run / "plots" / "littles_law_timeline.png").is_file()

@@ -7,6 +7,8 @@ import java.nio.file.Paths;
 /** The command line of servers/PROTOCOL.md, parsed and checked. A bad flag is a {@link Config.Error}. */
 final class Config {
     static final String[] MODELS = {"single", "thread", "pool", "virtual", "rmi", "rmi-single"};
+    /** The models of the Maven-built servers on real stacks (servers/java/stacks). */
+    static final String[] STACK_MODELS = {"servlet", "spring"};
 
     /** A bad flag or value: Main prints the message as one stderr line and exits with status 2. */
     static final class Error extends Exception {
@@ -27,13 +29,22 @@ final class Config {
     Path corpus;
     long seed = 1;
     int idleTimeoutMs = 10_000;
+    String db;      // --db URI for /db (servlet and spring), or null
+    int dbPool;     // --db-pool: JDBC pool size; 0 means --threads
 
     static final String USAGE = "usage: java perfctl.server.Main --port P [--host 127.0.0.1] "
             + "[--model single|thread|pool|virtual|rmi|rmi-single] [--threads N] [--backlog K] [--buckets B] "
-            + "[--layout flat|by-type] [--corpus PATH] [--seed S] [--idle-timeout-ms MS]";
+            + "[--layout flat|by-type] [--corpus PATH] [--seed S] [--idle-timeout-ms MS] "
+            + "[--db URI] [--db-pool N]";
 
     static Config parse(String[] args) throws Error {
+        return parse(args, MODELS);
+    }
+
+    /** models: the --model values this program serves (its first is the default). */
+    static Config parse(String[] args, String[] models) throws Error {
         Config c = new Config();
+        c.model = models[0];
         for (int i = 0; i < args.length; i++) {
             String flag = args[i];
             String value;
@@ -56,13 +67,18 @@ final class Config {
                     if (value.isEmpty()) throw new Error("bad value for --host: empty");
                     c.host = value;
                     break;
-                case "--model": c.model = oneOf(flag, value, MODELS); break;
+                case "--model": c.model = oneOf(flag, value, models); break;
                 case "--threads": c.threads = integer(flag, value, 1, 4096); break;
                 case "--backlog": c.backlog = integer(flag, value, 1, 1 << 20); break;
                 case "--buckets": c.buckets = integer(flag, value, 1, 1 << 26); break;
                 case "--layout": c.byType = oneOf(flag, value, new String[] {"flat", "by-type"}).equals("by-type"); break;
                 case "--corpus": c.corpus = Paths.get(value); break;
                 case "--idle-timeout-ms": c.idleTimeoutMs = integer(flag, value, 1, 3_600_000); break;
+                case "--db":
+                    if (value.isEmpty()) throw new Error("bad value for --db: empty");
+                    c.db = value;
+                    break;
+                case "--db-pool": c.dbPool = integer(flag, value, 1, 4096); break;
                 case "--seed":
                     try {
                         c.seed = Long.parseLong(value);
@@ -89,7 +105,7 @@ final class Config {
         switch (flag) {
             case "--port": case "--host": case "--model": case "--threads": case "--backlog":
             case "--buckets": case "--layout": case "--corpus": case "--seed":
-            case "--idle-timeout-ms":
+            case "--idle-timeout-ms": case "--db": case "--db-pool":
                 return true;
             default:
                 return false;

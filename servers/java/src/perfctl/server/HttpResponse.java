@@ -13,6 +13,7 @@ final class HttpResponse {
     final int bodyLength;
     final String allow; // for 405, else null
     final boolean close; // the server closes after this response
+    long dbNanos = -1; // /db: time spent in the database (Server-Timing db;dur=), else -1
 
     HttpResponse(int status, String contentType, byte[] body, int bodyLength, String allow, boolean close) {
         this.status = status;
@@ -30,6 +31,15 @@ final class HttpResponse {
     static HttpResponse json(String body) {
         byte[] b = body.getBytes(StandardCharsets.UTF_8);
         return new HttpResponse(200, JSON, b, b.length, null, false);
+    }
+
+    /** /db without a database, or with the database down: 503, the connection stays open. */
+    static HttpResponse unavailable(String why, long dbNanos) {
+        byte[] b = ("database unavailable: " + why.replaceAll("[^\\x20-\\x7e]", "?") + "\n")
+                .getBytes(StandardCharsets.US_ASCII);
+        HttpResponse r = new HttpResponse(503, TEXT, b, b.length, null, false);
+        r.dbNanos = dbNanos;
+        return r;
     }
 
     static HttpResponse methodNotAllowed(String allow) {

@@ -10,12 +10,23 @@ final class Router {
     private final Search search;
     private final Registry registry;
     private final Stats stats;
+    private final DbEndpoint db;
+
+    /** /db answers a query string; the plain servers have none (/db is then a 404). */
+    interface DbEndpoint {
+        HttpResponse handle(String query) throws HttpError;
+    }
 
     Router(Work work, Search search, Registry registry, Stats stats) {
+        this(work, search, registry, stats, null);
+    }
+
+    Router(Work work, Search search, Registry registry, Stats stats, DbEndpoint db) {
         this.work = work;
         this.search = search;
         this.registry = registry;
         this.stats = stats;
+        this.db = db;
     }
 
     HttpResponse route(HttpRequest r) throws HttpError {
@@ -38,6 +49,11 @@ final class Router {
                 return r.method.equals("POST") ? registry.register(r.body) : HttpResponse.methodNotAllowed("POST");
             case "/stats":
                 return get ? HttpResponse.json(stats.json()) : HttpResponse.methodNotAllowed("GET");
+            case "/db":
+                if (db == null) {
+                    return HttpResponse.notFound();
+                }
+                return get ? db.handle(query) : HttpResponse.methodNotAllowed("GET");
             default:
                 return HttpResponse.notFound();
         }

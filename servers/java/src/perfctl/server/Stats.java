@@ -4,6 +4,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.IntSupplier;
 
 /** The server's shared counters and the /stats body. */
 final class Stats {
@@ -14,6 +15,7 @@ final class Stats {
     private final AtomicInteger connections = new AtomicInteger();
     private Model concurrency; // set once before the first connection is accepted
     private Registry registry;
+    private IntSupplier openConnections; // a container's own count (servlet, spring), else null
 
     Stats(String model, int buckets) {
         this.model = model;
@@ -23,6 +25,11 @@ final class Stats {
     void attach(Model concurrency, Registry registry) {
         this.concurrency = concurrency;
         this.registry = registry;
+    }
+
+    /** Take `connections` from a container that accepts connections itself. */
+    void connectionsFrom(IntSupplier source) {
+        this.openConnections = source;
     }
 
     /** One response was written (any endpoint, any status). */
@@ -60,6 +67,7 @@ final class Stats {
                 + ", \"requests\": " + requests.sum() + ", \"work_requests\": " + workRequests.get()
                 + ", \"bucket_sum\": " + sum + ", \"buckets\": " + counters.length()
                 + ", \"queue_length\": " + concurrency.queueLength() + ", \"users\": " + registry.size()
-                + ", \"connections\": " + connections.get() + "}";
+                + ", \"connections\": " + (openConnections != null ? openConnections.getAsInt() : connections.get())
+                + "}";
     }
 }

@@ -1,0 +1,156 @@
+package perfctl.server;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.Map;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * GET /db (servers/PROTOCOL.md) over JDBC (the PostgreSQL driver) with a HikariCP pool of
+ * --db-pool connections (default --threads), opened lazily: the server starts even while the
+ * database is down, and answers 503 with the reason until it is up.
+ */
+final class Db implements Router.DbEndpoint {
+    static final int MAX_ROWS = 1000;
+    private static final String COLUMNS = "id, name, email, city, score";
+    private static final String POINT = "SELECT " + COLUMNS + " FROM participants WHERE id = ?";
+    private static final String RANGE = "SELECT " + COLUMNS + " FROM participants WHERE id >= ? ORDER BY id LIMIT ?";
+    private static final String INSERT = "INSERT INTO registrations (participant_id, note) VALUES (?, 'perfctl /db insert') RETURNING id";
+
+    private final HikariDataSource pool; // null: no --db
+    private volatile int participants;   // read once from perfctl_meta
+
+    Db(String uri, int poolSize) throws Config.Error {
+        if (uri == null) {
+            pool = null;
+            return;
+        }
+        HikariConfig c = new HikariConfig();
+        c.setJdbcUrl(jdbcUrl(uri));
+        String user = user(uri);
+        if (user != null) {
+            c.setUsername(user);
+        }
+        c.setMaximumPoolSize(poolSize);
+        c.setMinimumIdle(poolSize);
+        c.setConnectionTimeout(2000);
+        c.setInitializationFailTimeout(-1); // start without the database; /db says 503
+        c.setAutoCommit(true);
+        c.setPoolName("perfctl-db");
+        pool = new HikariDataSource(c);
+    }
+
+    /** postgresql://USER@HOST:PORT/DB -> jdbc:postgresql://HOST:PORT/DB (pgjdbc takes no user there). */
+    static String jdbcUrl(String uri) throws Config.Error {
+        try {
+            URI u = new URI(uri);
+            if (!"postgresql".equals(u.getScheme()) && !"postgres".equals(u.getScheme())) {
+                throw new Config.Error("bad value for --db: " + uri + " (expected postgresql://USER@HOST:PORT/DB)");
+            }
+            String port = u.getPort() > 0 ? ":" + u.getPort() : "";
+            return "jdbc:postgresql://" + u.getHost() + port + (u.getRawPath() == null ? "/" : u.getRawPath())
+                    + (u.getRawQuery() == null ? "" : "?" + u.getRawQuery());
+        } catch (URISyntaxException e) {
+            throw new Config.Error("bad value for --db: " + e.getMessage());
+        }
+    }
+
+    private static String user(String uri) {
+        try {
+            String info = new URI(uri).getUserInfo();
+            return info == null ? null : info.split(":", 2)[0];
+        } catch (URISyntaxException e) {
+            return null;
+        }
+    }
+
+    @Override
+    public HttpResponse handle(String query) throws HttpError {
+        Map<String, String> p = Query.parse(query == null ? "" : query);
+        String kind = p.get("query");
+        if (kind == null || !(kind.equals("point") || kind.equals("range") || kind.equals("insert"))) {
+            throw HttpError.badRequest("bad parameter: query");
+        }
+        int rows = kind.equals("range") ? 10 : 1;
+        String raw = p.get("rows");
+        if (raw != null) {
+            rows = rowsOf(raw);
+        }
+        if (pool == null) {
+            return HttpResponse.unavailable("no database configured (start the server with --db URI)", -1);
+        }
+        long t0 = System.nanoTime();
+        try (Connection conn = pool.getConnection()) {
+            int n = participants(conn);
+            ThreadLocalRandom rnd = ThreadLocalRandom.current();
+            int got;
+            t0 = System.nanoTime();
+            switch (kind) {
+                case "point":
+                    got = count(conn, POINT, 1 + rnd.nextInt(n), -1);
+                    break;
+                case "range":
+                    got = count(conn, RANGE, 1 + rnd.nextInt(Math.max(1, n - rows + 1)), rows);
+                    break;
+                default:
+                    got = count(conn, INSERT, 1 + rnd.nextInt(n), -1);
+            }
+            long dbNanos = System.nanoTime() - t0;
+            byte[] body = ("{\"query\": \"" + kind + "\", \"rows\": " + got + "}\n").getBytes(StandardCharsets.US_ASCII);
+            HttpResponse r = new HttpResponse(200, HttpResponse.JSON, body, body.length, null, false);
+            r.dbNanos = dbNanos;
+            return r;
+        } catch (SQLException e) {
+            String why = e.getMessage() == null ? e.toString() : e.getMessage().split("\n", 2)[0];
+            return HttpResponse.unavailable(why.length() > 200 ? why.substring(0, 200) : why, System.nanoTime() - t0);
+        }
+    }
+
+    private static int rowsOf(String raw) throws HttpError {
+        boolean digits = !raw.isEmpty() && raw.length() <= 4;
+        for (int i = 0; digits && i < raw.length(); i++) {
+            digits = raw.charAt(i) >= '0' && raw.charAt(i) <= '9';
+        }
+        int v = digits ? Integer.parseInt(raw) : -1;
+        if (v < 1 || v > MAX_ROWS) {
+            throw HttpError.badRequest("bad parameter: rows");
+        }
+        return v;
+    }
+
+    private int participants(Connection conn) throws SQLException {
+        int n = participants;
+        if (n > 0) {
+            return n;
+        }
+        try (PreparedStatement s = conn.prepareStatement("SELECT participants FROM perfctl_meta");
+             ResultSet rs = s.executeQuery()) {
+            n = rs.next() ? Math.max(1, rs.getInt(1)) : 1;
+        }
+        participants = n;
+        return n;
+    }
+
+    private static int count(Connection conn, String sql, int key, int limit) throws SQLException {
+        try (PreparedStatement s = conn.prepareStatement(sql)) {
+            s.setInt(1, key);
+            if (limit > 0) {
+                s.setInt(2, limit);
+            }
+            int n = 0;
+            try (ResultSet rs = s.executeQuery()) {
+                while (rs.next()) {
+                    n++;
+                }
+            }
+            return n;
+        }
+    }
+}

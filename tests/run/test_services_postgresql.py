@@ -1,0 +1,188 @@
+"""A `postgresql` service for real (run/services.py): /db cells of two languages against one
+PostgreSQL that perfctl initdb's, starts, seeds, samples and removes; a database stopped
+mid-trial makes the trial invalid with the reason; Ctrl-C and kill -9 of perfctl leave no
+postgres process and no data directory."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+from fault_kit import mark_of, poll_until
+
+from orchestrator import experiment, results
+from orchestrator.run import process
+from orchestrator.run.execute import execute_plan, run_info
+from orchestrator.run.services import find_pg_bin
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL is not installed "
+                                 "(make setup installs it)")]
+
+EXPERIMENT = """
+name: db
+services:
+  db: {kind: postgresql, scope: SCOPE, data: {participants: 2000}}
+servers:
+  py: {impl: python, model: async, db: "{services.db.dsn}"}
+  c: {impl: c, model: pool, threads: 2, db: "{services.db.dsn}"}
+workload: {path: /db, params: {query: "{query}"}}
+load: {mode: closed, connections: 2, duration: DURATION, warmup: 0.3s}
+matrix: {server: [py, c], query: [point, insert]}
+"""
+
+
+def _experiment(scope: str = "run", duration: str = "1s") -> str:
+    return EXPERIMENT.replace("SCOPE", scope).replace("DURATION", duration)
+
+
+def _postgres_of(pid: int) -> list[psutil.Process]:
+    """The postgres processes of perfctl process pid: each postmaster carrying its mark, and the
+    postmaster's children (they rewrite their environment area for their process title, so
+    only their parent shows the mark)."""
+    mark = f"PERFCTL_SUPERVISOR={mark_of(pid)}"
+    out = []
+    for p in psutil.process_iter(["name"]):
+        try:
+            if p.info["name"] == "postgres" and mark in "\0".join(
+                    f"{k}={v}" for k, v in p.environ().items()):
+                out += [p, *p.children(recursive=True)]
+        except psutil.Error:
+            continue
+    return list({p.pid: p for p in out}.values())
+
+
+def _service_dirs(run_dir: Path) -> list[Path]:
+    """The data and socket directories services/db.json names, those that still exist."""
+    info = json.loads((run_dir / "services" / "db.json").read_text())
+    return [Path(info[k]) for k in ("data_dir", "socket_dir") if Path(info[k]).exists()]
+
+
+def _run_dir(plan, tmp_path: Path) -> Path:
+    """A results dir as perfctl run prepares it (its run.json marks it as a run)."""
+    run_dir = tmp_path / "run"
+    results.prepare(run_dir)
+    results.write_json(run_dir / "run.json", run_info(plan, {}))
+    return run_dir
+
+
+def test_db_cells_of_two_languages_against_one_service(write_yaml, tmp_path):
+    plan = experiment.load_plan(write_yaml(_experiment()))
+    run_dir = _run_dir(plan, tmp_path)
+    try:
+        outcome = execute_plan(plan, run_dir)
+    finally:
+        process.stop_all()
+    t = outcome.trials
+    assert len(t) == 4
+    # the servers and the service worked (a busy host may still fault the load generator's
+    # own checks, which says nothing about the database path)
+    why = t["invalid_reasons"].fillna("")
+    assert not why.str.contains("server|service|requests failed|error rate").any(), why.tolist()
+    assert (t["errors"] == 0).all() and (t["requests"] > 20).all()
+    # the service's CPU and memory are sampled like the server's
+    assert (t["service_db_rss_mb"] > 5).all(), t["service_db_rss_mb"].tolist()
+    assert t["service_db_cpu_pct"].notna().all()
+    for _, row in t.iterrows():
+        req = pd.read_parquet(run_dir / "cells" / row["cell_id"] / f"trial-{row['trial']}"
+                              / "requests.parquet")
+        ok = req[req["status"] == 200]
+        assert len(ok) > 0.98 * len(req)
+        # Server-Timing db;dur= arrives and is part of svc
+        assert ok["db_ms"].notna().mean() > 0.9, (row["server"], row["query"])
+        both = ok.dropna(subset=["db_ms", "svc_ms"])
+        assert (both["db_ms"] <= both["svc_ms"] + 0.002).all()
+        assert (both["db_ms"] > 0).mean() > 0.9
+    # one service for the whole run, stopped and removed after it; its log is kept
+    assert not _service_dirs(run_dir)
+    assert "database system is ready" in (run_dir / "services" / "db.log").read_text()
+    assert not _postgres_of(os.getpid())
+
+
+def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(write_yaml,
+                                                                              tmp_path):
+    text = _experiment("trial", "3s").replace("matrix: {server: [py, c], query: [point, insert]}",
+                                              "matrix: {server: [c], query: [point]}")
+    plan = experiment.load_plan(write_yaml(text))
+    run_dir = _run_dir(plan, tmp_path)
+    stopped = []
+
+    def stop_the_database():
+        spec = poll_until(lambda: next(run_dir.glob("cells/*/trial-1/spec.json"), None), 60)
+        if spec is None:
+            return
+        # the load is running: the database has committed queries the server sent it
+        tdir = spec.parent
+        base = poll_until(lambda: _commits(tdir), 30)
+        if base is None or not poll_until(lambda: (_commits(tdir) or 0) >= base + 50, 30):
+            return
+        for p in _postgres_of(os.getpid()):
+            try:
+                if p.ppid() == os.getpid():             # the postmaster
+                    p.send_signal(signal.SIGINT)        # what pg_ctl stop -m fast does
+                    stopped.append(p.pid)
+            except psutil.Error:                        # a backend that has just ended
+                continue
+    killer = threading.Thread(target=stop_the_database)
+    killer.start()
+    try:
+        outcome = execute_plan(plan, run_dir)
+    finally:
+        killer.join()
+        process.stop_all()
+    assert stopped, "the postmaster was not found"
+    (row,) = outcome.trials.to_dict("records")
+    assert not row["valid"]
+    assert "service db (postgresql) stopped during the trial" in row["invalid_reasons"]
+    assert row["errors"] > 0
+    req = pd.read_parquet(next(run_dir.glob("cells/*/trial-1/requests.parquet")))
+    assert set(req["status"]) >= {200, 503}    # answered before, 503 after the stop
+    assert not _service_dirs(next(run_dir.glob("cells/*/trial-1")))   # scope: trial
+
+
+def _commits(trial_dir: Path) -> int | None:
+    """Transactions PostgreSQL committed in the perfctl database of the trial's service (via
+    its socket), or None before it answers."""
+    try:
+        info = json.loads((trial_dir / "services" / "db.json").read_text())
+        sock = next(s for s in Path(info["socket_dir"]).glob(".s.PGSQL.*")
+                    if not s.name.endswith(".lock"))
+    except (OSError, ValueError, StopIteration):
+        return None
+    r = subprocess.run([str(find_pg_bin() / "psql"), "-h", str(sock.parent), "-p",
+                        sock.name.rsplit(".", 1)[1], "-U", "perfctl", "-d", "perfctl", "-Atc",
+                        "select xact_commit from pg_stat_database where datname = 'perfctl'"],
+                       capture_output=True, text=True, timeout=10)
+    return int(r.stdout) if r.returncode == 0 and r.stdout.strip().isdigit() else None
+
+
+def _mid_trial(run_dir: Path, pid: int):
+    return (list(run_dir.glob("cells/*/trial-1/spec.json")) and len(_postgres_of(pid)) >= 2
+            and (run_dir / "services" / "db.json").is_file())
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "kill9"])
+def test_no_postgres_and_no_data_dir_left_after_perfctl_stops(write_yaml, tmp_path,
+                                                                start_perfctl, how):
+    out = tmp_path / "run"
+    proc = start_perfctl("run", str(write_yaml(_experiment("run", "20s"))), "--out", str(out),
+                         "--no-plots")
+    assert poll_until(lambda: _mid_trial(out, proc.pid), timeout_s=90), \
+        f"no trial got under way: {proc.poll()}"
+    dirs = _service_dirs(out)
+    assert dirs
+    postgres = _postgres_of(proc.pid)
+    proc.send_signal(how)
+    proc.wait(30)
+    if how == signal.SIGINT:
+        assert proc.returncode == 130, proc.stderr.read()
+    assert poll_until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+                                      for p in postgres), timeout_s=15), "postgres outlived it"
+    assert poll_until(lambda: not any(d.exists() for d in dirs), timeout_s=15), \
+        f"left: {[d for d in dirs if d.exists()]}"
