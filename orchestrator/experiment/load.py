@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 from pydantic import Field, field_validator, model_validator
 
-from loadgen.spec import LoadSpec, measured_window_s
+from loadgen.spec import LoadSpec, keep_fraction, measured_window_s
 
 from . import units
 from .base import FrozenModel, Seconds
@@ -87,6 +87,20 @@ class Load(FrozenModel):
     bursts: int = Field(1, ge=1, le=10_000, description="burst: releases of `connections`")
     burst_interval_s: Seconds = Field(1.0, alias="burst_interval", gt=0)
     ramp: Ramp | None = None
+    records: str = Field("all", description="requests.parquet keeps all | sample:FRACTION | "
+                         "none of the requests; summaries come from every request either way")
+
+    @field_validator("records", mode="before")
+    @classmethod
+    def _records(cls, v: Any) -> str:
+        v = str(v).strip()
+        try:
+            keep_fraction(v)
+        except ValueError as e:
+            raise ValueError(f"{e}. all keeps every request in requests.parquet; "
+                             "sample:0.01 keeps 1% of them, none keeps none (summaries, "
+                             "timeline and models then come from HdrHistograms)") from None
+        return v
 
     @model_validator(mode="after")
     def _rate(self) -> "Load":
@@ -128,4 +142,4 @@ def to_load_spec(load: Load, workload: Workload, host: str, port: int, seed: int
         keepalive=load.keepalive, seed=seed, cpus=tuple(cpus), processes=load.processes,
         bursts=load.bursts, burst_interval_s=load.burst_interval_s,
         ramp_rates=tuple(load.ramp.rates) if load.ramp else (), ramp_step_s=ramp.step_s,
-        slo_p99_ms=ramp.slo.p99_ms, slo_error_rate=ramp.slo.error_rate)
+        slo_p99_ms=ramp.slo.p99_ms, slo_error_rate=ramp.slo.error_rate, records=load.records)

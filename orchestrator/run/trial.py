@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
-
+from loadgen import digest as ldigest
+from loadgen import hdr as lhdr
 from loadgen import stats as lstats
 from loadgen.spec import EXIT_CANNOT_WRITE
 
@@ -112,6 +112,21 @@ def _noise_row(sampler: ResourceSampler | None, summary: dict | None, requests: 
     return row
 
 
+def summarize_trial(tdir: Path, summary: dict, spec, max_error_rate: float | None):
+    """The trial's metrics and timeline from the load generator's digest.json and
+    latency.hlog, streamed: nothing here grows with the number of requests. With every
+    request kept (`records: all`), one more pass over requests.parquet makes the percentiles
+    exact order statistics; otherwise they come from the HdrHistograms (within 0.1%)."""
+    doc = ldigest.read(tdir / "digest.json")
+    every = summary.get("records", "all") == "all" and (tdir / "requests.parquet").is_file()
+    metrics = lstats.summarize_digest(doc, summary, spec.mode,
+                                      target_rate_rps=spec.rate_rps or None,
+                                      max_error_rate=max_error_rate,
+                                      requests_path=tdir / "requests.parquet" if every else None)
+    timeline = lstats.timeline_of_digest(doc, summary, lhdr.iter_log(tdir / "latency.hlog"))
+    return metrics, timeline
+
+
 def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
     """One trial: fresh server (and network injector), load, teardown. Returns its row."""
     tdir = trial_dir(run_dir, cell.cell_id, trial)
@@ -168,24 +183,21 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
     net_row, reasons = _network_row(net, injector, probes)
     row.update(net_row)
     summary = None
-    if code != 0 or not (tdir / "requests.parquet").is_file():
+    if code != 0 or not (tdir / "digest.json").is_file():
         why = "timed out" if code is None else f"exited {code}"
         reasons.append(f"load generator {why}: {tail(tdir / 'loadgen.log', 3)}")
         row.update({"requests": 0, "errors": 0, "throughput_rps": 0.0})
     else:
-        cols = pd.read_parquet(tdir / "requests.parquet")
         summary = read_summary(tdir)
-        metrics = lstats.summarize({k: cols[k].to_numpy() for k in cols.columns}, summary,
-                                   spec.mode, target_rate_rps=spec.rate_rps or None,
-                                   max_error_rate=plan.experiment.validity.error_limit(spec.mode))
+        metrics, timeline = summarize_trial(tdir, summary, spec,
+                                            plan.experiment.validity.error_limit(spec.mode))
         if "ramp_steps" in summary:
             write_json(tdir / "ramp.json", {"steps": summary["ramp_steps"],
                                             "slo": summary["slo"]})
         if metrics["invalid_reasons"]:
             reasons.append(metrics["invalid_reasons"])
         row.update({k: v for k, v in metrics.items() if k not in ("valid", "invalid_reasons")})
-        lstats.timeline({k: cols[k].to_numpy() for k in cols.columns}, summary).to_parquet(
-            tdir / "timeline.parquet", index=False)
+        timeline.to_parquet(tdir / "timeline.parquet", index=False)
     if not alive:
         reasons.append(f"server died during the trial (exit {server_code}); see {tdir / 'server.log'}")
     elif refuses:
