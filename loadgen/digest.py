@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from . import hdr
-from .records import DROPPED, ERROR_NAMES, OK
+from .records import DROPPED, ERROR_NAMES, OK, http_ok
 
 BIN_NS = 1_000_000_000           # the timeline's bin: one second
 SEAL_MARGIN_NS = 2_000_000_000   # a bin is sealed this long (plus the timeout) behind the rows
@@ -38,10 +38,6 @@ WINDOW_HISTOGRAMS = ("latency", "sent_to_done", "svc", "queue", "overhead")
 _COUNTS = ("requests", "completed", "answered", "errors_http", "sent", "dropped")
 _SUMS = ("bytes_ok", "latency_sum_ns", "sent_to_done_sum_ns", "svc_n", "svc_sum_ms",
          "svc_sumsq_ms2", "queue_sum_ms", "overhead_n", "overhead_sum_ms")
-
-
-def _http_ok(status: np.ndarray) -> np.ndarray:
-    return (status >= 200) & (status < 300)
 
 
 class Window:
@@ -71,9 +67,9 @@ class Window:
         n = self.counts
         n["requests"] += int(m.sum())
         n["completed"] += int(ok.sum())
-        answered = ok & _http_ok(status)
+        answered = ok & http_ok(status)
         n["answered"] += int(answered.sum())
-        n["errors_http"] += int(np.count_nonzero(ok & ~_http_ok(status)))
+        n["errors_http"] += int(np.count_nonzero(ok & ~http_ok(status)))
         n["sent"] += int(np.count_nonzero((sent > 0) & (err != DROPPED)))
         n["dropped"] += int(np.count_nonzero(err == DROPPED))
         codes = np.bincount(err.astype(np.int64), minlength=len(ERROR_NAMES))
@@ -182,7 +178,7 @@ class Bins:
         ok = c["error"] == OK
         b = self._bin(done)
         self._count("ok", b[has_done & ok])
-        self._count("errors", b[has_done & ~(ok & _http_ok(c["status"]))])
+        self._count("errors", b[has_done & ~(ok & http_ok(c["status"]))])
         self._count("sent", self._bin(sent[sent > 0]))
         self._count("done_sent", b[has_done & (sent > 0)])
         sel = has_done & ok

@@ -188,15 +188,17 @@ def write_log(path: Path, intervals: list[tuple[float, float, HdrHistogram]],
         if comment:
             w.output_comment(comment)
         w.output_log_format_version()
+        # StartTime and BaseTime are the same text: the reader skips lines whose start
+        # (time stamp + BaseTime - StartTime) falls before 0, as a rounding gap would make it
         stamp = time.strftime("%a %b %d %H:%M:%S %Z %Y", time.localtime(start_epoch_s))
-        w.output_comment(f"[StartTime: {start_epoch_s:.3f} (seconds since epoch), {stamp}]")
-        w.output_base_time(start_epoch_s * 1000.0)
+        epoch = f"{start_epoch_s:.6f}"
+        w.output_comment(f"[StartTime: {epoch} (seconds since epoch), {stamp}]")
+        w.output_comment(f"[BaseTime: {epoch} (seconds since epoch)]")
         w.output_legend()
         for start_s, length_s, h in intervals:
-            # the writer skips a zero start time as "unset": a first interval at 0 s is
-            # written with a start just above it (1 us, far below the line's precision)
-            w.output_interval_histogram(h, start_s or 1e-6, start_s + length_s,
-                                        MAX_VALUE_UNIT_RATIO)
+            # a start of 0 reads as "unset" to the writer, which then takes the histogram's
+            # own start stamp: 0 for these, so the line says 0 all the same
+            w.output_interval_histogram(h, start_s, start_s + length_s, MAX_VALUE_UNIT_RATIO)
     tmp.replace(path)
 
 

@@ -43,22 +43,14 @@ def percentile(values: np.ndarray, q: float) -> float:
 
 
 def percentile_ci(values: np.ndarray, q: float, confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free confidence interval of the q-th percentile from order statistics.
-
-    Uses the binomial distribution of the count below the true quantile; returns (low, high)
-    as observed values. NaN when the sample is too small to bound that percentile.
-    """
-    n = values.size
-    if n == 0:
+    """Distribution-free confidence interval of the q-th percentile from order statistics
+    (ci_ranks); returns (low, high) as observed values. NaN when the sample is too small to
+    bound that percentile."""
+    ranks = ci_ranks(values.size, q, confidence)
+    if ranks is None:
         return math.nan, math.nan
-    p = q / 100.0
-    alpha = 1.0 - confidence
-    lo_rank = int(sps.binom.ppf(alpha / 2, n, p))          # 0-based index of lower bound
-    hi_rank = int(sps.binom.ppf(1 - alpha / 2, n, p))
-    if lo_rank < 0 or hi_rank >= n:
-        return math.nan, math.nan
-    part = np.partition(values, (lo_rank, hi_rank))
-    return float(part[lo_rank]), float(part[hi_rank])
+    part = np.partition(values, ranks)
+    return float(part[ranks[0]]), float(part[ranks[1]])
 
 
 def median_ci(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
@@ -81,11 +73,6 @@ def median_ci(values: np.ndarray, confidence: float = 0.95) -> tuple[float, floa
 def measured_mask(cols, summary: dict) -> np.ndarray:
     intended = np.asarray(cols["intended_ns"])
     return (intended >= summary["measure_start_ns"]) & (intended < summary["measure_end_ns"])
-
-
-def http_ok(status: np.ndarray) -> np.ndarray:
-    """Responses that count as answered: a 2xx status (anything else is an `errors_http`)."""
-    return (status >= 200) & (status < 300)
 
 
 def _columns(cols) -> dict[str, np.ndarray]:
@@ -269,7 +256,8 @@ def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> None:
         return
     got = ranks or {}
     wanted = ranks_wanted(w)
-    complete = bool(got) and all(k in got.get(h, {}) for h, ks in wanted.items() for k in ks)
+    complete = ranks is not None and all(k in got.get(h, {}) for h, ks in wanted.items()
+                                         for k in ks)
 
     def at(hist: str, k: int) -> float:
         if complete:

@@ -117,7 +117,7 @@ def _check_requests(run: results.Run, cell_ids: set[str], side: str) -> None:
     if recorded > 0 and has_distributions(run, t):
         return
     why = ("its trials record no request" if recorded <= 0 else
-           "no digest.json under cells/ (deleted, or never written)")
+           "neither digest.json nor requests.parquet under cells/ (deleted, or never written)")
     raise PerfctlError(
         f"{run.path} (the {side}) has no requests in the cells to compare: {why}. Every trial "
         "of it failed before load ran, or its raw data is gone, so there is nothing to "
