@@ -46,8 +46,7 @@ name: scale
 servers:
   c-epoll: {{impl: c, model: epoll, threads: 1}}
 workload: {{path: /work, params: {{spin_us: 0}}}}
-load: {{mode: closed, connections: {connections}, duration: {seconds}s, warmup: 2s,
-        records: "{records}"}}
+load: {{mode: closed, connections: {connections}, duration: {seconds}s, warmup: 2s{records}}}
 repeats: 1
 placement: {{server_cpus: [0], loadgen_cpus: [1]}}
 """
@@ -175,8 +174,9 @@ def main() -> None:
     for minutes in [float(x) for x in args.minutes.split(",")]:
         seconds = max(1, round(minutes * 60))
         exp = work / f"scale-{seconds}s.yaml"
+        records = "" if args.records == "all" else f', records: "{args.records}"'
         exp.write_text(EXPERIMENT.format(connections=args.connections, seconds=seconds,
-                                         records=args.records))
+                                         records=records))
         run_dir = work / f"run-{seconds}s"
         r = watch([sys.executable, "-m", "orchestrator.cli", "run", str(exp), "--out",
                    str(run_dir)], checkout, env, timeout_s=seconds + 600, split_loadgen=True)
