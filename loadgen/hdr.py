@@ -42,14 +42,18 @@ def counts(h: HdrHistogram) -> np.ndarray:
 
 
 def indexes(h: HdrHistogram, values_ns: np.ndarray) -> np.ndarray:
-    """The counter index of each value (int64 array, already clipped to the histogram's
+    """The counter index of each value (int64 array; values clipped to the histogram's
     range): HdrHistogram's _counts_index_for, vectorised."""
-    v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, HIGHEST_NS)
-    # bit length of (v | mask): frexp's exponent, exact for integers below 2**53
-    bits = np.frexp((v | h.sub_bucket_mask).astype(np.float64))[1].astype(np.int64)
-    bucket = bits - h.unit_magnitude - (h.sub_bucket_half_count_magnitude + 1)
+    v = np.clip(np.asarray(values_ns), 0, HIGHEST_NS).astype(np.int64, copy=False)
+    # bit length of (v | mask): the binary exponent of its float64 (exact below 2**53),
+    # read from the float's exponent bits
+    f = (v | h.sub_bucket_mask).astype(np.float64)
+    bucket = (f.view(np.int64) >> 52) - (1022 + h.unit_magnitude
+                                         + h.sub_bucket_half_count_magnitude + 1)
     sub = v >> (bucket + h.unit_magnitude)
-    return ((bucket + 1) << h.sub_bucket_half_count_magnitude) + (sub - h.sub_bucket_half_count)
+    sub -= h.sub_bucket_half_count
+    sub += (bucket + 1) << h.sub_bucket_half_count_magnitude
+    return sub
 
 
 def record(h: HdrHistogram, values_ns: np.ndarray) -> None:
@@ -57,23 +61,19 @@ def record(h: HdrHistogram, values_ns: np.ndarray) -> None:
     v = np.asarray(values_ns)
     if v.size == 0:
         return
-    v = np.clip(v.astype(np.int64, copy=False), 0, HIGHEST_NS)
-    c = counts(h)
-    c += np.bincount(indexes(h, v), minlength=h.counts_len)[: h.counts_len].astype(c.dtype)
-    h.total_count += int(v.size)
-    h.min_value = min(h.min_value, int(v.min()))
-    h.max_value = max(h.max_value, int(v.max()))
+    add_indexes(h, indexes(h, v), int(v.min()), int(v.max()))
 
 
-def record_counts(h: HdrHistogram, idx: np.ndarray, n: np.ndarray, lo: int, hi: int) -> None:
-    """Add counts n at counter indexes idx (a sparse histogram; lo/hi its min/max value)."""
-    if len(idx) == 0:
+def add_indexes(h: HdrHistogram, idx: np.ndarray, lowest: int, highest: int) -> None:
+    """Count one value at each counter index (indexes() of values whose extremes are
+    lowest and highest, in ns)."""
+    if idx.size == 0:
         return
     c = counts(h)
-    np.add.at(c, np.asarray(idx, dtype=np.int64), np.asarray(n, dtype=c.dtype))
-    h.total_count += int(np.sum(n))
-    h.min_value = min(h.min_value, int(lo))
-    h.max_value = max(h.max_value, int(hi))
+    c += np.bincount(idx, minlength=h.counts_len)[: h.counts_len].astype(c.dtype, copy=False)
+    h.total_count += int(idx.size)
+    h.min_value = min(h.min_value, max(int(lowest), 0))
+    h.max_value = max(h.max_value, min(int(highest), HIGHEST_NS))
 
 
 def add(dst: HdrHistogram, src: HdrHistogram) -> HdrHistogram:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats as sps
 
 from . import digest, hdr
 from .records import COLUMNS, OK
@@ -30,6 +29,13 @@ MAX_LOOP_LAG_P99_MS = 5.0          # or 25% of the trial's p99 latency, whicheve
 MAX_GC_PAUSE_MS = 10.0             # or 25% of the trial's p99 latency
 MAX_LOADGEN_CPU_PCT = 95.0
 MAX_SEND_RATE_MISS = 0.01          # open mode: sends in the window vs target rate x window
+
+
+def _binom():
+    """scipy's binomial law, imported on first use: scipy.stats adds ~60 MB to a process,
+    and the load generator needs it only in ramp mode."""
+    from scipy.stats import binom  # here, not at the top: ~60 MB of RSS, rarely needed
+    return binom
 
 
 def percentile(values: np.ndarray, q: float) -> float:
@@ -63,7 +69,8 @@ def median_ci(values: np.ndarray, confidence: float = 0.95) -> tuple[float, floa
     n = x.size
     if n == 0:
         return math.nan, math.nan
-    below = np.flatnonzero(sps.binom.cdf(np.arange(n), n, 0.5) <= (1.0 - confidence) / 2)
+    binom = _binom()
+    below = np.flatnonzero(binom.cdf(np.arange(n), n, 0.5) <= (1.0 - confidence) / 2)
     if below.size == 0:
         return math.nan, math.nan
     k = int(below[-1]) + 1
@@ -132,7 +139,8 @@ def ci_ranks(n: int, q: float, confidence: float = 0.95) -> tuple[int, int] | No
     if n == 0:
         return None
     p, alpha = q / 100.0, 1.0 - confidence
-    lo, hi = int(sps.binom.ppf(alpha / 2, n, p)), int(sps.binom.ppf(1 - alpha / 2, n, p))
+    binom = _binom()
+    lo, hi = int(binom.ppf(alpha / 2, n, p)), int(binom.ppf(1 - alpha / 2, n, p))
     return None if lo < 0 or hi >= n else (lo, hi)
 
 
@@ -150,7 +158,7 @@ def ranks_wanted(w: digest.Window) -> dict[str, list[int]]:
 
 
 def exact_order_statistics(path, w: digest.Window, wanted: dict[str, list[int]],
-                           batch_rows: int = 1 << 20) -> dict[str, dict[int, float]]:
+                           batch_rows: int = 1 << 18) -> dict[str, dict[int, float]]:
     """{histogram: {rank: exact value in ns}} over the requests of a parquet file intended in
     w's window and without an error class: for each rank the histogram names the bucket
     holding it and how many values lie below; one pass in batches collects only the values
