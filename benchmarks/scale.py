@@ -104,6 +104,7 @@ import json, resource, sys, time
 from pathlib import Path
 from loadgen.spec import LoadSpec
 from orchestrator.run.trial import summarize_trial
+import scipy.stats  # imported on first use by loadgen.stats: a one-time cost, not timed
 tdir = Path(sys.argv[1])
 summary = json.loads((tdir / "summary.json").read_text())
 spec = LoadSpec.load(tdir / "spec.json")
