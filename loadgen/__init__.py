@@ -1,7 +1,9 @@
-"""perfctl load generator: asyncio + uvloop, every request kept as numpy columns.
+"""perfctl load generator: asyncio + uvloop, every request recorded as numpy columns in
+chunks, each chunk summarised (digest.py) and kept on disk as `records` says.
 
 Imports nothing from orchestrator/. The orchestrator talks to it only through files: a
-LoadSpec as JSON in, requests.parquet and summary.json out (see parallel.generate_to_dir).
+LoadSpec as JSON in; summary.json, digest.json, latency.hlog and requests.parquet out (see
+parallel.generate_to_dir).
 """
 import os
 

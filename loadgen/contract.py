@@ -68,6 +68,9 @@ def check_output(out_dir: str | Path, mode: str) -> list[str]:
     """What is wrong with the requests and summary.json in out_dir (module docstring)."""
     out = Path(out_dir)
     problems, summary = _check_summary(out / "summary.json", mode)
+    if summary.get("records", "all") == "none":      # the HTTP generator kept histograms only
+        return problems + ([] if (out / "digest.json").is_file() else
+                           [f"records: none, but no digest.json in {out}"])
     found = next((out / f for f in REQUEST_FILES if (out / f).is_file()), None)
     if found is None:
         return problems + [f"no requests file in {out} (one of {', '.join(REQUEST_FILES)})"]
@@ -173,9 +176,11 @@ def _check_requests(path: Path, summary: dict) -> list[str]:
     if disorder:
         problems.append(f"{path.name}: {disorder} answered rows (error 0) break 0 < intended_ns "
                         "<= sent_ns <= done_ns")
-    if summary and summary.get("requests_recorded") != rows:
-        problems.append(f"{path.name} holds {rows} rows but summary.json says requests_recorded "
-                        f"= {summary.get('requests_recorded')} (output cut short?)")
+    # a sample (`records: sample:F`, the HTTP generator) holds records_written of the rows
+    key = "requests_recorded" if summary.get("records", "all") == "all" else "records_written"
+    if summary and summary.get(key) != rows:
+        problems.append(f"{path.name} holds {rows} rows but summary.json says {key} "
+                        f"= {summary.get(key)} (output cut short?)")
     if problems or canonical:
         tmp.unlink(missing_ok=True)
         return problems

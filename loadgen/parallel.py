@@ -1,7 +1,8 @@
 """Generating a LoadSpec's load to files, in one process or split over several.
 
-`generate_to_dir(spec, out_dir)` writes requests.parquet (every request, spilled in chunks so
-memory stays bounded) and summary.json. The spec's mode object is looked up once; it says how
+`generate_to_dir(spec, out_dir)` writes summary.json, digest.json and latency.hlog (digest.py:
+every request summarised chunk by chunk, so memory stays bounded) and requests.parquet (every
+request, a sample, or none, as `records` says; spilled in chunks). The spec's mode object is looked up once; it says how
 many worker processes share the load (ramp: its steps follow one another in one process).
 With P > 1, P worker processes (one uvloop loop each, pinned round-robin to spec.cpus) share
 one start instant, each generating the mode's share of the load (Mode.share), and the raw
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from .digest import Digest, merge_files
 from .modes import Mode, mode_for
 from .sink import ParquetSink
 from .spec import LoadSpec
@@ -37,11 +39,23 @@ def generate_to_dir(spec: LoadSpec, out_dir: str | Path) -> dict:
     return summary
 
 
+def _sink(mode: Mode, path: Path, extra: dict | None = None) -> ParquetSink:
+    """The sink of one worker process: its digest, and the rows `records` keeps."""
+    spec = mode.spec
+    keep = spec.keep_fraction
+    return ParquetSink(path if keep > 0 else None, extra, Digest(spec.timeout_s), keep,
+                       seed=spec.seed)
+
+
 def _generate_here(mode: Mode, out: Path) -> dict:
-    sink = ParquetSink(out / "requests.parquet.tmp")
+    sink = _sink(mode, out / "requests.parquet.tmp")
     summary = mode.generate(sink)
     sink.finish()
-    os.replace(out / "requests.parquet.tmp", out / "requests.parquet")
+    sink.digest.write(out)
+    if sink.writer is not None:
+        os.replace(out / "requests.parquet.tmp", out / "requests.parquet")
+    summary["records"] = mode.spec.records
+    summary["records_written"] = sink.written
     return summary
 
 
@@ -65,25 +79,34 @@ def _generate_in_processes(mode: Mode, out: Path) -> dict:
             p.kill()
             p.join()
     parts = [out / f"part-{i}.parquet" for i in range(count)]
-    missing = [str(p) for p, pr in zip(parts, procs) if pr.exitcode != 0 or not p.is_file()]
+    missing = [str(p) for p, pr in zip(parts, procs)
+               if pr.exitcode != 0 or not p.with_suffix(".json").is_file()]
     if missing:
         raise RuntimeError(f"load-generator worker(s) failed: {', '.join(missing)}")
     summaries = [json.loads(p.with_suffix(".json").read_text()) for p in parts]
-    with pq.ParquetWriter(out / "requests.parquet.tmp", pq.read_schema(parts[0])) as writer:
-        for p in parts:
-            for batch in pq.ParquetFile(p).iter_batches():
-                writer.write_batch(batch)
-    os.replace(out / "requests.parquet.tmp", out / "requests.parquet")
-    for p in parts:
-        p.unlink()
+    if spec.keep_fraction > 0:
+        with pq.ParquetWriter(out / "requests.parquet.tmp", pq.read_schema(parts[0])) as writer:
+            for p in parts:
+                for batch in pq.ParquetFile(p).iter_batches():
+                    writer.write_batch(batch)
+        os.replace(out / "requests.parquet.tmp", out / "requests.parquet")
+    # histograms and counts add up; the per-worker latency logs stay (latency-worker-<i>.hlog)
+    merge_files([out / f"digest-worker-{i}.json" for i in range(count)],
+                [out / f"latency-worker-{i}.hlog" for i in range(count)], out)
+    for i, p in enumerate(parts):
+        p.unlink(missing_ok=True)
         p.with_suffix(".json").unlink()
+        (out / f"digest-worker-{i}.json").unlink()
     return merge_summaries(summaries)
 
 
 def _child(mode: Mode, part: str, index: int) -> None:
-    sink = ParquetSink(Path(part), extra={"worker": index})
+    sink = _sink(mode, Path(part), extra={"worker": index})
     summary = mode.generate(sink, seq_base=index * 1_000_000_000)
     sink.finish()
+    sink.digest.write(Path(part).parent, f"digest-worker-{index}", f"latency-worker-{index}.hlog")
+    summary["records"] = mode.spec.records
+    summary["records_written"] = sink.written
     Path(part).with_suffix(".json").write_text(json.dumps(summary))
 
 
@@ -91,7 +114,8 @@ def merge_summaries(parts: list[dict]) -> dict:
     """One summary from several workers: sums of counts, maxima of lags and lateness
     (the p99 reported is the worst worker's p99: conservative), CPU per worker."""
     out = dict(parts[0])
-    for k in ("scheduled_in_window", "dropped", "requests_recorded", "gc_pauses"):
+    for k in ("scheduled_in_window", "dropped", "requests_recorded", "gc_pauses",
+              "records_written"):
         out[k] = sum(p.get(k, 0) for p in parts)
     for k in ("loop_lag_p99_ms", "loop_lag_max_ms", "send_lateness_p50_ms",
               "send_lateness_p99_ms", "send_lateness_max_ms", "gc_pause_max_ms",

@@ -28,6 +28,11 @@ COLUMNS = {
 CHUNK_ROWS = 1 << 18
 
 
+def http_ok(status: np.ndarray) -> np.ndarray:
+    """Responses that count as answered: a 2xx status (anything else is an `errors_http`)."""
+    return (status >= 200) & (status < 300)
+
+
 # A Chunk's attribute for each column: the column's name, but `nbytes` for `bytes`.
 _ATTRS = {col: "nbytes" if col == "bytes" else col for col in COLUMNS}
 _FILL = {"conn": -1, "svc_ms": np.nan, "queue_ms": np.nan, "db_ms": np.nan}

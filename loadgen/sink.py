@@ -1,4 +1,6 @@
-"""ParquetSink: where a load phase's request rows go, one parquet file written off the loop."""
+"""ParquetSink: where a load phase's request rows go, off the loop: into the phase's Digest
+(digest.py: summaries and histograms, every row) and, as `records` says, into one parquet
+file (every row, a sample of them, or none)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -8,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .digest import Digest
 from .records import COLUMNS, Chunk, Records
 
 
@@ -18,19 +21,31 @@ class ParquetSink:
     every request in flight (and inflate their latencies), so the loop only hands the chunk
     over. The one thread keeps row-group order. The file and pyarrow's conversions are set
     up here, before any load is generated (pyarrow's first conversion alone takes ~0.3 s).
+
+    The same thread feeds the digest, so it sees the rows in order and is never touched by
+    two threads. path None writes no file (`records: none`); keep (0..1] writes that
+    fraction of the rows, drawn independently per row from a generator seeded with `seed`
+    (`records: sample:F`). The digest always sees every row.
     """
 
-    def __init__(self, path: Path, extra: dict | None = None) -> None:
+    def __init__(self, path: Path | None, extra: dict | None = None,
+                 digest: Digest | None = None, keep: float = 1.0, seed: int = 0) -> None:
         self.path = path
         self.extra = extra or {}
         self.rows = 0
+        self.written = 0
+        self.digest = digest
+        self.keep = keep
+        self.rng = np.random.default_rng(seed)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="spill")
         self.pending: list = []
         fields = [pa.field(k, pa.from_numpy_dtype(np.dtype(t))) for k, t in COLUMNS.items()]
         fields += [pa.field(k, pa.int16()) for k in self.extra]
         self.schema = pa.schema(fields)
-        self._table(Chunk(1).frame())       # warm pyarrow up
-        self.writer = pq.ParquetWriter(self.path, self.schema)
+        self.writer = None
+        if path is not None:
+            self._table(Chunk(1).frame())       # warm pyarrow up
+            self.writer = pq.ParquetWriter(self.path, self.schema)
 
     def _table(self, cols: dict[str, np.ndarray]) -> pa.Table:
         n = len(next(iter(cols.values())))
@@ -39,7 +54,22 @@ class ParquetSink:
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
     def _write(self, cols: dict[str, np.ndarray]) -> None:
+        if self.digest is not None:
+            self.digest.add(cols)
+        if self.writer is None:
+            return
+        if self.keep < 1.0:
+            pick = self.rng.random(len(cols["intended_ns"])) < self.keep
+            cols = {k: v[pick] for k, v in cols.items()}
+        self.written += len(cols["intended_ns"])
         self.writer.write_table(self._table(cols))
+
+    def begin(self, start_ns: int, measure_start_ns: int, measure_end_ns: int) -> None:
+        """A load phase's times are known (the Worker calls this as it starts): the digest
+        opens its measured window, in order with the rows on the writer thread."""
+        if self.digest is not None:
+            self.pending.append(self.pool.submit(self.digest.begin, start_ns,
+                                                 measure_start_ns, measure_end_ns))
 
     def __call__(self, cols: dict[str, np.ndarray]) -> None:
         """Queue columns for writing (the caller never changes them afterwards)."""
@@ -66,7 +96,8 @@ class ParquetSink:
             self.flush()
         finally:
             self.pool.shutdown(wait=True)
-            self.writer.close()
+            if self.writer is not None:
+                self.writer.close()
 
     def close(self, rec: Records) -> None:
         self.close_chunks(rec)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -20,6 +21,23 @@ def measured_window_s(mode: str, duration_s: float, bursts: int, burst_interval_
     if mode == "ramp":
         return ramp_steps * ramp_step_s
     return duration_s
+
+
+def keep_fraction(records: str) -> float:
+    """`all` -> 1.0, `none` -> 0.0, `sample:F` -> F (0 < F <= 1); ValueError otherwise."""
+    if records == "all":
+        return 1.0
+    if records == "none":
+        return 0.0
+    kind, _, value = str(records).partition(":")
+    try:
+        fraction = float(value)
+    except ValueError:
+        fraction = math.nan
+    if kind != "sample" or not 0.0 < fraction <= 1.0:
+        raise ValueError(f"records must be all, none or sample:FRACTION with 0 < FRACTION "
+                         f"<= 1 (e.g. sample:0.01), not {records!r}")
+    return fraction
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,7 @@ class LoadSpec:
     shard_index: int = 0             # open: this worker sends arrivals shard_index, +shard_count, ...
     shard_count: int = 1             # ... of the whole schedule (schedule.shard)
     schedule_file: str = ""          # open: the schedule as a file, for drivers (DRIVER.md)
+    records: str = "all"             # requests.parquet: all | sample:FRACTION | none (keep_fraction)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -82,6 +101,12 @@ class LoadSpec:
             raise ValueError("processes and bursts must be >= 1")
         if not 0 <= self.shard_index < self.shard_count:
             raise ValueError("shard_index must be in [0, shard_count)")
+        keep_fraction(self.records)
+
+    @property
+    def keep_fraction(self) -> float:
+        """The share of request rows written to requests.parquet (1: all, 0: none)."""
+        return keep_fraction(self.records)
 
     @property
     def templated(self) -> bool:

@@ -102,6 +102,9 @@ class Worker:
         self.start_ns = spec.start_at_ns or (_now() + START_DELAY_NS)
         self.measure_start_ns = self.start_ns + int(spec.warmup_s * 1e9)
         self.end_ns = self.measure_start_ns + int(spec.window_s * 1e9)
+        begin = getattr(self.rec.sink, "begin", None)    # a bare callable sink has none
+        if begin is not None:
+            begin(self.start_ns, self.measure_start_ns, self.end_ns)
         if self.keepalive:
             await asyncio.gather(*(self.open_connection() for _ in range(spec.connections)))
         self.loop.call_later(LAG_TICK_S, self._lag_tick, _now() + int(LAG_TICK_S * 1e9))

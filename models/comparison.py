@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from . import usl
-from .estimate import (MEASURED_COLUMNS, as_float, estimate_service, ok_only, predict_cell,
-                       threads_cores)
+from .estimate import (MEASURED_COLUMNS, ServiceEstimate, as_float, estimate_service, ok_only,
+                       predict_cell, threads_cores)
 
 __all__ = ["compare"]
 
@@ -129,8 +129,21 @@ def _measured_mask(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None,
     return mask
 
 
+def _pooled_service(estimates: list[ServiceEstimate]) -> ServiceEstimate | None:
+    """Several cells' single-user service estimates as one (n-weighted mean, pooled
+    variance), as estimate_service would give on their pooled requests."""
+    es = [e for e in estimates if e is not None and e.n > 0]
+    if not es:
+        return None
+    n = sum(e.n for e in es)
+    mean = sum(e.n * e.mean_s for e in es) / n
+    var = sum(e.n * (e.scv * e.mean_s ** 2 + (e.mean_s - mean) ** 2) for e in es) / n
+    return ServiceEstimate(mean, var / mean ** 2 if mean > 0 else math.nan, es[0].source, 0.0, n)
+
+
 def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
-            measured=None, config_columns: list[str] | None = None) -> pd.DataFrame:
+            measured=None, config_columns: list[str] | None = None,
+            measures: dict[str, dict] | None = None) -> pd.DataFrame:
     """One row per cell: configuration, measured mean/p99 latency [ms] and throughput (pooled
     over the cell's valid trials), the chosen model's prediction, every applicable model's
     prediction (pred_<key>_mean_ms / _p99_ms) and signed relative errors (pred - meas) / meas
@@ -144,16 +157,22 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
     given counts, and the caller must pass measured requests only (perfctl's own caller,
     orchestrator.analysis.views.measured_requests, cuts each trial's window from its
     summary.json). ``config_columns`` names the columns that describe a cell's configuration,
-    for grouping closed cells into USL curves; without it they are told apart by heuristics."""
+    for grouping closed cells into USL curves; without it they are told apart by heuristics.
+
+    ``measures`` replaces the requests for runs too large for memory or that kept none:
+    cell_id -> {"mean_ms", "p99_ms" (the cell's pooled measured latency), "service" (a
+    ServiceEstimate from Server-Timing histograms, or None), "single_user_service" (for
+    one-connection closed cells: from their send-to-done histogram)}; requests_df is then
+    not used (orchestrator.analysis.histograms builds them)."""
     trials = trials_df
     if "valid" in trials.columns:
         trials = trials[trials["valid"].fillna(False).astype(bool)]
     reqs = None
-    if requests_df is not None:
+    if requests_df is not None and measures is None:
         mask = _measured_mask(requests_df, trials_df, measured)
         reqs = ok_only(requests_df if mask is None else requests_df[mask])
     single_ref = None
-    if reqs is not None and {"connections", "load_mode"} <= set(trials.columns):
+    if (reqs is not None or measures is not None) and {"connections", "load_mode"} <= set(trials.columns):
         single_ref = trials[(trials["connections"] == 1) & (trials["load_mode"] == "closed")]
     rows = []
     for cell, g in trials.groupby("cell_id", sort=False):
@@ -165,7 +184,10 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
         cr = None
         if reqs is not None:
             cr = reqs[(reqs["cell_id"] == cell) & reqs["trial"].isin(g["trial"])]
-        if cr is not None and len(cr):
+        m = (measures or {}).get(cell)
+        if m is not None:
+            out["measured_mean_ms"], out["measured_p99_ms"] = m["mean_ms"], m["p99_ms"]
+        elif cr is not None and len(cr):
             lat = cr["latency_ns"].to_numpy(dtype=float) / 1e6
             out["measured_mean_ms"], out["measured_p99_ms"] = float(lat.mean()), float(np.percentile(lat, 99))
         else:
@@ -173,7 +195,16 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
             out["measured_p99_ms"] = float(g["latency_p99_ms"].mean())
         svc = None
         try:
-            if cr is not None and "svc_ms" in cr.columns and cr["svc_ms"].notna().sum() >= 2:
+            if measures is not None:
+                svc = (m or {}).get("service")
+                if svc is None and single_ref is not None and len(single_ref):
+                    ref = single_ref
+                    for k in ("server", "work_spin_us", "work_sleep_us"):
+                        if k in ref.columns:
+                            ref = ref[ref[k].astype(str) == str(first[k])]
+                    svc = _pooled_service([measures.get(c, {}).get("single_user_service")
+                                           for c in dict.fromkeys(ref["cell_id"])])
+            elif cr is not None and "svc_ms" in cr.columns and cr["svc_ms"].notna().sum() >= 2:
                 svc = estimate_service(cr, single_worker=threads_cores(first)[0] == 1)
             elif single_ref is not None and len(single_ref):
                 ref = single_ref

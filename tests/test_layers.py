@@ -1,9 +1,9 @@
 """The layout's import rules, checked by reading every module's imports with `ast`.
 
     cli        -> anything
-    run        -> experiment, netem, results, loadgen (spec, stats, contract), errors
+    run        -> experiment, netem, results, loadgen (spec, stats, contract, digest, hdr), errors
     netem      -> experiment, run.process, run.build, errors
-    analysis   -> results, models, errors
+    analysis   -> results, models, loadgen (digest, hdr), errors
     results    -> errors
     experiment -> loadgen.spec, errors
     loadgen, models -> nothing of orchestrator
@@ -27,12 +27,12 @@ ALLOWED = {
     "orchestrator.cli": ("orchestrator", "loadgen", "models"),
     "orchestrator.run": ("orchestrator.run", "orchestrator.experiment", "orchestrator.netem",
                          "orchestrator.results", "orchestrator.errors", "loadgen.spec",
-                         "loadgen.stats", "loadgen.contract"),
+                         "loadgen.stats", "loadgen.contract", "loadgen.digest", "loadgen.hdr"),
     "orchestrator.netem": ("orchestrator.netem", "orchestrator.experiment",
                            "orchestrator.run.process", "orchestrator.run.build",
                            "orchestrator.errors"),
     "orchestrator.analysis": ("orchestrator.analysis", "orchestrator.results",
-                              "orchestrator.errors", "models"),
+                              "orchestrator.errors", "models", "loadgen.digest", "loadgen.hdr"),
     "orchestrator.results": ("orchestrator.results", "orchestrator.errors"),
     "orchestrator.experiment": ("orchestrator.experiment", "orchestrator.errors",
                                 "loadgen.spec"),

@@ -1,7 +1,8 @@
 """Queueing models against a run's measurements (`perfctl model`).
 
 `fit_run(run_dir)` fits every applicable queueing model (models.comparison.compare) to the run's
-measured requests, writes RUN_DIR/models.json and returns (its contents, the table); drawing
+measured requests (through their histograms, histograms.py: memory does not grow with the
+run, and runs that kept no requests fit too), writes RUN_DIR/models.json and returns (its contents, the table); drawing
 is the caller's job (model_figures.py). Trials and requests count as views.py says; a cell
 measured only by invalid trials is flagged `from_invalid`.
 """
@@ -18,7 +19,8 @@ from models import comparison, estimate, usl
 
 from ..results import Run, load, write_json
 from ..results.schema import configuration_columns
-from .views import analysis_trials, cell_labels, measured_requests
+from .histograms import cell_measures
+from .views import analysis_trials, cell_labels
 
 # Measurement columns models.comparison.compare reads. The rest (start-up time, self-check
 # readings, CPU...) differs per trial and is left out of the table it is given.
@@ -36,8 +38,8 @@ def queueing_table(run: Run) -> pd.DataFrame:
     config = configuration_columns(trials, run.axes)
     keep = list(dict.fromkeys(["cell_id", "trial", *config] +
                               [c for c in MEASURED_COLUMNS if c in trials.columns]))
-    table = comparison.compare(trials[keep], measured_requests(run, trials),
-                               config_columns=config)
+    table = comparison.compare(trials[keep], None, config_columns=config,
+                               measures=cell_measures(run, trials))
     if table.empty:
         return table
     labels = cell_labels(run, short=True)
@@ -103,7 +105,8 @@ def fit_run(run_dir: str | Path) -> tuple[dict, pd.DataFrame]:
     doc = {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "basis": "valid trials per cell (all trials when a cell has none: from_invalid); "
-                 "requests in the measured window that completed without error",
+                 "requests in the measured window that completed without error, through "
+                 "their HdrHistograms (mean exact, p99 within 0.1%)",
         "cells": [{k: _jsonable(v) for k, v in r.items()
                    if not (isinstance(v, float) and math.isnan(v))}
                   for r in table.to_dict("records")],

@@ -10,12 +10,15 @@ import matplotlib
 import numpy as np
 import pandas as pd
 
+from loadgen import hdr
+
 from .figures import plt
 from .figures import (MAX_CDF_POINTS, MAX_TIMELINE_CELLS, PERCENTILE_STYLES, Figure,
                       axis_label, load_series, log_if_spans, mark_invalid, metric_vs_load,
                       panel_grid, prepare, save, server_colours, trial_cell_labels,
                       x_scale, xticks_for_cells)
-from .views import measured_requests, trimmed_timeline
+from .histograms import cell_distributions
+from .views import trimmed_timeline
 
 
 def throughput_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
@@ -140,10 +143,12 @@ def timeline_figure(timeline: pd.DataFrame, trials: pd.DataFrame, axes: list[str
                   save(fig, out_dir, "timeline"))
 
 
-def spectrum_figure(requests: pd.DataFrame, trials: pd.DataFrame, axes: list[str],
+def spectrum_figure(dists: dict, trials: pd.DataFrame, axes: list[str],
                     out_dir: Path, colours=None) -> Figure | None:
-    """Latency percentile spectrum (x: nines) and CDF of each cell's measured requests."""
-    if requests.empty:
+    """Latency percentile spectrum (x: nines) and CDF of each cell's measured requests, from
+    the cell's trials' HdrHistograms added up (histograms.cell_distributions)."""
+    dists = {cid: d for cid, d in dists.items() if d.completed}
+    if not dists:
         return None
     colours = colours or server_colours(list(trials["server"].unique()))
     labels = dict(zip(trials["cell_id"], trial_cell_labels(trials, axes)))
@@ -153,23 +158,22 @@ def spectrum_figure(requests: pd.DataFrame, trials: pd.DataFrame, axes: list[str
     styles = ["-", "--", "-.", ":"]
     seen: dict[str, int] = {}
     all_ms = []
-    for cid, g in requests.groupby("cell_id", sort=False):
-        lat_ms = np.sort(g["latency_ns"].to_numpy(dtype=float) / 1e6)
-        if lat_ms.size == 0:
-            continue
+    for cid, d in dists.items():
+        n = d.completed
         server = server_of.get(cid, "")
         k = seen.get(server, 0)
         seen[server] = k + 1
         shade = 1.0 - 0.3 * ((k // 4) % 3)      # darker for every 4 cells of one server
         rgb = tuple(shade * x for x in matplotlib.colors.to_rgb(colours.get(server, "C0")))
         style = dict(color=rgb, ls=styles[k % 4], lw=1.4, label=labels.get(cid, cid))
-        qs = q[q <= 1 - 1 / lat_ms.size] if lat_ms.size > 1 else q[:1]
-        vals = np.quantile(lat_ms, qs, method="inverted_cdf")
+        qs = q[q <= 1 - 1 / n] if n > 1 else q[:1]
+        vals = np.asarray(hdr.percentiles_ms(d.latency, list(100 * qs)))
         all_ms.extend(vals)
         a1.plot(-np.log10(1 - qs), vals, **style)
-        step = max(1, lat_ms.size // MAX_CDF_POINTS)
-        idx = np.unique(np.r_[np.arange(0, lat_ms.size, step), lat_ms.size - 1])
-        a2.plot(lat_ms[idx], (idx + 1) / lat_ms.size, **style)
+        x, frac = hdr.cdf_ms(d.latency)
+        step = max(1, x.size // MAX_CDF_POINTS)
+        idx = np.unique(np.r_[np.arange(0, x.size, step), x.size - 1])
+        a2.plot(x[idx], frac[idx], **style)
     ticks = [0, 1, 2, 3, 4]
     a1.set_xticks(ticks, ["0%", "90%", "99%", "99.9%", "99.99%"])
     a1.set_xlabel("percentile")
@@ -186,7 +190,8 @@ def spectrum_figure(requests: pd.DataFrame, trials: pd.DataFrame, axes: list[str
     fig.tight_layout()
     return Figure("latency_spectrum", "Latency spectrum and CDF",
                   "Every measured request (warm-up and errors excluded) of each cell, pooled "
-                  "over its trials; one colour per server.", save(fig, out_dir, "latency_spectrum"))
+                  "over its trials through their HdrHistograms (values within 0.1%); one "
+                  "colour per server.", save(fig, out_dir, "latency_spectrum"))
 
 
 def draw_basic(trials: pd.DataFrame, axes: list[str], out_dir: Path) -> list[Path]:
@@ -211,5 +216,5 @@ def draw_run(run, out_dir: Path) -> list[Figure]:
             p99_figure(trials, axes, out_dir, colours),
             error_rate_figure(trials, axes, out_dir, colours),
             timeline_figure(trimmed_timeline(run), trials, axes, out_dir, colours),
-            spectrum_figure(measured_requests(run), trials, axes, out_dir, colours)]
+            spectrum_figure(cell_distributions(run, trials), trials, axes, out_dir, colours)]
     return [f for f in figs if f is not None]

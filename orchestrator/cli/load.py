@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 from urllib.parse import urlsplit
 
-import pyarrow.parquet as pq
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from loadgen import generate_to_dir, stats
+from loadgen import digest, generate_to_dir, stats
 
 from ..errors import PerfctlError
 from ..experiment.load import Load, Workload, to_load_spec
@@ -84,9 +83,9 @@ def load(
     with tempfile.TemporaryDirectory(prefix="perfctl-load-") as tmp:
         where = out or Path(tmp)
         summary = generate_to_dir(spec, where)
-        cols = {k: v.to_numpy() for k, v in pq.read_table(where / "requests.parquet")
-                .to_pandas().items()}
-    row = stats.summarize(cols, summary, chosen, target_rate_rps=rate)
+        row = stats.summarize_digest(digest.read(where / "digest.json"), summary, chosen,
+                                     target_rate_rps=rate,
+                                     requests_path=where / "requests.parquet")
     result = {
         "url": url, "mode": chosen, "connections": connections, "processes": processes,
         "throughput_rps": row["throughput_rps"], "achieved_rate": row["achieved_rate"],

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from loadgen.spec import LoadSpec, measured_window_s
+from loadgen.spec import LoadSpec, keep_fraction, measured_window_s
 
 from . import units
 from .base import FrozenModel, Seconds
@@ -112,6 +112,20 @@ class Load(FrozenModel):
     bursts: int = Field(1, ge=1, le=10_000, description="burst: releases of `connections`")
     burst_interval_s: Seconds = Field(1.0, alias="burst_interval", gt=0)
     ramp: Ramp | None = None
+    records: str = Field("all", description="requests.parquet keeps all | sample:FRACTION | "
+                         "none of the requests; summaries come from every request either way")
+
+    @field_validator("records", mode="before")
+    @classmethod
+    def _records(cls, v: Any) -> str:
+        v = str(v).strip()
+        try:
+            keep_fraction(v)
+        except ValueError as e:
+            raise ValueError(f"{e}. all keeps every request in requests.parquet; "
+                             "sample:0.01 keeps 1% of them, none keeps none (summaries, "
+                             "timeline and models then come from HdrHistograms)") from None
+        return v
 
     @field_validator("driver", mode="before")
     @classmethod
@@ -128,11 +142,14 @@ class Load(FrozenModel):
         return v
 
     def model_dump(self, **kwargs) -> dict[str, Any]:
-        """The fields, less `driver` when it is the default `http`: cell ids hash this, and
-        cells written before drivers existed keep their ids (and run.json its shape)."""
+        """The fields, less `driver` and `records` at their defaults (`http`, `all`): cell ids
+        hash this, and cells written before those existed keep their ids (and run.json its
+        shape)."""
         out = super().model_dump(**kwargs)
         if out.get("driver") == "http":
             del out["driver"]
+        if out.get("records") == "all":
+            del out["records"]
         return out
 
     @property
@@ -145,6 +162,9 @@ class Load(FrozenModel):
         if isinstance(self.driver, str) and self.mode not in DRIVERS[self.driver]:
             raise ValueError(f"driver {self.driver!r} has no {self.mode} mode; it implements "
                              f"{', '.join(DRIVERS[self.driver])}")
+        if self.driver != "http" and self.records != "all":
+            raise ValueError(f"records: {self.records} needs the HTTP generator (driver: http); "
+                             "other drivers write every request (loadgen/DRIVER.md)")
         if self.mode == "open" and self.rate_rps is None:
             raise ValueError("open mode needs `rate` (arrivals per second), e.g. rate: 1000")
         if self.mode == "ramp" and self.ramp is None:
@@ -183,4 +203,4 @@ def to_load_spec(load: Load, workload: Workload, host: str, port: int, seed: int
         keepalive=load.keepalive, seed=seed, cpus=tuple(cpus), processes=load.processes,
         bursts=load.bursts, burst_interval_s=load.burst_interval_s,
         ramp_rates=tuple(load.ramp.rates) if load.ramp else (), ramp_step_s=ramp.step_s,
-        slo_p99_ms=ramp.slo.p99_ms, slo_error_rate=ramp.slo.error_rate)
+        slo_p99_ms=ramp.slo.p99_ms, slo_error_rate=ramp.slo.error_rate, records=load.records)

@@ -8,6 +8,20 @@ and the trial's seed), then three groups:
 - self-check: whether the measurement can be trusted (SELF_CHECK_COLUMNS: the load generator's
   checks, the host-noise readings and the cell's precision so far, ending in `valid`,
   `invalid_reasons`, `quiet` and `noise_reasons`).
+How the latency columns are computed. Every request of the trial is summarised while the load
+generator streams it to disk (loadgen/digest.py), so nothing holds the trial's requests in
+memory. `requests`, `completed`, `errors` and the `errors_<class>` counts, `throughput_*`,
+`latency_mean_ms`, `latency_min_ms`, `latency_max_ms` and `sent_to_done_mean_ms` are exact.
+The percentiles (`latency_p50/p90/p99/p999_ms`, the p99's CI `latency_p99_ci_low/high_ms`,
+`sent_to_done_p99_ms`) are exact order statistics (the inverted CDF: an observed value) when
+`latency_percentiles_from` is `exact`: the trial kept every request (`load.records: all`) and
+one more streamed pass over requests.parquet read the values of the histogram buckets holding
+those ranks. With `records: sample:F` or `none` they are `hdr`: read from an HdrHistogram of
+every request (3 significant digits, values in ns: exact below 2,048 ns, else the highest
+value of a bucket 1/1024 of its value wide, so at most 0.1% above the exact order statistic,
+never below it). The timeline's per-second p50/p99 (timeline.parquet) always come from the
+per-second HdrHistograms of latency.hlog, with the same bound.
+
 Columns renamed since older perfctl versions are renamed on read (RENAMED_COLUMNS), so a
 results directory written before keeps loading.
 """
@@ -46,6 +60,7 @@ MEASUREMENT_COLUMNS = [
     "latency_p999_ms", "latency_max_ms", "latency_p99_ci_low_ms", "latency_p99_ci_high_ms",
     "sent_to_done_mean_ms",  # client-side send -> done (no client queueing); not server service
     "sent_to_done_p99_ms",
+    "latency_percentiles_from",  # exact | hdr: where the percentile columns came from (below)
     "network_backend", "rtt_expected_ms", "rtt_measured_ms", "rtt_measured_before_ms",
     "rtt_measured_after_ms",
     "rtt_expected_after_ms",    # with a network schedule: the state in force at the last probe

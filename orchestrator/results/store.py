@@ -3,8 +3,11 @@
 Layout (results/<experiment>/<YYYYmmdd-HHMMSS>/, results/latest -> newest):
   run.json                       resolved config, host, versions, backend used
   trials.csv, trials.parquet     one row per trial (rewritten atomically after each trial)
-  cells/<cell_id>/trial-<k>/     requests.parquet, timeline.parquet, summary.json, server.log
-Notebooks: `from orchestrator import results; run = results.load("results/latest")`.
+  cells/<cell_id>/trial-<k>/     requests.parquet (all, a sample or none: load.records),
+                                 digest.json, latency.hlog, timeline.parquet, summary.json,
+                                 server.log
+Notebooks: `from orchestrator import results; run = results.load("results/latest")`; for runs
+larger than memory `run.cell_requests(cell_id)` (one cell) and `run.dataset()` (lazy, pyarrow).
 Which columns and keys these files hold is schema.py's business.
 """
 from __future__ import annotations
@@ -19,11 +22,16 @@ from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from ..errors import PerfctlError
-from .schema import order_columns, read_trials, write_trials
+from .schema import order_columns, read_summary, read_trials, write_trials
 
 RUN_FILE = "run.json"        # what makes a directory a run
+MAX_REQUEST_ROWS = 20_000_000   # Run.requests loads at most this many rows (~1.4 GB)
 # errno values that mean "this directory cannot be written", not a bug in perfctl
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
                   errno.ENOENT, errno.ENOTDIR, errno.EIO, errno.ESTALE}
@@ -265,14 +273,76 @@ class Run:
                 frames.append(df)
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
+    def _request_files(self, cell_id: str | None = None,
+                       trial: int | None = None) -> list[tuple[str, int, Path]]:
+        out = []
+        for cid, k in zip(self.trials["cell_id"], self.trials["trial"]):
+            if (cell_id is None or cid == cell_id) and (trial is None or int(k) == int(trial)):
+                f = trial_dir(self.path, cid, int(k)) / "requests.parquet"
+                if f.is_file():
+                    out.append((cid, int(k), f))
+        return out
+
+    def request_rows(self) -> int:
+        """How many request rows the run's requests.parquet files hold (from their footers)."""
+        return sum(pq.ParquetFile(f).metadata.num_rows for _, _, f in self._request_files())
+
+    def dataset(self, cell_id: str | None = None, trial: int | None = None) -> ds.Dataset:
+        """The run's requests (or one cell's, one trial's) as a lazy pyarrow dataset with
+        `cell_id` and `trial` columns: nothing is read until it is scanned, and a scan reads
+        only the columns and row groups its filter needs, batch by batch. For runs larger
+        than memory: `run.dataset().to_batches(columns=[...], filter=...)`, or
+        `.to_table(filter=ds.field("cell_id") == c)` for what fits."""
+        files = self._request_files(cell_id, trial)
+        if not files:
+            return ds.dataset(pa.table({"cell_id": pa.array([], pa.string()),
+                                        "trial": pa.array([], pa.int64())}))
+        schema = pq.read_schema(files[0][2])
+        schema = pa.schema([("cell_id", pa.string()), ("trial", pa.int64()), *schema])
+        return ds.FileSystemDataset.from_paths(
+            [str(f) for _, _, f in files], schema=schema, format=ds.ParquetFileFormat(),
+            filesystem=pafs.LocalFileSystem(),
+            partitions=[(ds.field("cell_id") == c) & (ds.field("trial") == k)
+                        for c, k, _ in files])
+
+    def cell_requests(self, cell_id: str, trial: int | None = None,
+                      columns: list[str] | None = None, measured_only: bool = False
+                      ) -> pd.DataFrame:
+        """The one documented way to pull one cell's requests (one trial's with `trial`):
+        a DataFrame of only that cell's rows (and only `columns`, if given), with
+        latency_ns and service_ns; measured_only keeps the requests intended in their
+        trial's measured window. Reads only that cell's files."""
+        frames = []
+        for cid, k, f in self._request_files(cell_id, trial):
+            need = None if columns is None else list(dict.fromkeys(
+                [*columns, "intended_ns", "sent_ns", "done_ns"]))
+            df = pq.read_table(f, columns=need).to_pandas()
+            if measured_only:
+                s = read_summary(f.parent)
+                if s is not None:
+                    df = df[(df["intended_ns"] >= s["measure_start_ns"])
+                            & (df["intended_ns"] < s["measure_end_ns"])]
+            df.insert(0, "trial", k)
+            df.insert(0, "cell_id", cid)
+            frames.append(df)
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return _with_latency(df)
+
     @cached_property
     def requests(self) -> pd.DataFrame:
-        """Every request of every trial, with latency_ns (done - intended) and service_ns."""
-        df = self._gather("requests.parquet")
-        if not df.empty:
-            df["latency_ns"] = df["done_ns"] - df["intended_ns"]
-            df["service_ns"] = df["done_ns"] - df["sent_ns"]
-        return df
+        """Every request of every trial, with latency_ns (done - intended) and service_ns.
+        All in memory: a run holding more than MAX_REQUEST_ROWS rows is refused (PerfctlError)
+        in favour of cell_requests() and dataset(); a run written with `records: none` has
+        no rows (empty frame), `sample:F` a sample."""
+        rows = self.request_rows()
+        if rows > MAX_REQUEST_ROWS:
+            raise PerfctlError(
+                f"{self.path}: {rows:,} requests are more than run.requests loads into memory "
+                f"(MAX_REQUEST_ROWS = {MAX_REQUEST_ROWS:,}, ~{rows * 70 / 2**30:.1f} GiB). "
+                "Fix: pull one cell with run.cell_requests(cell_id, columns=[...]), scan "
+                "them all lazily with run.dataset().to_batches(columns=[...]), or use "
+                "run.trials and run.timeline, which are small.")
+        return _with_latency(self._gather("requests.parquet"))
 
     @cached_property
     def timeline(self) -> pd.DataFrame:
@@ -286,6 +356,13 @@ class Run:
     @property
     def axes(self) -> list[str]:
         return list(self.info.get("axes", []))
+
+
+def _with_latency(df: pd.DataFrame) -> pd.DataFrame:
+    if not df.empty and {"done_ns", "intended_ns", "sent_ns"} <= set(df.columns):
+        df["latency_ns"] = df["done_ns"] - df["intended_ns"]
+        df["service_ns"] = df["done_ns"] - df["sent_ns"]
+    return df
 
 
 def load(path: str | Path) -> Run:

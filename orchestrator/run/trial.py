@@ -15,8 +15,11 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from loadgen import contract
+from loadgen import digest as ldigest
+from loadgen import hdr as lhdr
 from loadgen import stats as lstats
 from loadgen.spec import EXIT_CANNOT_WRITE
 
@@ -159,6 +162,35 @@ def _noise_row(sampler: ResourceSampler | None, summary: dict | None, requests: 
     return row
 
 
+def summarize_trial(tdir: Path, summary: dict, spec, max_error_rate: float | None):
+    """The trial's metrics and timeline from the load generator's digest.json and
+    latency.hlog, streamed: nothing here grows with the number of requests. With every
+    request kept (`records: all`), one more pass over requests.parquet makes the percentiles
+    exact order statistics; otherwise they come from the HdrHistograms (within 0.1%)."""
+    if not (tdir / "digest.json").is_file():
+        _digest_from_rows(tdir, summary, spec.timeout_s)
+    doc = ldigest.read(tdir / "digest.json")
+    every = summary.get("records", "all") == "all" and (tdir / "requests.parquet").is_file()
+    metrics = lstats.summarize_digest(doc, summary, spec.mode,
+                                      target_rate_rps=spec.rate_rps or None,
+                                      max_error_rate=max_error_rate,
+                                      requests_path=tdir / "requests.parquet" if every else None)
+    timeline = lstats.timeline_of_digest(doc, summary, lhdr.iter_log(tdir / "latency.hlog"))
+    return metrics, timeline
+
+
+def _digest_from_rows(tdir: Path, summary: dict, timeout_s: float) -> None:
+    """A driver other than the HTTP generator writes rows, not a digest (loadgen/DRIVER.md):
+    stream its requests.parquet through one, a batch at a time."""
+    d = ldigest.Digest(timeout_s)
+    d.begin(int(summary.get("start_ns", summary["measure_start_ns"])),
+            int(summary["measure_start_ns"]), int(summary["measure_end_ns"]))
+    for batch in pq.ParquetFile(tdir / "requests.parquet").iter_batches(batch_size=1 << 16):
+        d.add({name: batch.column(i).to_numpy(zero_copy_only=False)
+               for i, name in enumerate(batch.schema.names)})
+    d.write(tdir)
+
+
 def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
                   services: ServiceSet | None = None) -> dict:
     """One trial: fresh server (and network injector, and the `scope: trial` services), load,
@@ -242,18 +274,15 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
                        if code == 0 else f"{who} {why}: {tail(tdir / 'loadgen.log', 3)}")
         row.update({"requests": 0, "errors": 0, "throughput_rps": 0.0})
     else:
-        cols = pd.read_parquet(tdir / "requests.parquet")
         summary = read_summary(tdir)
-        metrics = lstats.summarize({k: cols[k].to_numpy() for k in cols.columns}, summary,
-                                   spec.mode, target_rate_rps=spec.rate_rps or None,
-                                   max_error_rate=plan.experiment.validity.error_limit(spec.mode))
+        metrics, timeline = summarize_trial(tdir, summary, spec,
+                                            plan.experiment.validity.error_limit(spec.mode))
         if "ramp_steps" in summary:
             write_json(tdir / "ramp.json", {"steps": summary["ramp_steps"],
                                             "slo": summary["slo"]})
         if metrics["invalid_reasons"]:
             reasons.append(metrics["invalid_reasons"])
         row.update({k: v for k, v in metrics.items() if k not in ("valid", "invalid_reasons")})
-        timeline = lstats.timeline({k: cols[k].to_numpy() for k in cols.columns}, summary)
         if net.schedule and injector is not None:
             changes = network_changes(net, injector.changes(), int(summary["start_ns"]))
             write_json(tdir / "network_changes.json", {"changes": changes})

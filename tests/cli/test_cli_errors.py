@@ -32,6 +32,13 @@ def test_bad_unit_in_plan(write_yaml, perfctl_env, assert_clean_error):
     assert_clean_error(perfctl("plan", str(p), env=perfctl_env), "`load.duration`", "Fix:")
 
 
+def test_bad_records_in_plan(write_yaml, perfctl_env, assert_clean_error):
+    p = write_yaml(GOOD.replace("CMD", "sleep {port}").replace("warmup: 0s}",
+                                                              "warmup: 0s, records: some}"))
+    assert_clean_error(perfctl("plan", str(p), env=perfctl_env), "`load.records`",
+                       "sample:FRACTION", "Fix:")
+
+
 def test_server_that_dies_during_startup(write_yaml, perfctl_env, tmp_path, assert_clean_error):
     p = write_yaml(GOOD.replace("CMD", "sh -c 'echo boom-on-stderr >&2; exit 3' {port}"))
     proc = perfctl("run", str(p), "--out", str(tmp_path / "out"), env=perfctl_env)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loadgen import generate_to_dir
+from loadgen import digest, generate_to_dir, hdr
 from loadgen import records as lrec
 from loadgen import stats
 from loadgen.spec import LoadSpec
@@ -24,7 +24,22 @@ def generate(tmp_path, server, path="/work", **kw):
     row = stats.summarize({k: df[k].to_numpy() for k in df.columns}, summary, spec.mode,
                           target_rate_rps=spec.rate_rps or None)
     assert_consistent(df)
+    assert_digest_agrees(out, summary, spec, row)
     return df, summary, row
+
+
+def assert_digest_agrees(out, summary, spec, row):
+    """The digest the load generator streamed, with the exact pass over the file, gives the
+    row the rows in memory give; its latency log holds every completion."""
+    streamed = stats.summarize_digest(digest.read(out / "digest.json"), summary, spec.mode,
+                                      target_rate_rps=spec.rate_rps or None,
+                                      requests_path=out / "requests.parquet")
+    for k, v in row.items():
+        w = streamed[k]
+        assert (v == w) or (v != v and w != w) or v == pytest.approx(w, rel=1e-9), (k, v, w)
+    seconds = hdr.read_log(out / "latency.hlog")
+    bins = json.loads((out / "digest.json").read_text())["bins"]
+    assert [h.get_total_count() for h in seconds] == bins["ok"][:len(seconds)]
 
 
 def assert_consistent(df):
@@ -139,6 +154,14 @@ def test_processes_split_the_schedule_and_merge(tmp_path, py_server):
     assert sorted(df["worker"].unique()) == [0, 1]
     assert summary["processes"] == 2
     assert abs(row["requests"] - 600 * 1.5) < 0.15 * 600 * 1.5
+    # one latency log per worker process, and the trial's is their sum second by second
+    out = next(tmp_path.glob("phase-*"))
+    parts = [hdr.read_log(out / f"latency-worker-{i}.hlog") for i in range(2)]
+    whole = hdr.read_log(out / "latency.hlog")
+    assert len(whole) == max(len(p) for p in parts)
+    for k, h in enumerate(whole):
+        assert h.get_total_count() == sum(p[k].get_total_count() for p in parts if k < len(p))
+    assert not list(out.glob("digest-worker-*")) and not list(out.glob("part-*"))
 
 
 def test_chunked_and_close_delimited_responses(tmp_path, odd_server):
