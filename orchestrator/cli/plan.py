@@ -19,7 +19,8 @@ from .console import console, fmt_duration
 SCREEN_CELLS = 30        # more cells than this: a summary instead of one line per cell
 FIRST_CELLS = 10         # cells listed in the summary
 
-FileArg = Annotated[Path, typer.Argument(help="Experiment YAML file.", show_default=False)]
+FileArg = Annotated[Path, typer.Argument(metavar="FILE", help="Experiment YAML file.",
+                                       show_default=False)]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", "-p",
                                                    help="Apply a named profile from the file.")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", metavar="KEY=VALUE",

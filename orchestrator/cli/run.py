@@ -80,7 +80,7 @@ def _summary_table(trials, axes: list[str]) -> Group:
     return Group(t, *notes)
 
 
-def run(file: Annotated[Optional[Path], typer.Argument(help="Experiment YAML file.",
+def run(file: Annotated[Optional[Path], typer.Argument(metavar="[FILE]", help="Experiment YAML file.",
                                                        show_default=False)] = None,
         profile: ProfileOpt = None, set_: SetOpt = None,
         out: Annotated[Optional[Path], typer.Option("--out", "-o",
