@@ -3,7 +3,7 @@
 Every figure is embedded as a base64 PNG (the SVGs stay in plots/ beside it); the page loads
 nothing from anywhere else. Sections: the summary table (invalid trials in red, noisy ones in
 amber, each with its reasons; the precision reached with `precision:`), threshold verdicts
-when the experiment has thresholds, the figures, the models table (fitted in memory), and the
+when the experiment has thresholds, the kernel's TCP counters per cell, the figures, the models table (fitted in memory), and the
 run's configuration and host (run.json).
 
 A small inline script sets <body data-figures="ok"> once every image has decoded with a
@@ -114,6 +114,38 @@ def _summary(trials: pd.DataFrame, axes: list[str]) -> str:
             "valid, quiet trials. An amber row had a noisy trial.</p>")
 
 
+TCP_COLUMNS = [("listen overflows", "tcp_listen_overflows"), ("listen drops", "tcp_listen_drops"),
+               ("retransmitted segments", "tcp_retrans_segs"), ("timeouts", "tcp_timeouts"),
+               ("RSTs sent", "tcp_resets"), ("aborts on data", "tcp_abort_on_data"),
+               ("accept queue peak", "tcp_accept_queue_max")]
+
+
+def _kernel_tcp(trials: pd.DataFrame, axes: list[str]) -> str:
+    """Per cell, the kernel's TCP counters over the load (mean over its trials)."""
+    shown = [(label, col) for label, col in TCP_COLUMNS if col in trials]
+    if not shown:
+        return ""
+    head = "".join(f'<th class="l">{_e(a)}</th>' for a in axes)
+    head += "<th>trials</th>" + "".join(f"<th>{_e(label)}</th>" for label, _ in shown)
+    head += '<th class="l">counted in</th>'
+    rows = []
+    for _, g in trials.groupby("cell_id", sort=False):
+        cells = "".join(f'<td class="l">{_e(g[a].iloc[0])}</td>' for a in axes if a in g)
+        cells += f"<td>{len(g)}</td>"
+        cells += "".join(f"<td>{_num(g[col].mean(), ',.0f')}</td>" for _, col in shown)
+        scopes = sorted({str(v) for v in g.get("tcp_counters_scope", pd.Series(dtype=str))})
+        cells += f'<td class="l">{_e(", ".join(scopes) or "-")}</td>'
+        rows.append(f"<tr>{cells}</tr>")
+    return ("<h2>Kernel TCP counters</h2>"
+            f"<table><tr>{head}</tr>{''.join(rows)}</table><p>Per trial, the change of the "
+            "kernel's counters (/proc/net/netstat, /proc/net/snmp) over the load, read in the "
+            "server's network namespace; the mean over the cell's trials. <b>listen "
+            "overflows</b>: handshakes dropped because the accept queue was full (the clients "
+            "retry their SYN after 1 s, 3 s, ...). <b>counted in</b> <code>host</code>: the "
+            "server shared the host's namespace, so other processes' traffic in the same "
+            "seconds is counted too; <code>namespace</code>: the server's own.</p>")
+
+
 def _thresholds(run: results.Run) -> str:
     try:
         verdicts = check.evaluate(run, check.thresholds_for(run))
@@ -195,6 +227,7 @@ def build(run_dir, out: Path | None = None) -> Path:
             f"<p>{_e(info.get('document', {}).get('description', ''))}</p>",
             f"<h2>Summary {badge}</h2>", _summary(trials, run.axes) if not trials.empty
             else "<p>No trial recorded.</p>", _thresholds(run) if not trials.empty else "",
+            _kernel_tcp(trials, run.axes) if not trials.empty else "",
             "<h2>Figures</h2>", *(_figure(f) for f in figs), _models(table),
             "<h2>Configuration and host</h2><details><summary>run.json</summary>"
             f"<pre>{_e(json.dumps(info, indent=1, default=str))}</pre></details>"]

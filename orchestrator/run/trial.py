@@ -25,7 +25,7 @@ from ..experiment.servers import BundledServer
 from ..netem import make_injector
 from ..results import read_summary, trial_dir, write_json
 from ..results.store import unwritable
-from . import noise
+from . import kernel_tcp, noise
 from .bundled import ROOT
 from .process import spawn, tail, terminate
 from .sampler import ResourceSampler
@@ -123,6 +123,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
     loadgen_proc = None
     sampler = None
     server = None
+    counters = None
     try:
         if injector is not None:
             injector.prepare()
@@ -140,6 +141,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
                             cpus=tuple(cell.placement.loadgen_cpus or ()))
         (tdir / "spec.json").write_text(spec.to_json())
         cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus)
+        counters = kernel_tcp.TrialCounters(server.pid, server.port).start()
         loadgen_proc = spawn([sys.executable, "-m", "loadgen", str(tdir / "spec.json"),
                               str(tdir)], tdir / "loadgen.log", cwd=ROOT)
         sampler = ResourceSampler(server.pid, loadgen_proc.pid, cpus).start()
@@ -149,6 +151,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
         except subprocess.TimeoutExpired:
             code = None
         sampler.stop()
+        counters.stop()
         alive = server.proc is not None and server.proc.poll() is None
         refuses = alive and _refuses(server.host, server.port)
         if injector is not None and alive:
@@ -156,6 +159,8 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
     finally:
         if sampler is not None:
             sampler.stop()
+        if counters is not None:
+            counters.stop()
         if loadgen_proc is not None:
             terminate(loadgen_proc)
         server_code = server.stop() if server is not None else None
@@ -191,6 +196,8 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
     elif refuses:
         reasons.append(f"server stopped accepting connections on port {server.port}; see "
                        f"{tdir / 'server.log'}")
+    if counters is not None:
+        row.update(counters.row())
     if sampler is not None:
         row.update(sampler.summary())
         sampler.frame().to_parquet(tdir / "resources.parquet", index=False)
