@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from ..experiment import Plan, load_plan
-from .console import console, fmt_duration
+from .console import console, fmt_duration, fmt_span
 
 SCREEN_CELLS = 30        # more cells than this: a summary instead of one line per cell
 FIRST_CELLS = 10         # cells listed in the summary
@@ -33,7 +33,7 @@ def _load_text(cell) -> str:
             "closed": f"closed {ld.connections} conn",
             "burst": f"burst {ld.bursts}x{ld.connections} conn",
             "ramp": f"ramp {len(ld.ramp.rates) if ld.ramp else 0} steps"}[ld.mode]
-    return text + f", {ld.window_s:g}s+{ld.warmup_s:g}s warm-up"
+    return text + f", {fmt_span(ld.window_s)} + {fmt_span(ld.warmup_s)} warm-up"
 
 
 def _cell_table(p: Plan, cells, title: str) -> Table:

@@ -1,7 +1,6 @@
 """`perfctl run`: every trial of an experiment, then its summary, models and plots."""
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from pathlib import Path
@@ -10,15 +9,11 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
 from .. import results
 from ..analysis import queueing
 from ..analysis.model_figures import draw_models
 from ..analysis.run_figures import draw_basic
-from ..analysis.views import flag
 from ..netem.namespace import cleanup_stale
 from ..results.store import check_present, storage_guard
 from ..run import limits, process
@@ -26,58 +21,8 @@ from ..run.execute import execute_plan, run_info
 from ..run.hostinfo import host_info
 from . import run_target
 from .console import console
+from .summary import summary_table
 from .plan import ProfileOpt, SetOpt
-
-
-def _precision(last) -> str:
-    """A cell's precision after its last trial: "±3.1% ok", or what is missing."""
-    half, target = last["precision_half_width_pct"], last["precision_target_pct"]
-    if bool(last["precision_reached"]):
-        return f"±{half:.1f}% ok"
-    if half != half:
-        return f"[yellow]- ({int(last['precision_trials'])} usable; 6 needed)[/]"
-    return f"[yellow]±{half:.1f}% > {target:g}%[/]"
-
-
-def _summary_table(trials, axes: list[str]) -> Group:
-    """The per-cell summary (means over the valid trials), which trials were invalid or
-    noisy and why, and whether each cell reached its precision (with `precision:`)."""
-    t = Table(title="Summary (mean over valid trials)")
-    for a in axes:
-        t.add_column(a)
-    with_precision = "precision_reached" in trials
-    for col in ("trials", "throughput req/s", "p50 ms", "p99 ms", "max ms", "errors", "valid",
-                "quiet") + (("precision",) if with_precision else ()):
-        t.add_column(col, justify="right")
-    why = []
-    for cid, g in trials.groupby("cell_id", sort=False):
-        valid, quiet = list(flag(g, "valid")), list(flag(g, "quiet"))
-        use = g[valid] if any(valid) else g
-        style = None if all(valid) else "red"
-
-        def num(col: str, fmt: str) -> str:
-            v = use[col].mean() if col in use else math.nan
-            return "-" if v != v else format(v, fmt)
-        extra = []
-        if with_precision:
-            last = g.iloc[-1]
-            extra = [_precision(last)]
-        t.add_row(*[str(g[a].iloc[0]) for a in axes], str(len(g)), num("throughput_rps", ",.0f"),
-                  num("latency_p50_ms", ".3f"), num("latency_p99_ms", ".3f"),
-                  num("latency_max_ms", ".2f"), str(int(g["errors"].sum())),
-                  f"{sum(valid)}/{len(g)}",
-                  f"{sum(quiet)}/{len(g)}" if all(quiet) else f"[yellow]{sum(quiet)}/{len(g)}[/]",
-                  *extra, style=style)
-        label = ", ".join(f"{a}={g[a].iloc[0]}" for a in axes)
-        for (_, r), ok in zip(g.iterrows(), quiet):
-            if not ok:
-                why.append(f"[yellow]noisy[/] {label} #{r['trial']}: {r.get('noise_reasons', '')}")
-    notes = [Text.from_markup(w) for w in why]
-    if why:
-        notes.append(Text("valid: the measurement worked; quiet: the host left the trial alone. "
-                          "compare and check use valid, quiet trials only (README: valid and "
-                          "quiet)."))
-    return Group(t, *notes)
 
 
 def run(file: Annotated[Optional[Path], typer.Argument(metavar="[FILE]", help="Experiment YAML file.",
@@ -151,7 +96,7 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool) -> None:
     if "network_backend" in trials.columns:
         info["network_backend"] = sorted(set(trials["network_backend"].astype(str)))
         results.write_json(run_dir / "run.json", info)
-    console.print(_summary_table(trials, p.axes))
+    console.print(summary_table(trials, p.axes, console.width, p.document))
     if p.experiment.models:
         _, table = queueing.fit_run(run_dir)
         if not no_plots:
