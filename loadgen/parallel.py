@@ -1,7 +1,8 @@
 """Generating a LoadSpec's load to files, in one process or split over several.
 
 `generate_to_dir(spec, out_dir)` writes requests.parquet (every request, spilled in chunks so
-memory stays bounded) and summary.json. The spec's mode object is looked up once; it says how
+memory stays bounded) and summary.json, and while it runs appends per-second lines to
+live.jsonl (live-<i>.jsonl per worker process; live.py) for whoever watches. The spec's mode object is looked up once; it says how
 many worker processes share the load (ramp: its steps follow one another in one process).
 With P > 1, P worker processes (one uvloop loop each, pinned round-robin to spec.cpus) share
 one start instant, each generating the mode's share of the load (Mode.share), and the raw
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from .live import LiveStats
 from .modes import Mode, mode_for
 from .sink import ParquetSink
 from .spec import LoadSpec
@@ -39,7 +41,11 @@ def generate_to_dir(spec: LoadSpec, out_dir: str | Path) -> dict:
 
 def _generate_here(mode: Mode, out: Path) -> dict:
     sink = ParquetSink(out / "requests.parquet.tmp")
-    summary = mode.generate(sink)
+    live = LiveStats(out / "live.jsonl")
+    try:
+        summary = mode.generate(sink, live=live)
+    finally:
+        live.close()
     sink.finish()
     os.replace(out / "requests.parquet.tmp", out / "requests.parquet")
     return summary
@@ -81,7 +87,11 @@ def _generate_in_processes(mode: Mode, out: Path) -> dict:
 
 def _child(mode: Mode, part: str, index: int) -> None:
     sink = ParquetSink(Path(part), extra={"worker": index})
-    summary = mode.generate(sink, seq_base=index * 1_000_000_000)
+    live = LiveStats(Path(part).parent / f"live-{index}.jsonl", index)
+    try:
+        summary = mode.generate(sink, seq_base=index * 1_000_000_000, live=live)
+    finally:
+        live.close()
     sink.finish()
     Path(part).with_suffix(".json").write_text(json.dumps(summary))
 

@@ -19,7 +19,7 @@ from ..analysis import queueing
 from ..analysis import report as report_
 from ..analysis.model_figures import draw_models
 from ..errors import PerfctlError
-from .console import console, fmt, pct
+from .console import console, fmt, pct, step
 
 RunArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Run directory written by perfctl run "
                                              "(e.g. results/latest).", show_default=False)]
@@ -33,10 +33,12 @@ def model(run_dir: RunArg,
           no_plots: Annotated[bool, typer.Option("--no-plots",
                                                  help="Skip the model figures.")] = False) -> None:
     """Fit queueing models to a run: predicted vs measured per cell, models.json, figures."""
-    doc, table = queueing.fit_run(run_dir)
+    with step("fitting queueing models"):
+        doc, table = queueing.fit_run(run_dir)
     if not no_plots:
-        run = results.load(run_dir)
-        draw_models(run, table, run.path / "plots")
+        with step("drawing the model figures"):
+            run = results.load(run_dir)
+            draw_models(run, table, run.path / "plots")
     cells = doc["cells"]
     if not cells:
         console.print("no trials to model")
@@ -72,7 +74,8 @@ def report(run_dir: RunArg,
                           help="Where to write the report (default RUN_DIR/report.html).")] = None
            ) -> None:
     """Write one self-contained report.html: summary, thresholds, figures, models, config."""
-    path = report_.build(run_dir, out)
+    with step("drawing the figures, fitting the models, writing the report"):
+        path = report_.build(run_dir, out)
     console.print(f"report: {path}")
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 import sys
+import time
+from contextlib import contextmanager
 
 from rich.console import Console
 
@@ -48,3 +50,18 @@ def fmt_span(seconds: float) -> str:
     if h:
         return f"{h}h{m:02d}m" if m else f"{h}h"
     return f"{m}m{s:02d}s" if s else f"{m}m"
+
+
+@contextmanager
+def step(what: str):
+    """A slow step the user should see: a spinner on a terminal, else a line before and one
+    after with the time it took."""
+    t0 = time.monotonic()
+    if console.is_terminal:
+        with console.status(f"{what} ..."):
+            yield
+        console.print(f"{what}: done in {time.monotonic() - t0:.1f} s", highlight=False)
+    else:
+        console.print(f"{what} ...", highlight=False)
+        yield
+        console.print(f"{what}: done in {time.monotonic() - t0:.1f} s", highlight=False)

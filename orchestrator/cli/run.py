@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
 
 from .. import results
 from ..analysis import queueing
@@ -19,8 +17,8 @@ from ..results.store import check_present, storage_guard
 from ..run import limits, process
 from ..run.execute import execute_plan, run_info
 from ..run.hostinfo import host_info
-from . import run_target
-from .console import console
+from . import run_target, trial_display
+from .console import console, step
 from .summary import summary_table
 from .plan import ProfileOpt, SetOpt
 
@@ -34,14 +32,19 @@ def run(file: Annotated[Optional[Path], typer.Argument(metavar="[FILE]", help="E
         resume: Annotated[Optional[Path], typer.Option("--resume",
                           help="Finish an interrupted run: only trials not yet recorded; "
                                "refused if its experiment or config changed.")] = None,
-        no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the plots.")] = False) -> None:
-    """Run every trial of an experiment: servers, load, results, plots."""
+        no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the plots.")] = False,
+        quiet: Annotated[bool, typer.Option(
+            "--quiet", "-q", help="Plain log lines, one per trial, instead of the progress bar "
+                                  "and the live per-second line (off a terminal the lines come "
+                                  "anyway, with one per second of load).")] = False) -> None:
+    """Run every trial of an experiment: servers, load, results, plots. On a terminal a line
+    under the progress bar shows the running trial second by second."""
     choice = run_target.choose(file, profile, set_, out, resume)
     limits.ensure_fd_limit(choice.plan.cells, choice.plan.source)
     run_dir = choice.claim()           # every check passed: only now is anything written
     try:
         with storage_guard(run_dir):
-            _run(choice.plan, run_dir, choice, no_plots)
+            _run(choice.plan, run_dir, choice, no_plots, quiet)
     finally:
         process.stop_all()
         process.record_in(None)        # nothing left running: children.json goes
@@ -61,7 +64,7 @@ def _reap_leftovers(run_dir: Path) -> None:
                       highlight=False, soft_wrap=True)
 
 
-def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool) -> None:
+def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: bool) -> None:
     results.prepare(run_dir)
     if not choice.resumed:
         results.write_json(run_dir / "run.json", run_info(p, host_info()))
@@ -72,23 +75,13 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool) -> None:
     console.print(f"[bold]{p.experiment.name}[/]: {len(p.cells)} cells x {p.repeats} repeats "
                   f"-> {run_dir}")
     outcome = None
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                  console=console, transient=False) as progress:
-        done_before = len(results.TrialTable(run_dir).done())
-        task = progress.add_task("trials", total=p.trial_count, completed=done_before)
-
+    done_before = len(results.TrialTable(run_dir).done())
+    with trial_display.make(console, p.trial_count, done_before, quiet) as display:
         def on_start(cell, k):
             check_present(run_dir)
-            progress.update(task, description=f"{cell.label} #{k}")
-
-        def on_trial(row):
-            progress.advance(task)
-            if not row.get("valid", True):
-                progress.console.print(f"[red]invalid trial[/] {row['cell_id']} #{row['trial']}: "
-                                       f"{row['invalid_reasons']}")
+            display.on_start(cell.label, k)
         try:
-            outcome = execute_plan(p, run_dir, on_trial, on_start)
+            outcome = execute_plan(p, run_dir, display.on_trial, on_start, display.on_second)
         finally:
             process.stop_all()
     trials = results.read_trials(run_dir)
@@ -98,12 +91,16 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool) -> None:
         results.write_json(run_dir / "run.json", info)
     console.print(summary_table(trials, p.axes, console.width, p.document))
     if p.experiment.models:
-        _, table = queueing.fit_run(run_dir)
+        with step("fitting queueing models"):
+            _, table = queueing.fit_run(run_dir)
         if not no_plots:
-            draw_models(results.load(run_dir), table, run_dir / "plots")
+            with step("drawing the model figures"):
+                draw_models(results.load(run_dir), table, run_dir / "plots")
         console.print(f"models: {run_dir / 'models.json'} (perfctl model {run_dir} for the table)")
     if not no_plots:
-        for path in draw_basic(trials, p.axes, run_dir / "plots"):
+        with step("drawing the plots"):
+            paths = draw_basic(trials, p.axes, run_dir / "plots")
+        for path in paths:
             if path.suffix == ".png":
                 console.print(f"plot: {path}")
     console.print(f"trials: {run_dir / 'trials.csv'} ({outcome.ran} run, {outcome.skipped} "

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +26,7 @@ from ..experiment.servers import BundledServer
 from ..netem import make_injector
 from ..results import read_summary, trial_dir, write_json
 from ..results.store import unwritable
-from . import kernel_tcp, noise
+from . import kernel_tcp, live, noise
 from .bundled import ROOT
 from .process import spawn, tail, terminate
 from .sampler import ResourceSampler
@@ -33,6 +34,7 @@ from .server import ServerProcess
 
 LOADGEN_GRACE_S = 30.0
 ACCEPT_CHECK_TIMEOUT_S = 2.0
+WATCH_S = 0.25               # how often the live view looks at the load generator's live file
 
 
 def describe(cell: Cell) -> dict:
@@ -112,8 +114,27 @@ def _noise_row(sampler: ResourceSampler | None, summary: dict | None, requests: 
     return row
 
 
-def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
-    """One trial: fresh server (and network injector), load, teardown. Returns its row."""
+def _wait(proc: subprocess.Popen, limit_s: float, watch=None) -> int | None:
+    """proc's exit code, or None when it has not ended within limit_s; every WATCH_S while
+    waiting, watch() (the live view)."""
+    if watch is None:
+        try:
+            return proc.wait(limit_s)
+        except subprocess.TimeoutExpired:
+            return None
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            return proc.wait(max(0.0, min(WATCH_S, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                return None
+            watch()
+
+
+def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path, on_second=None) -> dict:
+    """One trial: fresh server (and network injector), load, teardown. Returns its row.
+    on_second(LiveSecond): called about once a second while the load runs (run/live.py)."""
     tdir = trial_dir(run_dir, cell.cell_id, trial)
     tdir.mkdir(parents=True, exist_ok=True)
     net = cell.network
@@ -146,10 +167,14 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
                               str(tdir)], tdir / "loadgen.log", cwd=ROOT)
         sampler = ResourceSampler(server.pid, loadgen_proc.pid, cpus).start()
         limit = spec.warmup_s + spec.window_s + spec.timeout_s + LOADGEN_GRACE_S
-        try:
-            code = loadgen_proc.wait(limit)
-        except subprocess.TimeoutExpired:
-            code = None
+        watch = None
+        if on_second is not None:
+            tail = live.LiveTail(tdir)
+
+            def watch() -> None:
+                for lines in tail.poll():
+                    on_second(live.combine(lines, sampler, cpus, loadgen_own_cpus))
+        code = _wait(loadgen_proc, limit, watch)
         sampler.stop()
         counters.stop()
         alive = server.proc is not None and server.proc.poll() is None
