@@ -21,7 +21,7 @@ import pandas as pd
 
 from .. import results
 from ..errors import PerfctlError
-from . import check, queueing
+from . import check, flamegraph, queueing
 from .figures import Figure
 from .model_figures import draw_models
 from .run_figures import draw_run
@@ -146,6 +146,48 @@ def _kernel_tcp(trials: pd.DataFrame, axes: list[str]) -> str:
             "seconds is counted too; <code>namespace</code>: the server's own.</p>")
 
 
+def _profiles(run: results.Run, out: Path) -> str:
+    """Links to every trial's flame graph (perfctl run with `profile: true`), with the
+    profiler's measured cost and any note (e.g. perf not allowed by the kernel)."""
+    infos = sorted(run.path.glob("cells/*/trial-*/profile.json"))
+    if not infos:
+        return ""
+    flamegraph.draw_run(run.path)
+    labels = {}
+    if not run.trials.empty:
+        labels = dict(zip(run.trials["cell_id"].astype(str),
+                          (", ".join(f"{a}={r[a]}" for a in run.axes if a in r)
+                           for _, r in run.trials.iterrows())))
+    rows = []
+    for f in infos:
+        info = json.loads(f.read_text())
+        tdir = f.parent
+        svg = tdir / "profile.svg"
+        try:
+            href = svg.resolve().relative_to(out.resolve().parent).as_posix()
+        except ValueError:
+            href = svg.resolve().as_uri()
+        link = (f'<a href="{_e(href)}">{_e(tdir.parent.name)}/{_e(tdir.name)}</a>'
+                if svg.is_file() else _e(f"{tdir.parent.name}/{tdir.name}"))
+        cost = info.get("profiler_cpu_pct_of_one_cpu")
+        rows.append(f'<tr><td class="l">{link}</td>'
+                    f'<td class="l">{_e(labels.get(tdir.parent.name, ""))}</td>'
+                    f'<td class="l">{_e(info.get("tool", ""))}</td>'
+                    f'<td>{_e(info.get("samples", 0))}</td>'
+                    f'<td>{"-" if cost is None else _num(cost, ".2f")}</td>'
+                    f'<td class="l">{_e(info.get("cost", ""))}</td>'
+                    f'<td class="l">{_e(info.get("note", ""))}</td></tr>')
+    return ("<h2>Server profiles</h2><table><tr><th class='l'>flame graph</th>"
+            "<th class='l'>cell</th><th class='l'>profiler</th><th>samples</th>"
+            "<th>profiler CPU % of one CPU</th><th class='l'>what that covers</th>"
+            f"<th class='l'>note</th></tr>{''.join(rows)}</table><p>Each trial's server was "
+            "sampled while the load ran (py-spy for Python, JDK Flight Recorder for Java, perf "
+            "for C); a box's width is its share of the samples. The profiler's cost is measured "
+            "per trial (its CPU time over the load) and written in profile.json beside the "
+            "graph; benchmarks/profile_overhead.py measures what it costs the server's "
+            "throughput.</p>")
+
+
 def _thresholds(run: results.Run) -> str:
     try:
         verdicts = check.evaluate(run, check.thresholds_for(run))
@@ -228,6 +270,7 @@ def build(run_dir, out: Path | None = None) -> Path:
             f"<h2>Summary {badge}</h2>", _summary(trials, run.axes) if not trials.empty
             else "<p>No trial recorded.</p>", _thresholds(run) if not trials.empty else "",
             _kernel_tcp(trials, run.axes) if not trials.empty else "",
+            _profiles(run, out),
             "<h2>Figures</h2>", *(_figure(f) for f in figs), _models(table),
             "<h2>Configuration and host</h2><details><summary>run.json</summary>"
             f"<pre>{_e(json.dumps(info, indent=1, default=str))}</pre></details>"]

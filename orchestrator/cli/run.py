@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import results
-from ..analysis import queueing
+from ..analysis import flamegraph, queueing
 from ..analysis.model_figures import draw_models
 from ..analysis.run_figures import draw_basic
 from ..netem.namespace import cleanup_stale
@@ -33,12 +33,18 @@ def run(file: Annotated[Optional[Path], typer.Argument(metavar="[FILE]", help="E
                           help="Finish an interrupted run: only trials not yet recorded; "
                                "refused if its experiment or config changed.")] = None,
         no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the plots.")] = False,
+        profile_server: Annotated[bool, typer.Option(
+            "--profile-server", help="Record a profile of the server in every trial and draw "
+                                     "its flame graph (the same as `profile: true` in the "
+                                     "file): py-spy, JFR or perf.")] = False,
         quiet: Annotated[bool, typer.Option(
             "--quiet", "-q", help="Plain log lines, one per trial, instead of the progress bar "
                                   "and the live per-second line (off a terminal the lines come "
                                   "anyway, with one per second of load).")] = False) -> None:
     """Run every trial of an experiment: servers, load, results, plots. On a terminal a line
     under the progress bar shows the running trial second by second."""
+    if profile_server:
+        set_ = [*(set_ or []), "profile=true"]
     choice = run_target.choose(file, profile, set_, out, resume)
     limits.ensure_fd_limit(choice.plan.cells, choice.plan.source)
     run_dir = choice.claim()           # every check passed: only now is anything written
@@ -97,6 +103,10 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
             with step("drawing the model figures"):
                 draw_models(results.load(run_dir), table, run_dir / "plots")
         console.print(f"models: {run_dir / 'models.json'} (perfctl model {run_dir} for the table)")
+    if p.experiment.profile:
+        with step("drawing the servers' flame graphs"):
+            svgs = flamegraph.draw_run(run_dir)
+        console.print(f"profiles: {len(svgs)} flame graph(s), cells/*/trial-*/profile.svg")
     if not no_plots:
         with step("drawing the plots"):
             paths = draw_basic(trials, p.axes, run_dir / "plots")

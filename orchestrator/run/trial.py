@@ -26,7 +26,7 @@ from ..experiment.servers import BundledServer
 from ..netem import make_injector
 from ..results import read_summary, trial_dir, write_json
 from ..results.store import unwritable
-from . import kernel_tcp, live, noise
+from . import kernel_tcp, live, noise, profiler
 from .bundled import ROOT
 from .process import spawn, tail, terminate
 from .sampler import ResourceSampler
@@ -145,6 +145,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path, on_second=N
     sampler = None
     server = None
     counters = None
+    prof = None
     try:
         if injector is not None:
             injector.prepare()
@@ -163,6 +164,10 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path, on_second=N
         (tdir / "spec.json").write_text(spec.to_json())
         cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus)
         counters = kernel_tcp.TrialCounters(server.pid, server.port).start()
+        if plan.experiment.profile:
+            prof = profiler.for_server(server.pid, tdir, server.argv,
+                                       cell.server.impl if isinstance(cell.server, BundledServer)
+                                       else None).start()
         loadgen_proc = spawn([sys.executable, "-m", "loadgen", str(tdir / "spec.json"),
                               str(tdir)], tdir / "loadgen.log", cwd=ROOT)
         sampler = ResourceSampler(server.pid, loadgen_proc.pid, cpus).start()
@@ -177,6 +182,9 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path, on_second=N
         code = _wait(loadgen_proc, limit, watch)
         sampler.stop()
         counters.stop()
+        if prof is not None:
+            prof.stop()
+            prof = None
         alive = server.proc is not None and server.proc.poll() is None
         refuses = alive and _refuses(server.host, server.port)
         if injector is not None and alive:
@@ -186,6 +194,8 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path, on_second=N
             sampler.stop()
         if counters is not None:
             counters.stop()
+        if prof is not None and prof.proc is not None:
+            terminate(prof.proc)
         if loadgen_proc is not None:
             terminate(loadgen_proc)
         server_code = server.stop() if server is not None else None
