@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 # Debian packages the tool and its tests use (installed only when missing; we are root).
-APT_PACKAGES := gcc make libc6-dev iproute2 nginx-light wrk clang libclang-rt-14-dev clang-format chromium linux-perf
+APT_PACKAGES := gcc make libc6-dev iproute2 nginx-light wrk clang libclang-rt-14-dev clang-format chromium linux-perf tmux
 EXPERIMENT ?= experiments.yaml
 
 .PHONY: setup apt servers run test test-fast clean

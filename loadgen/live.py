@@ -6,7 +6,7 @@ its last tick and appends one JSON line:
     {"worker": 0, "second": 3, "t_s": 3.0, "phase": "measure", "ok": 998, "errors": 2,
      "p50_ms": 0.41, "p99_ms": 2.3, "lateness_p99_ms": 0.05, "timer_lag_ms": 0.2}
 
-`second` counts ticks since the first phase began (warm-up included; a ramp's steps go on
+`second` counts ticks (1, 2, ...) since the first phase began (warm-up included; a ramp's steps go on
 counting), `t_s` is seconds since this phase's start instant; `phase` is warmup,
 measure or drain (after the window, answers still arriving); latency is done - intended of
 the ok rows that ended in that second; `lateness_p99_ms` is sent - intended of the rows sent
@@ -59,13 +59,13 @@ class LiveStats:
     def _tick(self, due_ns: int) -> None:
         w = self._worker
         now = _now()
+        self._second += 1
         try:
             self._write(self._second_stats(w, self._last_ns, now, now - due_ns))
         except OSError:
             self.close()
             return
         self._last_ns = now
-        self._second += 1
         if not w.finishing and self._fd is not None:
             w.loop.call_later(TICK_S, self._tick, now + int(TICK_S * 1e9))
 

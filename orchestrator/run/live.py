@@ -33,14 +33,15 @@ class LiveSecond:
                                 # None when not measured
 
     def line(self) -> str:
-        """The one-line view: `measure 3s  1.02k req/s  p50 0.41  p99 2.3 ms  0 err  cpu 97%
-        late 0.05 ms  quiet`."""
+        """The one-line view, at most ~80 characters before a noise reason:
+        `measure 3s 1.02k req/s p50 0.412 p99 2.31 ms 0 err cpu 97% late 0.051 ms quiet`."""
         noise_text = ("noise ?" if self.noisy is None else
                       "quiet" if not self.noisy else f"NOISY: {self.noisy}")
-        return (f"{self.phase} {self.second}s  {_short(self.ok)} req/s  "
-                f"p50 {_short(self.p50_ms)}  p99 {_short(self.p99_ms)} ms  "
-                f"{_short(self.errors)} err  cpu {_short(self.server_cpu_pct)}%  "
-                f"late {_short(self.lateness_p99_ms)} ms  {noise_text}")
+        cpu = "-" if math.isnan(self.server_cpu_pct) else f"{self.server_cpu_pct:.0f}"
+        return (f"{self.phase} {self.second}s {_short(self.ok)} req/s "
+                f"p50 {_short(self.p50_ms)} p99 {_short(self.p99_ms)} ms "
+                f"{_short(self.errors)} err cpu {cpu}% "
+                f"late {_short(self.lateness_p99_ms)} ms {noise_text}")
 
 
 def _short(v) -> str:
