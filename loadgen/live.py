@@ -72,6 +72,7 @@ class LiveStats:
     def _second_stats(self, w, lo_ns: int, hi_ns: int, lag_ns: int) -> dict:
         lat, late = [], []
         ok = errors = 0
+        horizon_ns = int((w.spec.timeout_s + 2.0) * 1e9)
         cursor = {}
         for chunk in w.rec.chunks():
             a = chunk.arrays
@@ -89,8 +90,13 @@ class LiveStats:
             just_sent = (sent > lo_ns) & (sent <= hi_ns)
             if just_sent.any():
                 late.append((sent[just_sent] - a["intended_ns"][start:n][just_sent]) / 1e6)
-            open_rows = np.flatnonzero(done == 0)          # first row still open: next start
-            cursor[id(chunk)] = (chunk, start + (int(open_rows[0]) if open_rows.size else n - start))
+            # Next tick starts at the first row still open, or later: a row meant to be sent
+            # more than timeout + 2 s ago has ended (the worker's sweep) or is about to, so the
+            # scan stays bounded by the rows of the last few seconds.
+            open_rows = np.flatnonzero(done == 0)
+            first_open = int(open_rows[0]) if open_rows.size else n - start
+            stale = int(np.searchsorted(a["intended_ns"][start:n], hi_ns - horizon_ns))
+            cursor[id(chunk)] = (chunk, start + min(max(first_open, stale), n - start))
         self._cursor = cursor
         lat_a = np.concatenate(lat) if lat else np.empty(0)
         late_a = np.concatenate(late) if late else np.empty(0)

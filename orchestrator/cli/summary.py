@@ -146,26 +146,33 @@ def summary_table(trials: pd.DataFrame, axes: list[str], width: int,
     groups = list(trials.groupby("cell_id", sort=False))
     notes: list[Text] = []
 
-    def rows_for(cols: list[Column]) -> list[tuple[list[str], str | None]]:
-        out = []
-        for _, g in groups:
-            valid = flag(g, "valid")
-            use = g[valid] if valid.any() else g
-            mode = str(g["load_mode"].iloc[0]) if "load_mode" in g else ""
-            axis_cells = ["-" if a in rateless and mode in RATELESS_MODES else str(g[a].iloc[0])
-                          for a in axes]
-            out.append((axis_cells + [c.values(g, use) for c in cols],
-                        None if valid.all() else "red"))
-        return out
+    # Every cell's text once, for every column; the fitting below only picks columns.
+    rows: list[tuple[list[str], dict[str, str], str | None]] = []
+    for _, g in groups:
+        valid = flag(g, "valid")
+        use = g[valid] if valid.any() else g
+        mode = str(g["load_mode"].iloc[0]) if "load_mode" in g else ""
+        axis_cells = ["-" if a in rateless and mode in RATELESS_MODES else str(g[a].iloc[0])
+                      for a in axes]
+        rows.append((axis_cells, {c.header: c.values(g, use) for c in all_cols},
+                     None if valid.all() else "red"))
 
-    cols = sorted(all_cols, key=lambda c: c.priority)
-    kept = list(cols)
-    while kept and _natural_width(_table(rows_for([c for c in all_cols if c in kept]), axes,
-                                         [c for c in all_cols if c in kept])) > width:
+    def rows_for(cols: list[Column], sample: bool = False):
+        chosen = rows
+        if sample:      # the widest text of each column is all a width needs
+            chosen = [max(rows, key=lambda r: Text.from_markup(r[0][i]).cell_len)
+                      for i in range(len(axes))]
+            chosen += [max(rows, key=lambda r: Text.from_markup(r[1][c.header]).cell_len)
+                       for c in cols]
+        return [(axis_cells + [vals[c.header] for c in cols], style)
+                for axis_cells, vals, style in chosen]
+
+    kept = list(all_cols)
+    while kept and _natural_width(_table(rows_for(kept, sample=True), axes, kept)) > width:
         kept.remove(max(kept, key=lambda c: c.priority))   # least important first
     ordered = [c for c in all_cols if c in kept]
-    left_out = [c.header for c in all_cols if c not in kept and not c.wide_only]
     table = _table(rows_for(ordered), axes, ordered)
+    left_out = [c.header for c in all_cols if c not in kept and not c.wide_only]
     if left_out:
         notes.append(Text(f"left out for width: {', '.join(left_out)} (a wider terminal, or "
                           "trials.csv, has them)", style="dim"))

@@ -117,6 +117,20 @@ def test_pytest_plugin_one_case_per_threshold_and_cell(run_dir, tmp_path):
     assert "threshold breached: server=py, rate=1000: latency_p99_ms = 30, needs p99_ms < 10" in p.stdout
 
 
+def test_pytest_gate_from_the_project_root_runs_only_the_threshold_cases(run_dir):
+    """README: `pytest --perf-run results/latest`, typed in the project root, where pytest's
+    testpaths would otherwise collect the whole suite (and fail on its relative imports)."""
+    p = _pytest(["--perf-run", run_dir], ROOT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "4 passed" in p.stdout and "error" not in p.stdout.lower(), p.stdout
+    assert "tests/" not in p.stdout, p.stdout
+    # naming a test path runs it beside the threshold cases
+    p = _pytest(["--perf-run", run_dir, "tests/results/test_schema.py"], ROOT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "test_schema.py::" in p.stdout and "threshold-1[" in p.stdout
+    assert "passed" in p.stdout and " 4 passed" not in p.stdout
+
+
 def test_pytest_plugin_bad_threshold_is_a_usage_error(tmp_path):
     d = synthetic_run(tmp_path / "r", ROWS, [{"p98_ms": {"lt": 1}}])
     p = _pytest(["--perf-run", d], tmp_path)
