@@ -34,7 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import PerfctlError
-from .process import spawn, terminate
+from .process import run_to_files, spawn, terminate
 
 RATE_HZ = 100
 PERF_RATE_HZ = 99
@@ -109,10 +109,10 @@ class Profiler:
             return
         self._window_s = time.monotonic() - self._t0
         self._cpu_s = _cpu_s([self.proc.pid])
-        self._end_recording()
         try:
+            self._end_recording()
             folded = self._read_back()
-        except (OSError, ValueError, subprocess.SubprocessError) as e:
+        except (OSError, ValueError, subprocess.SubprocessError, PerfctlError) as e:
             folded = Counter()
             self.note = self.note or f"{self.tool}: could not read the profile back ({e})"
         if not folded and not self.note:
@@ -212,21 +212,16 @@ class Jfr(Profiler):
         return self
 
     def _end_recording(self) -> None:
-        jcmd = self._bin("jcmd")
-        subprocess.run([jcmd, str(self.pid), "JFR.stop", "name=perfctl"], capture_output=True,
-                       timeout=READ_BACK_TIMEOUT_S)
+        _run([self._bin("jcmd"), str(self.pid), "JFR.stop", "name=perfctl"], self.tdir)
 
     def _read_back(self) -> Counter:
         jfr = self._bin("jfr")
         if not self._jfr_file.is_file():
             self.note = "the JVM wrote no recording (did it exit before the load ended?)"
             return Counter()
-        p = subprocess.run([jfr, "print", "--json", "--events", "jdk.ExecutionSample",
-                            str(self._jfr_file)], capture_output=True, text=True,
-                           timeout=READ_BACK_TIMEOUT_S)
-        if p.returncode != 0:
-            raise ValueError(p.stderr.strip()[-300:])
-        return fold_jfr_json(p.stdout)
+        text = _run([jfr, "print", "--json", "--events", "jdk.ExecutionSample",
+                     str(self._jfr_file)], self.tdir)
+        return fold_jfr_json(text)
 
 
 def fold_jfr_json(text: str) -> Counter:
@@ -271,9 +266,8 @@ class Perf(Profiler):
             why = log.read_text(errors="replace").strip()[-300:] if log.is_file() else ""
             self.note = f"perf could not record here (the kernel refused perf events?): {why}"
             return Counter()
-        p = subprocess.run([shutil.which("perf") or "perf", "script", "-i", str(data)],
-                           capture_output=True, text=True, timeout=READ_BACK_TIMEOUT_S)
-        folded = fold_perf_script(p.stdout)
+        folded = fold_perf_script(_run([shutil.which("perf") or "perf", "script", "-i",
+                                        str(data)], self.tdir))
         data.unlink()
         return folded
 
@@ -308,6 +302,21 @@ def fold_perf_script(text: str) -> Counter:
             frames.append(re.sub(r"\+0x[0-9a-f]+$", "", sym).replace(";", ":").replace(" ", "_"))
     flush()
     return out
+
+
+def _run(argv: list[str], tdir: Path) -> str:
+    """argv's stdout, run under perfctl's supervisor (its stderr goes to profiler.log);
+    ValueError when it fails."""
+    out = tdir / "profiler.out"
+    try:
+        code = run_to_files(argv, out, tdir / "profiler.log", READ_BACK_TIMEOUT_S)
+        text = out.read_text(errors="replace")
+    finally:
+        out.unlink(missing_ok=True)
+    if code != 0:
+        log = (tdir / "profiler.log").read_text(errors="replace").strip()[-300:]
+        raise ValueError(f"{Path(argv[0]).name} {argv[1]} exited {code}: {log}")
+    return text
 
 
 def _read_int(path: str) -> int | None:
