@@ -172,14 +172,12 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path, on_second=N
                               str(tdir)], tdir / "loadgen.log", cwd=ROOT)
         sampler = ResourceSampler(server.pid, loadgen_proc.pid, cpus).start()
         limit = spec.warmup_s + spec.window_s + spec.timeout_s + LOADGEN_GRACE_S
-        watch = None
-        if on_second is not None:
-            tail = live.LiveTail(tdir)
+        live_tail = live.LiveTail(tdir) if on_second is not None else None
 
-            def watch() -> None:
-                for lines in tail.poll():
-                    on_second(live.combine(lines, sampler, cpus, loadgen_own_cpus))
-        code = _wait(loadgen_proc, limit, watch)
+        def watch() -> None:
+            for lines in live_tail.poll():
+                on_second(live.combine(lines, sampler, cpus, loadgen_own_cpus))
+        code = _wait(loadgen_proc, limit, watch if live_tail is not None else None)
         sampler.stop()
         counters.stop()
         if prof is not None:

@@ -1,7 +1,6 @@
 """Server profiles (`profile: true`): the stack folding of each profiler's output, the flame
 graph drawn from it, and a real profiled trial of each bundled language."""
 import json
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
