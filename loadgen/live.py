@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from .records import OK
+from .worker import START_DELAY_NS
 
 _now = time.perf_counter_ns
 TICK_S = 1.0
@@ -49,7 +50,10 @@ class LiveStats:
         self._last_ns = _now()
         # id(chunk) -> (chunk, first row not yet ended); holding the chunk keeps its id unique
         self._cursor: dict[int, tuple] = {}
-        worker.loop.call_later(TICK_S, self._tick, self._last_ns + int(TICK_S * 1e9))
+        # Ticks fall on whole seconds after the phase's start instant (the worker sets it the
+        # same way a moment later), so a warm-up of whole seconds is whole ticks.
+        first_ns = (worker.spec.start_at_ns or (self._last_ns + START_DELAY_NS)) + int(TICK_S * 1e9)
+        worker.loop.call_later(max(0.0, (first_ns - _now()) / 1e9), self._tick, first_ns)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -61,15 +65,19 @@ class LiveStats:
         now = _now()
         self._second += 1
         try:
-            self._write(self._second_stats(w, self._last_ns, now, now - due_ns))
+            self._write(self._second_stats(w, self._last_ns, now, due_ns))
         except OSError:
             self.close()
             return
         self._last_ns = now
         if not w.finishing and self._fd is not None:
-            w.loop.call_later(TICK_S, self._tick, now + int(TICK_S * 1e9))
+            nxt = due_ns + int(TICK_S * 1e9)
+            while nxt <= now:                 # a stalled loop skips ticks, never bunches them
+                nxt += int(TICK_S * 1e9)
+            w.loop.call_later((nxt - now) / 1e9, self._tick, nxt)
 
-    def _second_stats(self, w, lo_ns: int, hi_ns: int, lag_ns: int) -> dict:
+    def _second_stats(self, w, lo_ns: int, hi_ns: int, due_ns: int) -> dict:
+        """The rows that ended in (lo_ns, hi_ns]; phase and t_s from the tick's nominal end."""
         lat, late = [], []
         ok = errors = 0
         horizon_ns = int((w.spec.timeout_s + 2.0) * 1e9)
@@ -100,15 +108,15 @@ class LiveStats:
         self._cursor = cursor
         lat_a = np.concatenate(lat) if lat else np.empty(0)
         late_a = np.concatenate(late) if late else np.empty(0)
-        phase = ("warmup" if hi_ns <= w.measure_start_ns else
-                 "measure" if hi_ns <= w.end_ns + int(0.5e9) else "drain")
+        phase = ("warmup" if due_ns <= w.measure_start_ns else
+                 "measure" if due_ns <= w.end_ns else "drain")
         return {"worker": self.worker_index, "second": self._second,
-                "t_s": round((hi_ns - w.start_ns) / 1e9, 3), "phase": phase,
+                "t_s": round((due_ns - w.start_ns) / 1e9, 3), "phase": phase,
                 "ok": ok, "errors": errors,
                 "p50_ms": float(np.percentile(lat_a, 50)) if lat_a.size else None,
                 "p99_ms": float(np.percentile(lat_a, 99)) if lat_a.size else None,
                 "lateness_p99_ms": float(np.percentile(late_a, 99)) if late_a.size else None,
-                "timer_lag_ms": round(lag_ns / 1e6, 3)}
+                "timer_lag_ms": round((hi_ns - due_ns) / 1e6, 3)}
 
     def _write(self, line: dict) -> None:
         if self._fd is not None:
