@@ -54,7 +54,8 @@ def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None,
             continue
         if on_start:
             on_start(cell, k)
-        row = execute_trial(plan, cell, k, run_dir, on_second)
+        row = (execute_trial(plan, cell, k, run_dir) if on_second is None
+               else execute_trial(plan, cell, k, run_dir, on_second=on_second))
         if target is not None:
             row.update(precision_state(_cell_rows(table, cell) + [row],
                                        cell.precision_metric(exp), target))
