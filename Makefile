@@ -5,9 +5,10 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 # Debian packages the tool and its tests use (installed only when missing; we are root).
 # postgresql: the `postgresql` service (initdb, postgres, psql); libpq-dev: /db in the C server;
-# maven + a JDK: the Java servers (servlet and spring are built with Maven).
+# maven + a JDK: the Java servers (servlet and spring are built with Maven); linux-perf: C server
+# profiles; tmux: the live-view test.
 APT_PACKAGES := gcc make libc6-dev iproute2 nginx-light wrk clang libclang-rt-14-dev clang-format chromium \
-                postgresql libpq-dev maven openjdk-17-jdk-headless
+                postgresql libpq-dev maven openjdk-17-jdk-headless linux-perf tmux
 EXPERIMENT ?= experiments.yaml
 
 .PHONY: setup apt servers run test test-fast clean
@@ -15,6 +16,7 @@ EXPERIMENT ?= experiments.yaml
 setup: apt $(STAMP) servers
 
 apt:
+	@echo "setup: checking the Debian packages perfctl uses ($(APT_PACKAGES))"
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -25,13 +27,18 @@ apt:
 	fi
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
-	touch $@
+	@echo "setup: creating the Python environment in $(VENV)"
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@echo "setup: installing perfctl and its Python packages (numpy, pandas, pyarrow, scipy, matplotlib, pytest, py-spy, ...); about a minute the first time"
+	@$(BIN)/pip install -q --upgrade pip
+	@$(BIN)/pip install -q --progress-bar on -e '.[test]'
+	@touch $@
+	@echo "setup: Python packages installed"
 
 servers: $(STAMP)
-	$(BIN)/python -m orchestrator.run.bundled --build-all
+	@echo "setup: building the bundled servers (C with gcc, Java with javac; cached by source hash)"
+	@$(BIN)/python -m orchestrator.run.bundled --build-all
+	@echo "setup: done; perfctl is $(BIN)/perfctl"
 
 run: setup
 	$(BIN)/perfctl run $(EXPERIMENT)

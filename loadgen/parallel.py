@@ -2,7 +2,9 @@
 
 `generate_to_dir(spec, out_dir)` writes summary.json, digest.json and latency.hlog (digest.py:
 every request summarised chunk by chunk, so memory stays bounded) and requests.parquet (every
-request, a sample, or none, as `records` says; spilled in chunks). The spec's mode object is looked up once; it says how
+request, a sample, or none, as `records` says; spilled in chunks), and while it runs appends
+per-second lines to live.jsonl (live-<i>.jsonl per worker process; live.py) for whoever
+watches. The spec's mode object is looked up once; it says how
 many worker processes share the load (ramp: its steps follow one another in one process).
 With P > 1, P worker processes (one uvloop loop each, pinned round-robin to spec.cpus) share
 one start instant, each generating the mode's share of the load (Mode.share), and the raw
@@ -19,6 +21,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from .digest import Digest, merge_files
+from .live import LiveStats
 from .modes import Mode, mode_for
 from .sink import ParquetSink
 from .spec import LoadSpec
@@ -49,7 +52,11 @@ def _sink(mode: Mode, path: Path, extra: dict | None = None) -> ParquetSink:
 
 def _generate_here(mode: Mode, out: Path) -> dict:
     sink = _sink(mode, out / "requests.parquet.tmp")
-    summary = mode.generate(sink)
+    live = LiveStats(out / "live.jsonl")
+    try:
+        summary = mode.generate(sink, live=live)
+    finally:
+        live.close()
     sink.finish()
     sink.digest.write(out)
     if sink.writer is not None:
@@ -102,7 +109,11 @@ def _generate_in_processes(mode: Mode, out: Path) -> dict:
 
 def _child(mode: Mode, part: str, index: int) -> None:
     sink = _sink(mode, Path(part), extra={"worker": index})
-    summary = mode.generate(sink, seq_base=index * 1_000_000_000)
+    live = LiveStats(Path(part).parent / f"live-{index}.jsonl", index)
+    try:
+        summary = mode.generate(sink, seq_base=index * 1_000_000_000, live=live)
+    finally:
+        live.close()
     sink.finish()
     sink.digest.write(Path(part).parent, f"digest-worker-{index}", f"latency-worker-{index}.hlog")
     summary["records"] = mode.spec.records

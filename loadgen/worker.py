@@ -295,11 +295,12 @@ def raise_fd_limit() -> None:
             pass
 
 
-def generate(mode: Mode, sink=None, seq_base: int = 0) -> tuple[Records, dict]:
+def generate(mode: Mode, sink=None, seq_base: int = 0, live=None) -> tuple[Records, dict]:
     """Generate one mode's load phase to completion in this process on a fresh uvloop loop.
 
     sink: where complete chunks of records are spilled (None: all kept in memory).
     seq_base: where this process's {seq} numbers start.
+    live: a live.LiveStats that appends per-second lines from a 1 s timer (None: none).
     """
     spec = mode.spec
     pin(spec.cpus)
@@ -320,6 +321,8 @@ def generate(mode: Mode, sink=None, seq_base: int = 0) -> tuple[Records, dict]:
     ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     try:
         worker = Worker(mode, loop, sink, seq_base)
+        if live is not None:
+            live.attach(worker)
         wait_s = max(0.0, (spec.start_at_ns - _now()) / 1e9) if spec.start_at_ns else 0.0
         hard_limit = wait_s + spec.warmup_s + spec.window_s + spec.timeout_s + 30.0
         summary = loop.run_until_complete(asyncio.wait_for(worker.generate(), hard_limit))

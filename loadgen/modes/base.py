@@ -62,9 +62,10 @@ class Mode:
                                    max_outstanding=max(1, spec.outstanding_cap // count))
         return type(self)(part)
 
-    def generate(self, sink: ParquetSink, seq_base: int = 0) -> dict:
-        """Generate this load in this process, every row written to sink; the summary."""
-        rec, summary = generate_phase(self, sink, seq_base)
+    def generate(self, sink: ParquetSink, seq_base: int = 0, live=None) -> dict:
+        """Generate this load in this process, every row written to sink; the summary.
+        live: a live.LiveStats for the per-second file (None: none)."""
+        rec, summary = generate_phase(self, sink, seq_base, live)
         sink.close_chunks(rec)
         return summary
 

@@ -34,7 +34,7 @@ class RampMode(Mode):
                                             warmup_s=spec.warmup_s if k == 0 else 0.0,
                                             seed=spec.seed + k, processes=1))
 
-    def generate(self, sink: ParquetSink, seq_base: int = 0) -> dict:
+    def generate(self, sink: ParquetSink, seq_base: int = 0, live=None) -> dict:
         """Generate the steps, every request written to sink; the summary.
 
         The summary's measured window is the best step's (the highest that met the SLO, or
@@ -44,7 +44,7 @@ class RampMode(Mode):
         spec = self.spec
         steps, best = [], None
         for k, rate in enumerate(sorted(spec.ramp_rates)):
-            rec, summary = generate_phase(self.step(k, rate), sink, seq_base)
+            rec, summary = generate_phase(self.step(k, rate), sink, seq_base, live)
             row = stats.summarize(rec.frame(), summary, "open", spec.ramp_step_s, rate)
             sink.close_chunks(rec)
             # The SLO is about the server; whether the load generator kept up is reported

@@ -77,7 +77,7 @@ def axis_label(axis: str | None) -> str:
     if axis is None:
         return "cell"
     unit = AXIS_UNITS.get(axis, "")
-    return f"{axis} ({unit})" if unit else axis
+    return f"{axis} ({unit})" if unit and unit != axis else axis   # not "connections (connections)"
 
 
 def load_series(rows: pd.DataFrame, axes: list[str]) -> list[Series]:

@@ -4,6 +4,9 @@ matching cell of a run into its own test case, e.g.
     perf-run::threshold-1[p99_ms<5 | server=c-pool, rate=1000]  PASSED
 
 so CI shows which cell breached which bound. Without --perf-run the plugin adds nothing.
+With --perf-run and no test paths on the command line, only the threshold cases run (the
+project's `testpaths` are not collected, from whichever directory pytest starts); name test
+paths as well to run them beside the threshold cases.
 Registered as the `perfctl` pytest11 entry point; or load it with
 `-p orchestrator.analysis.pytest_plugin`.
 """
@@ -26,6 +29,15 @@ def pytest_addoption(parser) -> None:
                     help="YAML thresholds to use instead of the run's experiment file.")
     group.addoption("--perf-include-noisy", action="store_true", default=False,
                     help="Average valid trials the host disturbed too (default: valid, quiet).")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """With --perf-run and no paths named by the user, collect no test files at all."""
+    if not config.getoption("--perf-run"):
+        return None
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        return None
+    return True
 
 
 class ThresholdFailure(Exception):

@@ -3,7 +3,7 @@
 Every figure is embedded as a base64 PNG (the SVGs stay in plots/ beside it); the page loads
 nothing from anywhere else. Sections: the summary table (invalid trials in red, noisy ones in
 amber, each with its reasons; the precision reached with `precision:`), threshold verdicts
-when the experiment has thresholds, the figures, the models table (fitted in memory), and the
+when the experiment has thresholds, the kernel's TCP counters per cell, the figures, the models table (fitted in memory), and the
 run's configuration and host (run.json).
 
 A small inline script sets <body data-figures="ok"> once every image has decoded with a
@@ -21,7 +21,7 @@ import pandas as pd
 
 from .. import results
 from ..errors import PerfctlError
-from . import check, queueing
+from . import check, flamegraph, queueing
 from .figures import Figure
 from .model_figures import draw_models
 from .run_figures import draw_run
@@ -114,6 +114,80 @@ def _summary(trials: pd.DataFrame, axes: list[str]) -> str:
             "valid, quiet trials. An amber row had a noisy trial.</p>")
 
 
+TCP_COLUMNS = [("listen overflows", "tcp_listen_overflows"), ("listen drops", "tcp_listen_drops"),
+               ("retransmitted segments", "tcp_retrans_segs"), ("timeouts", "tcp_timeouts"),
+               ("RSTs sent", "tcp_resets"), ("aborts on data", "tcp_abort_on_data"),
+               ("accept queue peak", "tcp_accept_queue_max")]
+
+
+def _kernel_tcp(trials: pd.DataFrame, axes: list[str]) -> str:
+    """Per cell, the kernel's TCP counters over the load (mean over its trials)."""
+    shown = [(label, col) for label, col in TCP_COLUMNS if col in trials]
+    if not shown:
+        return ""
+    head = "".join(f'<th class="l">{_e(a)}</th>' for a in axes)
+    head += "<th>trials</th>" + "".join(f"<th>{_e(label)}</th>" for label, _ in shown)
+    head += '<th class="l">counted in</th>'
+    rows = []
+    for _, g in trials.groupby("cell_id", sort=False):
+        cells = "".join(f'<td class="l">{_e(g[a].iloc[0])}</td>' for a in axes if a in g)
+        cells += f"<td>{len(g)}</td>"
+        cells += "".join(f"<td>{_num(g[col].mean(), ',.0f')}</td>" for _, col in shown)
+        scopes = sorted({str(v) for v in g.get("tcp_counters_scope", pd.Series(dtype=str))})
+        cells += f'<td class="l">{_e(", ".join(scopes) or "-")}</td>'
+        rows.append(f"<tr>{cells}</tr>")
+    return ("<h2>Kernel TCP counters</h2>"
+            f"<table><tr>{head}</tr>{''.join(rows)}</table><p>Per trial, the change of the "
+            "kernel's counters (/proc/net/netstat, /proc/net/snmp) over the load, read in the "
+            "server's network namespace; the mean over the cell's trials. <b>listen "
+            "overflows</b>: handshakes dropped because the accept queue was full (the clients "
+            "retry their SYN after 1 s, 3 s, ...). <b>counted in</b> <code>host</code>: the "
+            "server shared the host's namespace, so other processes' traffic in the same "
+            "seconds is counted too; <code>namespace</code>: the server's own.</p>")
+
+
+def _profiles(run: results.Run, out: Path) -> str:
+    """Links to every trial's flame graph (perfctl run with `profile: true`), with the
+    profiler's measured cost and any note (e.g. perf not allowed by the kernel)."""
+    infos = sorted(run.path.glob("cells/*/trial-*/profile.json"))
+    if not infos:
+        return ""
+    flamegraph.draw_run(run.path)
+    labels = {}
+    if not run.trials.empty:
+        labels = dict(zip(run.trials["cell_id"].astype(str),
+                          (", ".join(f"{a}={r[a]}" for a in run.axes if a in r)
+                           for _, r in run.trials.iterrows())))
+    rows = []
+    for f in infos:
+        info = json.loads(f.read_text())
+        tdir = f.parent
+        svg = tdir / "profile.svg"
+        try:
+            href = svg.resolve().relative_to(out.resolve().parent).as_posix()
+        except ValueError:
+            href = svg.resolve().as_uri()
+        link = (f'<a href="{_e(href)}">{_e(tdir.parent.name)}/{_e(tdir.name)}</a>'
+                if svg.is_file() else _e(f"{tdir.parent.name}/{tdir.name}"))
+        cost = info.get("profiler_cpu_pct_of_one_cpu")
+        rows.append(f'<tr><td class="l">{link}</td>'
+                    f'<td class="l">{_e(labels.get(tdir.parent.name, ""))}</td>'
+                    f'<td class="l">{_e(info.get("tool", ""))}</td>'
+                    f'<td>{_e(info.get("samples", 0))}</td>'
+                    f'<td>{"-" if cost is None else _num(cost, ".2f")}</td>'
+                    f'<td class="l">{_e(info.get("cost", ""))}</td>'
+                    f'<td class="l">{_e(info.get("note", ""))}</td></tr>')
+    return ("<h2>Server profiles</h2><table><tr><th class='l'>flame graph</th>"
+            "<th class='l'>cell</th><th class='l'>profiler</th><th>samples</th>"
+            "<th>profiler CPU % of one CPU</th><th class='l'>what that covers</th>"
+            f"<th class='l'>note</th></tr>{''.join(rows)}</table><p>Each trial's server was "
+            "sampled while the load ran (py-spy for Python, JDK Flight Recorder for Java, perf "
+            "for C); a box's width is its share of the samples. The profiler's cost is measured "
+            "per trial (its CPU time over the load) and written in profile.json beside the "
+            "graph; benchmarks/profile_overhead.py measures what it costs the server's "
+            "throughput.</p>")
+
+
 def _thresholds(run: results.Run) -> str:
     try:
         verdicts = check.evaluate(run, check.thresholds_for(run))
@@ -195,6 +269,8 @@ def build(run_dir, out: Path | None = None) -> Path:
             f"<p>{_e(info.get('document', {}).get('description', ''))}</p>",
             f"<h2>Summary {badge}</h2>", _summary(trials, run.axes) if not trials.empty
             else "<p>No trial recorded.</p>", _thresholds(run) if not trials.empty else "",
+            _kernel_tcp(trials, run.axes) if not trials.empty else "",
+            _profiles(run, out),
             "<h2>Figures</h2>", *(_figure(f) for f in figs), _models(table),
             "<h2>Configuration and host</h2><details><summary>run.json</summary>"
             f"<pre>{_e(json.dumps(info, indent=1, default=str))}</pre></details>"]

@@ -19,9 +19,9 @@ from ..analysis import queueing
 from ..analysis import report as report_
 from ..analysis.model_figures import draw_models
 from ..errors import PerfctlError
-from .console import console, fmt, pct
+from .console import console, fmt, pct, step
 
-RunArg = Annotated[Path, typer.Argument(help="Run directory written by perfctl run "
+RunArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Run directory written by perfctl run "
                                              "(e.g. results/latest).", show_default=False)]
 NoisyOpt = Annotated[bool, typer.Option(
     "--include-noisy", help="Use valid trials the host disturbed too (default: valid, quiet "
@@ -33,10 +33,12 @@ def model(run_dir: RunArg,
           no_plots: Annotated[bool, typer.Option("--no-plots",
                                                  help="Skip the model figures.")] = False) -> None:
     """Fit queueing models to a run: predicted vs measured per cell, models.json, figures."""
-    doc, table = queueing.fit_run(run_dir)
+    with step("fitting queueing models"):
+        doc, table = queueing.fit_run(run_dir)
     if not no_plots:
-        run = results.load(run_dir)
-        draw_models(run, table, run.path / "plots")
+        with step("drawing the model figures"):
+            run = results.load(run_dir)
+            draw_models(run, table, run.path / "plots")
     cells = doc["cells"]
     if not cells:
         console.print("no trials to model")
@@ -72,20 +74,32 @@ def report(run_dir: RunArg,
                           help="Where to write the report (default RUN_DIR/report.html).")] = None
            ) -> None:
     """Write one self-contained report.html: summary, thresholds, figures, models, config."""
-    path = report_.build(run_dir, out)
+    with step("drawing the figures, fitting the models, writing the report"):
+        path = report_.build(run_dir, out)
     console.print(f"report: {path}")
 
 
 def check(run_dir: RunArg,
           thresholds: Annotated[Optional[Path], typer.Option(
               "--thresholds", "-t",
-              help="YAML file with thresholds (default: the experiment's `thresholds:`).")] = None,
+              help="YAML file with thresholds instead of the experiment's `thresholds:`: a "
+                   "list (or a `thresholds:` key holding one) of entries such as "
+                   "`- {where: {server: c-pool}, p99_ms: {lt: 5}, error_rate: {lt: 0.001}}`. "
+                   "`where` picks cells by trials.csv columns (no where: every cell); every "
+                   "other key is a trials.csv column or p50_ms/p90_ms/p99_ms/p999_ms/mean_ms/"
+                   "max_ms, mapped to lt, le, gt or ge and a limit in that column's unit.",
+              show_default=False)] = None,
           include_noisy: NoisyOpt = False) -> None:
-    """Check thresholds per cell (mean over its valid, quiet trials); exit 1 on any breach."""
+    """Check thresholds per cell (mean over its valid, quiet trials); exit 1 on any breach,
+    2 when there is nothing to check."""
     verdicts = check_.check_run(run_dir, thresholds, include_noisy)
     if not verdicts:
-        raise PerfctlError(f"{run_dir}: no thresholds to check. Fix: add `thresholds:` to the "
-                           "experiment file, or pass --thresholds FILE.")
+        source = thresholds or "the run's experiment"
+        raise PerfctlError(
+            f"{run_dir}: nothing to check: {source} has no thresholds, so perfctl check "
+            "cannot pass or fail anything (exit 2). Fix: add e.g. `thresholds: [{p99_ms: "
+            "{lt: 5}, error_rate: {lt: 0.001}}]` to the experiment file, or pass -t FILE "
+            "with such a list (perfctl check --help shows the format).")
     used = "valid trials" if include_noisy else "valid, quiet trials"
     t = Table(title=f"Thresholds (measured: mean over the cell's {used})")
     for col in ("#", "threshold", "where", "cell", "measured", "trials", "verdict"):
@@ -114,9 +128,9 @@ def _metric_text(m: compare_.MetricChange) -> str:
     return text
 
 
-def compare(base: Annotated[Path, typer.Argument(help="Baseline run directory.",
+def compare(base: Annotated[Path, typer.Argument(metavar="BASE", help="Baseline run directory.",
                                                  show_default=False)],
-            cand: Annotated[Path, typer.Argument(help="Candidate run directory.",
+            cand: Annotated[Path, typer.Argument(metavar="CAND", help="Candidate run directory.",
                                                  show_default=False)],
             tolerance: Annotated[float, typer.Option(
                 min=0.0, help="Relative change a regression must exceed (0.05 = 5%).")] = 0.05,

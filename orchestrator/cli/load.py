@@ -33,7 +33,7 @@ def _target(url: str) -> tuple[str, int, str, str]:
 
 
 def load(
-    url: Annotated[str, typer.Argument(help="http://host:port/path?query to load.")],
+    url: Annotated[str, typer.Argument(metavar="URL", help="http://host:port/path?query to load.")],
     connections: Annotated[int, typer.Option("--connections", "-c", help="Connections (burst: per release).")] = 10,
     duration: Annotated[str, typer.Option("--duration", "-d", help="Measured time, e.g. 10s.")] = "10s",
     warmup: Annotated[str, typer.Option(help="Warm-up before measuring.")] = "1s",

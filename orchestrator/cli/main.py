@@ -15,7 +15,10 @@ from . import analysis, calibrate, doctor, load, plan, run, serve
 from .console import console, err_console
 from .netem import app as netem_app
 
+# rich_markup_mode=None: plain click help ("-o, --out DIR  ..."), where the rich panels showed
+# flags as `--no-plots <bool>` and cut the short options into a column of their own.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
                   help="Server-performance experiments from one YAML file.")
 
 

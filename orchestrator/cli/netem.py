@@ -22,6 +22,7 @@ from ..netem.build import build_proxy
 from ..netem.commands import proxy_argv
 
 app = typer.Typer(help="Network emulation: run perfctl-proxy by hand.", no_args_is_help=True,
+                  rich_markup_mode=None,
                   add_completion=False)
 
 

@@ -14,12 +14,13 @@ import typer
 from rich.table import Table
 
 from ..experiment import Plan, load_plan
-from .console import console, fmt_duration
+from .console import console, fmt_duration, fmt_span
 
 SCREEN_CELLS = 30        # more cells than this: a summary instead of one line per cell
 FIRST_CELLS = 10         # cells listed in the summary
 
-FileArg = Annotated[Path, typer.Argument(help="Experiment YAML file.", show_default=False)]
+FileArg = Annotated[Path, typer.Argument(metavar="FILE", help="Experiment YAML file.",
+                                       show_default=False)]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", "-p",
                                                    help="Apply a named profile from the file.")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", metavar="KEY=VALUE",
@@ -33,7 +34,7 @@ def _load_text(cell) -> str:
             "burst": f"burst {ld.bursts}x{ld.connections} conn",
             "ramp": f"ramp {len(ld.ramp.rates) if ld.ramp else 0} steps"}[ld.mode]
     driver = "" if ld.driver == "http" else f" (driver {ld.driver_label})"
-    return text + f", {ld.window_s:g}s+{ld.warmup_s:g}s warm-up{driver}"
+    return text + f", {fmt_span(ld.window_s)} + {fmt_span(ld.warmup_s)} warm-up{driver}"
 
 
 def _cell_table(p: Plan, cells, title: str) -> Table:

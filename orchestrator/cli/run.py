@@ -1,86 +1,29 @@
 """`perfctl run`: every trial of an experiment, then its summary, models and plots."""
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
 from .. import results
-from ..analysis import queueing
+from ..analysis import flamegraph, queueing
 from ..analysis.model_figures import draw_models
 from ..analysis.run_figures import draw_basic
-from ..analysis.views import flag
 from ..netem.namespace import cleanup_stale
 from ..results.store import check_present, storage_guard
 from ..run import limits, process
 from ..run.execute import execute_plan, run_info
 from ..run.hostinfo import host_info
-from . import run_target
-from .console import console
+from . import run_target, trial_display
+from .console import console, step
+from .summary import summary_table
 from .plan import ProfileOpt, SetOpt
 
 
-def _precision(last) -> str:
-    """A cell's precision after its last trial: "±3.1% ok", or what is missing."""
-    half, target = last["precision_half_width_pct"], last["precision_target_pct"]
-    if bool(last["precision_reached"]):
-        return f"±{half:.1f}% ok"
-    if half != half:
-        return f"[yellow]- ({int(last['precision_trials'])} usable; 6 needed)[/]"
-    return f"[yellow]±{half:.1f}% > {target:g}%[/]"
-
-
-def _summary_table(trials, axes: list[str]) -> Group:
-    """The per-cell summary (means over the valid trials), which trials were invalid or
-    noisy and why, and whether each cell reached its precision (with `precision:`)."""
-    t = Table(title="Summary (mean over valid trials)")
-    for a in axes:
-        t.add_column(a)
-    with_precision = "precision_reached" in trials
-    for col in ("trials", "throughput req/s", "p50 ms", "p99 ms", "max ms", "errors", "valid",
-                "quiet") + (("precision",) if with_precision else ()):
-        t.add_column(col, justify="right")
-    why = []
-    for cid, g in trials.groupby("cell_id", sort=False):
-        valid, quiet = list(flag(g, "valid")), list(flag(g, "quiet"))
-        use = g[valid] if any(valid) else g
-        style = None if all(valid) else "red"
-
-        def num(col: str, fmt: str) -> str:
-            v = use[col].mean() if col in use else math.nan
-            return "-" if v != v else format(v, fmt)
-        extra = []
-        if with_precision:
-            last = g.iloc[-1]
-            extra = [_precision(last)]
-        t.add_row(*[str(g[a].iloc[0]) for a in axes], str(len(g)), num("throughput_rps", ",.0f"),
-                  num("latency_p50_ms", ".3f"), num("latency_p99_ms", ".3f"),
-                  num("latency_max_ms", ".2f"), str(int(g["errors"].sum())),
-                  f"{sum(valid)}/{len(g)}",
-                  f"{sum(quiet)}/{len(g)}" if all(quiet) else f"[yellow]{sum(quiet)}/{len(g)}[/]",
-                  *extra, style=style)
-        label = ", ".join(f"{a}={g[a].iloc[0]}" for a in axes)
-        for (_, r), ok in zip(g.iterrows(), quiet):
-            if not ok:
-                why.append(f"[yellow]noisy[/] {label} #{r['trial']}: {r.get('noise_reasons', '')}")
-    notes = [Text.from_markup(w) for w in why]
-    if why:
-        notes.append(Text("valid: the measurement worked; quiet: the host left the trial alone. "
-                          "compare and check use valid, quiet trials only (README: valid and "
-                          "quiet)."))
-    return Group(t, *notes)
-
-
-def run(file: Annotated[Optional[Path], typer.Argument(help="Experiment YAML file.",
+def run(file: Annotated[Optional[Path], typer.Argument(metavar="[FILE]", help="Experiment YAML file.",
                                                        show_default=False)] = None,
         profile: ProfileOpt = None, set_: SetOpt = None,
         out: Annotated[Optional[Path], typer.Option("--out", "-o",
@@ -89,14 +32,25 @@ def run(file: Annotated[Optional[Path], typer.Argument(help="Experiment YAML fil
         resume: Annotated[Optional[Path], typer.Option("--resume",
                           help="Finish an interrupted run: only trials not yet recorded; "
                                "refused if its experiment or config changed.")] = None,
-        no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the plots.")] = False) -> None:
-    """Run every trial of an experiment: servers, load, results, plots."""
+        no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the plots.")] = False,
+        profile_server: Annotated[bool, typer.Option(
+            "--profile-server", help="Record a profile of the server in every trial and draw "
+                                     "its flame graph (the same as `profile: true` in the "
+                                     "file): py-spy, JFR or perf.")] = False,
+        quiet: Annotated[bool, typer.Option(
+            "--quiet", "-q", help="Plain log lines, one per trial, instead of the progress bar "
+                                  "and the live per-second line (off a terminal the lines come "
+                                  "anyway, with one per second of load).")] = False) -> None:
+    """Run every trial of an experiment: servers, load, results, plots. On a terminal a line
+    under the progress bar shows the running trial second by second."""
+    if profile_server:
+        set_ = [*(set_ or []), "profile=true"]
     choice = run_target.choose(file, profile, set_, out, resume)
     limits.ensure_fd_limit(choice.plan.cells, choice.plan.source)
     run_dir = choice.claim()           # every check passed: only now is anything written
     try:
         with storage_guard(run_dir):
-            _run(choice.plan, run_dir, choice, no_plots)
+            _run(choice.plan, run_dir, choice, no_plots, quiet)
     finally:
         process.stop_all()
         process.record_in(None)        # nothing left running: children.json goes
@@ -116,7 +70,7 @@ def _reap_leftovers(run_dir: Path) -> None:
                       highlight=False, soft_wrap=True)
 
 
-def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool) -> None:
+def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: bool) -> None:
     results.prepare(run_dir)
     if not choice.resumed:
         results.write_json(run_dir / "run.json", run_info(p, host_info()))
@@ -127,23 +81,13 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool) -> None:
     console.print(f"[bold]{p.experiment.name}[/]: {len(p.cells)} cells x {p.repeats} repeats "
                   f"-> {run_dir}")
     outcome = None
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                  console=console, transient=False) as progress:
-        done_before = len(results.TrialTable(run_dir).done())
-        task = progress.add_task("trials", total=p.trial_count, completed=done_before)
-
+    done_before = len(results.TrialTable(run_dir).done())
+    with trial_display.make(console, p.trial_count, done_before, quiet) as display:
         def on_start(cell, k):
             check_present(run_dir)
-            progress.update(task, description=f"{cell.label} #{k}")
-
-        def on_trial(row):
-            progress.advance(task)
-            if not row.get("valid", True):
-                progress.console.print(f"[red]invalid trial[/] {row['cell_id']} #{row['trial']}: "
-                                       f"{row['invalid_reasons']}")
+            display.on_start(cell.label, k)
         try:
-            outcome = execute_plan(p, run_dir, on_trial, on_start)
+            outcome = execute_plan(p, run_dir, display.on_trial, on_start, display.on_second)
         finally:
             process.stop_all()
     trials = results.read_trials(run_dir)
@@ -151,14 +95,22 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool) -> None:
     if "network_backend" in trials.columns:
         info["network_backend"] = sorted(set(trials["network_backend"].astype(str)))
         results.write_json(run_dir / "run.json", info)
-    console.print(_summary_table(trials, p.axes))
+    console.print(summary_table(trials, p.axes, console.width, p.document))
     if p.experiment.models:
-        _, table = queueing.fit_run(run_dir)
+        with step("fitting queueing models"):
+            _, table = queueing.fit_run(run_dir)
         if not no_plots:
-            draw_models(results.load(run_dir), table, run_dir / "plots")
+            with step("drawing the model figures"):
+                draw_models(results.load(run_dir), table, run_dir / "plots")
         console.print(f"models: {run_dir / 'models.json'} (perfctl model {run_dir} for the table)")
+    if p.experiment.profile:
+        with step("drawing the servers' flame graphs"):
+            svgs = flamegraph.draw_run(run_dir)
+        console.print(f"profiles: {len(svgs)} flame graph(s), cells/*/trial-*/profile.svg")
     if not no_plots:
-        for path in draw_basic(trials, p.axes, run_dir / "plots"):
+        with step("drawing the plots"):
+            paths = draw_basic(trials, p.axes, run_dir / "plots")
+        for path in paths:
             if path.suffix == ".png":
                 console.print(f"plot: {path}")
     console.print(f"trials: {run_dir / 'trials.csv'} ({outcome.ran} run, {outcome.skipped} "

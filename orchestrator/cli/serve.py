@@ -12,7 +12,7 @@ from ..run import bundled
 from ..run.ports import port_taken
 
 
-def serve(impl: Annotated[str, typer.Argument(help="c, java or python.")],
+def serve(impl: Annotated[str, typer.Argument(metavar="IMPL", help="c, java or python.")],
           model: Annotated[Optional[str], typer.Option(help="Concurrency model: " + "; ".join(
               f"{impl}: {', '.join(m)}" for impl, m in CONCURRENCY_MODELS.items()) + ".")] = None,
           threads: Annotated[int, typer.Option(help="Worker threads / loops.")] = 4,

@@ -54,6 +54,8 @@ class Experiment(FrozenModel):
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     thresholds: list[dict[str, Any]] = Field(default_factory=list)
     models: list[str] | bool = False
+    profile: bool = Field(False, description="record a profile of the server in every trial "
+                          "(py-spy, JFR or perf: run/profiler.py) and draw its flame graph")
 
     @field_validator("name")
     @classmethod

@@ -63,12 +63,18 @@ class CommandServer(FrozenModel):
     threads: int | None = None
     port: int | None = Field(None, ge=1, le=65535, description="fixed port; default: a free one")
 
-    @field_validator("cmd")
-    @classmethod
-    def _needs_port(cls, v: str) -> str:
-        if "{port}" not in v:
-            raise ValueError("cmd must contain {port}, where perfctl puts the port to listen on")
-        return v
+    @model_validator(mode="after")
+    def _needs_port(self) -> "CommandServer":
+        # Most real servers (nginx, PostgreSQL, Tomcat) read their port from a config file, so
+        # {port} in one of `files` counts as much as {port} on the command line.
+        if "{port}" in self.cmd or any("{port}" in text for text in self.files.values()):
+            return self
+        if self.port is not None:
+            return self
+        raise ValueError("{port} appears neither in cmd nor in any of its files: perfctl puts "
+                         "the port to listen on there (e.g. `--port {port}` in cmd, or "
+                         "`listen {port};` in files: {nginx.conf: ...}), or set `port:` to a "
+                         "fixed port the server uses")
 
     @field_validator("files")
     @classmethod

@@ -71,6 +71,12 @@ MEASUREMENT_COLUMNS = [
     "release_error_p50_before_us", "release_error_p99_before_us",
     "release_error_p50_after_us", "release_error_p99_after_us",
     "server_cpu_pct", "server_rss_mb", "server_threads_max",
+    # the kernel's TCP counters over the load, deltas in the server's network namespace
+    # (run/kernel_tcp.py): listen-queue overflows and drops, retransmitted segments,
+    # retransmission timeouts, RSTs sent, resets on data after close, the accept queue's peak
+    "tcp_listen_overflows", "tcp_listen_drops", "tcp_retrans_segs", "tcp_timeouts",
+    "tcp_resets", "tcp_abort_on_data", "tcp_accept_queue_max",
+    "tcp_counters_scope",   # namespace (the server's own) | host (shared: counts all traffic)
 ]
 SELF_CHECK_COLUMNS = [
     "loop_lag_p99_ms", "loadgen_cpu_pct", "gc_pause_max_ms", "send_lateness_p99_ms",

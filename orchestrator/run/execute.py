@@ -33,9 +33,11 @@ def _cell_rows(table: TrialTable, cell: Cell, before: int | None = None) -> list
             and (before is None or int(r["trial"]) < before)]
 
 
-def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None) -> PlanOutcome:
+def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None,
+                 on_second=None) -> PlanOutcome:
     """Run every trial not yet in run_dir/trials.csv. Callbacks drive the progress display:
-    on_start(cell, trial) before a trial, on_trial(row) after it."""
+    on_start(cell, trial) before a trial, on_second(LiveSecond) about once a second while it
+    runs (run/live.py), on_trial(row) after it."""
     table = TrialTable(run_dir)
     done = table.done()
     exp = plan.experiment
@@ -56,7 +58,8 @@ def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None) -> Pla
             if on_start:
                 on_start(cell, k)
             services.start("run", run_dir)     # the first time; again if one has died
-            row = execute_trial(plan, cell, k, run_dir, services)
+            row = (execute_trial(plan, cell, k, run_dir, services) if on_second is None
+                   else execute_trial(plan, cell, k, run_dir, services, on_second=on_second))
             if target is not None:
                 row.update(precision_state(_cell_rows(table, cell) + [row],
                                            cell.precision_metric(exp), target))

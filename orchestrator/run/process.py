@@ -136,6 +136,21 @@ def run_to_end(argv: list[str], log_path: Path, timeout_s: float, cwd: Path | No
         return None
     terminate(proc)      # reaps it, and anything it left in its group
     return proc.returncode
+def run_to_files(argv: list[str], stdout_path: Path, stderr_path: Path,
+                 timeout_s: float) -> int | None:
+    """Run argv to its end like spawn() (its own group, dies with perfctl), stdout and stderr
+    into files of their own. Its exit code, or None when it ran past timeout_s (then it is
+    stopped)."""
+    with open(stdout_path, "wb") as out, open(stderr_path, "ab") as err:
+        try:
+            proc = _popen(argv, stdout=out, stderr=err)
+        except FileNotFoundError as e:
+            raise PerfctlError(f"cannot start {argv[0]!r}: {e.strerror}.") from None
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        terminate(proc)
+        return None
 
 
 def terminate(proc: subprocess.Popen, grace_s: float = 3.0) -> int | None:

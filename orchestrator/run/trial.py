@@ -30,7 +30,7 @@ from ..experiment.servers import BundledServer
 from ..netem import make_injector
 from ..results import read_summary, trial_dir, write_json
 from ..results.store import unwritable
-from . import driver, noise
+from . import driver, kernel_tcp, live, noise, profiler
 from .bundled import ROOT
 from .process import spawn, tail, terminate
 from .sampler import ResourceSampler
@@ -43,6 +43,7 @@ ACCEPT_CHECK_TIMEOUT_S = 2.0
 # generator's start-up fits in it, also on a busy host), which is t = 0 of the schedule and of
 # the timeline
 SCHEDULE_LEAD_NS = 3_000_000_000
+WATCH_S = 0.25               # how often the live view looks at the load generator's live file
 
 
 def describe(cell: Cell) -> dict:
@@ -191,10 +192,29 @@ def _digest_from_rows(tdir: Path, summary: dict, timeout_s: float) -> None:
     d.write(tdir)
 
 
+def _wait(proc: subprocess.Popen, limit_s: float, watch=None) -> int | None:
+    """proc's exit code, or None when it has not ended within limit_s; every WATCH_S while
+    waiting, watch() (the live view)."""
+    if watch is None:
+        try:
+            return proc.wait(limit_s)
+        except subprocess.TimeoutExpired:
+            return None
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            return proc.wait(max(0.0, min(WATCH_S, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                return None
+            watch()
+
+
 def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
-                  services: ServiceSet | None = None) -> dict:
+                  services: ServiceSet | None = None, on_second=None) -> dict:
     """One trial: fresh server (and network injector, and the `scope: trial` services), load,
-    teardown. Returns its row. services: the plan's services (run-scope ones already up)."""
+    teardown. Returns its row. services: the plan's services (run-scope ones already up).
+    on_second(LiveSecond): called about once a second while the load runs (run/live.py)."""
     services = services if services is not None else ServiceSet({}, plan.source)
     tdir = trial_dir(run_dir, cell.cell_id, trial)
     tdir.mkdir(parents=True, exist_ok=True)
@@ -206,6 +226,8 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
     loadgen_proc = None
     sampler = None
     server = None
+    counters = None
+    prof = None
     try:
         driver.prepare(cell.load.driver)
         if injector is not None:
@@ -231,6 +253,11 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
             injector.start_schedule(spec.start_at_ns)
         (tdir / "spec.json").write_text(spec.to_json())
         cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus)
+        counters = kernel_tcp.TrialCounters(server.pid, server.port).start()
+        if plan.experiment.profile:
+            prof = profiler.for_server(server.pid, tdir, server.argv,
+                                       cell.server.impl if isinstance(cell.server, BundledServer)
+                                       else None).start()
         # the HTTP generator pins its own worker processes; another driver is pinned whole
         loadgen_proc = spawn(driver.argv(cell.load.driver, tdir / "spec.json", tdir),
                              tdir / "loadgen.log", cwd=ROOT,
@@ -238,11 +265,17 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
         sampler = ResourceSampler(server.pid, loadgen_proc.pid, cpus,
                                   services=services.pids()).start()
         limit = spec.warmup_s + spec.window_s + spec.timeout_s + LOADGEN_GRACE_S
-        try:
-            code = loadgen_proc.wait(limit)
-        except subprocess.TimeoutExpired:
-            code = None
+        live_tail = live.LiveTail(tdir) if on_second is not None else None
+
+        def watch() -> None:
+            for lines in live_tail.poll():
+                on_second(live.combine(lines, sampler, cpus, loadgen_own_cpus))
+        code = _wait(loadgen_proc, limit, watch if live_tail is not None else None)
         sampler.stop()
+        counters.stop()
+        if prof is not None:
+            prof.stop()
+            prof = None
         alive = server.proc is not None and server.proc.poll() is None
         services_dead = services.dead()
         refuses = alive and _refuses(server.host, server.port)
@@ -252,6 +285,10 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
     finally:
         if sampler is not None:
             sampler.stop()
+        if counters is not None:
+            counters.stop()
+        if prof is not None and prof.proc is not None:
+            terminate(prof.proc)
         if loadgen_proc is not None:
             terminate(loadgen_proc)
         server_code = server.stop() if server is not None else None
@@ -294,6 +331,8 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
     elif refuses:
         reasons.append(f"server stopped accepting connections on port {server.port}; see "
                        f"{tdir / 'server.log'}")
+    if counters is not None:
+        row.update(counters.row())
     if sampler is not None:
         row.update(sampler.summary())
         sampler.frame().to_parquet(tdir / "resources.parquet", index=False)

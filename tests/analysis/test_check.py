@@ -1,4 +1,5 @@
 """Thresholds: parsing, evaluation, `perfctl check` exit codes and the pytest plugin."""
+import os
 import subprocess
 import sys
 
@@ -115,6 +116,36 @@ def test_pytest_plugin_one_case_per_threshold_and_cell(run_dir, tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert "1 failed, 1 passed" in p.stdout
     assert "threshold breached: server=py, rate=1000: latency_p99_ms = 30, needs p99_ms < 10" in p.stdout
+
+
+@pytest.fixture
+def run_under_root():
+    """A synthetic run inside the project (results/...), given as a relative path as the README
+    does: then pytest's rootdir is the project and its `testpaths` apply."""
+    import shutil
+    d = ROOT / "results" / f".gate-test-{os.getpid()}"
+    shutil.rmtree(d, ignore_errors=True)
+    synthetic_run(d, ROWS, [
+        {"where": {"server": "c-pool"}, "p99_ms": {"lt": 5}, "throughput_rps": {"ge": 1000}},
+        {"error_rate": {"lt": 0.05}},
+    ])
+    yield d.relative_to(ROOT)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_pytest_gate_from_the_project_root_runs_only_the_threshold_cases(run_under_root):
+    """README: `pytest --perf-run results/latest`, typed in the project root, where pytest's
+    testpaths would otherwise collect the whole suite (and fail on its relative imports)."""
+    p = _pytest(["--perf-run", run_under_root], ROOT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"rootdir: {ROOT}" in p.stdout, p.stdout
+    assert "4 passed" in p.stdout and "ERROR" not in p.stdout and " error" not in p.stdout
+    assert "tests/" not in p.stdout, p.stdout
+    # naming a test path runs it beside the threshold cases
+    p = _pytest(["--perf-run", run_under_root, "tests/results/test_schema.py"], ROOT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "test_schema.py::" in p.stdout and "threshold-1[" in p.stdout
+    assert "passed" in p.stdout and " 4 passed" not in p.stdout
 
 
 def test_pytest_plugin_bad_threshold_is_a_usage_error(tmp_path):

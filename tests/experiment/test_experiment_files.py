@@ -93,7 +93,7 @@ def test_unknown_profile_and_bad_set(write_yaml):
 
 def test_command_server_needs_port_placeholder(write_yaml):
     path = write_yaml(BASE.replace("py: {impl: python, model: async}", 'py: {cmd: "sleep 10"}'))
-    with pytest.raises(PerfctlError, match=r"must contain \{port\}"):
+    with pytest.raises(PerfctlError, match=r"\{port\} appears neither in cmd nor in any of its files"):
         experiment.load_plan(path)
 
 

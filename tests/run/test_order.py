@@ -79,7 +79,7 @@ class FakeTrials:
     def __init__(self, plan, fail_after=None):
         self.plan, self.calls, self.fail_after = plan, [], fail_after
 
-    def __call__(self, plan, cell, k, run_dir, services=None):
+    def __call__(self, plan, cell, k, run_dir, services=None, on_second=None):
         if self.fail_after is not None and len(self.calls) == self.fail_after:
             raise KeyboardInterrupt
         c = cell.values["c"]

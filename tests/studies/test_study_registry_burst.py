@@ -66,4 +66,18 @@ def test_success_table(quick_run):
 def test_notebook_runs(quick_run, execute_notebook):
     text = execute_notebook("registry_burst", quick_run)
     assert "experiment registry_burst" in text
-    assert (quick_run / "plots" / "registry_burst_success.png").is_file()
+    own = quick_run / "notebooks" / "registry_burst"
+    assert (own / "registry_burst_success.png").is_file()
+    assert (own / "registry_burst_overflows.png").is_file()
+    assert not list((quick_run / "plots").glob("registry_burst_*")), "over the run's plots/"
+
+
+def test_listen_overflows_are_recorded_where_the_backlog_is_small(quick_run):
+    """Seed 000 had to guess SYN drops from retry timing: the kernel's counters now say it.
+    The single-threaded server with backlog 50 cannot queue a burst of 3000 handshakes."""
+    from orchestrator import results
+
+    t = results.load(quick_run).trials
+    big = t[(t["server"] == "single") & (t["backlog"] == 50) & (t["n"] == t["n"].max())]
+    assert (big["tcp_listen_overflows"] > 0).all(), big.filter(like="tcp_").to_dict("records")
+    assert (big["tcp_accept_queue_max"] >= 1).all()

@@ -1,0 +1,194 @@
+"""The summary table `perfctl run` prints after the last trial, sized to the terminal.
+
+Numbers are never cut: each number column is as wide as its widest value (compact units:
+`1.2k`, `0.412`), and when the table does not fit the console, whole columns are left out,
+least important first (the note under the table names them); a wider terminal shows more
+(p90, p99.9, server CPU, listen-queue overflows). An axis that only sets the arrival rate
+(`rate: "{rate}"` under `load:`) shows `-` in closed-load and burst rows, which ignore it.
+"""
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis.views import flag
+from ..experiment.document import placeholders
+
+RATE_KEYS = ("rate",)                 # load: keys only open and ramp load read
+RATELESS_MODES = {"closed", "burst"}
+
+
+def compact(v) -> str:
+    """A number in at most 5 characters: 0, 0.412, 3.14, 42.1, 637, 1.02k, 10.2k, 102k, 1.02M."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "-"
+    if math.isnan(f):
+        return "-"
+    if math.isinf(f):
+        return "inf"
+    a = abs(f)
+    if f == int(f) and a < 1000:
+        return str(int(f))
+    if a < 0.001:
+        return f"{f:.0e}"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= scale * 0.9995 and a >= 1000:
+            x = f / scale
+            return f"{x:.3g}{suffix}" if abs(x) < 100 else f"{x:.0f}{suffix}"
+    if a >= 100:
+        return f"{f:.0f}"
+    if a >= 10:
+        return f"{f:.1f}"
+    if a >= 1:
+        return f"{f:.2f}"
+    return f"{f:.3f}"
+
+
+def rate_only_axes(document: dict | None, axes: list[str]) -> set[str]:
+    """Axes whose placeholder appears in the document only under load.rate: a closed-load
+    cell ignores them, so its row shows no value there."""
+    if not document:
+        return set()
+    load = document.get("load") or {}
+    in_rate = placeholders({k: v for k, v in load.items() if k in RATE_KEYS})
+    rest = {k: v for k, v in document.items() if k not in ("load", "matrix", "exclude",
+                                                           "include", "profiles")}
+    rest["load"] = {k: v for k, v in load.items() if k not in RATE_KEYS}
+    elsewhere = placeholders(rest)
+    return {a for a in axes if a in in_rate and a not in elsewhere}
+
+
+@dataclass
+class Column:
+    header: str
+    values: Callable[[pd.DataFrame, pd.DataFrame], str]   # (the cell's trials, usable) -> text
+    priority: int            # lower: kept longer when the terminal is narrow
+    wide_only: bool = False  # shown only when there is room to spare
+
+
+def _mean(col: str) -> Callable:
+    return lambda g, use: compact(use[col].mean()) if col in use else "-"
+
+
+def _columns(trials: pd.DataFrame) -> list[Column]:
+    cols = [
+        Column("trials", lambda g, use: str(len(g)), 7),
+        Column("req/s", _mean("throughput_rps"), 1),
+        Column("p50", _mean("latency_p50_ms"), 3),
+        Column("p90", _mean("latency_p90_ms"), 20, wide_only=True),
+        Column("p99", _mean("latency_p99_ms"), 0),
+        Column("p99.9", _mean("latency_p999_ms"), 21, wide_only=True),
+        Column("max", _mean("latency_max_ms"), 8),
+        Column("errors", lambda g, use: compact(g["errors"].sum()) if "errors" in g else "-", 2),
+        Column("valid", lambda g, use: f"{int(flag(g, 'valid').sum())}/{len(g)}", 4),
+        Column("quiet", lambda g, use: _quiet(g), 5),
+        Column("cpu%", _mean("server_cpu_pct"), 22, wide_only=True),
+    ]
+    if "tcp_listen_overflows" in trials and (trials["tcp_listen_overflows"].fillna(0) > 0).any():
+        cols.append(Column("overflows", _mean("tcp_listen_overflows"), 9))
+    if "precision_reached" in trials:
+        cols.append(Column("precision", lambda g, use: _precision(g.iloc[-1]), 6))
+    return cols
+
+
+def _quiet(g: pd.DataFrame) -> str:
+    q = flag(g, "quiet")
+    text = f"{int(q.sum())}/{len(g)}"
+    return text if q.all() else f"[yellow]{text}[/]"
+
+
+def _precision(last) -> str:
+    """A cell's precision after its last trial: "±3.1% ok", or what is missing."""
+    half, target = last["precision_half_width_pct"], last["precision_target_pct"]
+    if bool(last["precision_reached"]):
+        return f"±{half:.1f}% ok"
+    if half != half:
+        return f"[yellow]- ({int(last['precision_trials'])} usable; 6 needed)[/]"
+    return f"[yellow]±{half:.1f}% > {target:g}%[/]"
+
+
+def _table(rows: list[tuple[list[str], str | None]], axes: list[str], cols: list[Column]) -> Table:
+    t = Table(title="Summary: mean over valid trials; latency in ms", box=box.SIMPLE_HEAD,
+              pad_edge=False, show_edge=False, padding=(0, 1), collapse_padding=True)
+    for a in axes:
+        t.add_column(a, overflow="fold")
+    for c in cols:
+        t.add_column(c.header, justify="right", no_wrap=True, overflow="ignore")
+    for cells, style in rows:
+        t.add_row(*cells, style=style)
+    return t
+
+
+def _natural_width(table: Table) -> int:
+    """The table's width with nothing cut or wrapped: rendered on a very wide console."""
+    wide = Console(width=10_000, file=io.StringIO(), color_system=None, legacy_windows=False)
+    with wide.capture() as cap:
+        wide.print(table)
+    return max((len(line.rstrip()) for line in cap.get().splitlines()), default=0)
+
+
+def summary_table(trials: pd.DataFrame, axes: list[str], width: int,
+                  document: dict | None = None) -> Group:
+    """The per-cell summary for a console `width` columns wide, which trials were noisy and
+    why, and which columns were left out for lack of room."""
+    all_cols = _columns(trials)
+    rateless = rate_only_axes(document, axes)
+    groups = list(trials.groupby("cell_id", sort=False))
+    notes: list[Text] = []
+
+    # Every cell's text once, for every column; the fitting below only picks columns.
+    rows: list[tuple[list[str], dict[str, str], str | None]] = []
+    for _, g in groups:
+        valid = flag(g, "valid")
+        use = g[valid] if valid.any() else g
+        mode = str(g["load_mode"].iloc[0]) if "load_mode" in g else ""
+        axis_cells = ["-" if a in rateless and mode in RATELESS_MODES else str(g[a].iloc[0])
+                      for a in axes]
+        rows.append((axis_cells, {c.header: c.values(g, use) for c in all_cols},
+                     None if valid.all() else "red"))
+
+    def rows_for(cols: list[Column], sample: bool = False):
+        chosen = rows
+        if sample:      # the widest text of each column is all a width needs
+            chosen = [max(rows, key=lambda r: Text.from_markup(r[0][i]).cell_len)
+                      for i in range(len(axes))]
+            chosen += [max(rows, key=lambda r: Text.from_markup(r[1][c.header]).cell_len)
+                       for c in cols]
+        return [(axis_cells + [vals[c.header] for c in cols], style)
+                for axis_cells, vals, style in chosen]
+
+    kept = list(all_cols)
+    while kept and _natural_width(_table(rows_for(kept, sample=True), axes, kept)) > width:
+        kept.remove(max(kept, key=lambda c: c.priority))   # least important first
+    ordered = [c for c in all_cols if c in kept]
+    table = _table(rows_for(ordered), axes, ordered)
+    left_out = [c.header for c in all_cols if c not in kept and not c.wide_only]
+    if left_out:
+        notes.append(Text(f"left out for width: {', '.join(left_out)} (a wider terminal, or "
+                          "trials.csv, has them)", style="dim"))
+    if rateless and any(str(g["load_mode"].iloc[0]) in RATELESS_MODES for _, g in groups
+                        if "load_mode" in g):
+        notes.append(Text(f"-: {', '.join(sorted(rateless))} sets the arrival rate, which "
+                          "closed and burst load do not use", style="dim"))
+    why = []
+    for _, g in groups:
+        label = ", ".join(f"{a}={g[a].iloc[0]}" for a in axes)
+        for (_, r), ok in zip(g.iterrows(), flag(g, "quiet")):
+            if not ok:
+                why.append(f"[yellow]noisy[/] {label} #{r['trial']}: {r.get('noise_reasons', '')}")
+    notes += [Text.from_markup(w) for w in why]
+    if why:
+        notes.append(Text("valid: the measurement worked; quiet: the host left the trial alone. "
+                          "compare and check use valid, quiet trials only (README: valid and "
+                          "quiet)."))
+    return Group(table, *notes)
