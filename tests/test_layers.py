@@ -3,6 +3,7 @@
     cli        -> anything
     run        -> experiment, netem, results, loadgen (spec, stats), errors
     netem      -> experiment, run.process, run.build, errors
+    cluster    -> run, experiment, netem, results, loadgen (spec, stats, parallel), errors
     analysis   -> results, models, errors
     results    -> errors
     experiment -> loadgen.spec, errors
@@ -28,6 +29,9 @@ ALLOWED = {
     "orchestrator.run": ("orchestrator.run", "orchestrator.experiment", "orchestrator.netem",
                          "orchestrator.results", "orchestrator.errors", "loadgen.spec",
                          "loadgen.stats"),
+    "orchestrator.cluster": ("orchestrator.cluster", "orchestrator.run", "orchestrator.experiment",
+                             "orchestrator.netem", "orchestrator.results", "orchestrator.errors",
+                             "loadgen.spec", "loadgen.stats", "loadgen.parallel"),
     "orchestrator.netem": ("orchestrator.netem", "orchestrator.experiment",
                            "orchestrator.run.process", "orchestrator.run.build",
                            "orchestrator.errors"),

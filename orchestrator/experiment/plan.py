@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from .base import FrozenModel
 from .cells import Cell, Cells  # noqa: F401 - Cell is part of this module's API
+from .cluster import Cluster
 from .document import Scalar, apply_override, deep_merge, fail, read_document, validation_error
 from .servers import BundledServer
 from .units import fraction
@@ -49,6 +50,7 @@ class Experiment(FrozenModel):
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     thresholds: list[dict[str, Any]] = Field(default_factory=list)
     models: list[str] | bool = False
+    cluster: Cluster | None = None
 
     @field_validator("name")
     @classmethod
@@ -156,8 +158,45 @@ def compile_document(doc: dict, source: str, profile: str | None = None,
         raise validation_error(source, "", e) from None
     cells = Cells(exp, doc, source)   # refuses a matrix over MAX_CELLS without expanding it
     cells.validate()                  # every cell, before anything runs
+    check_cluster(exp, doc, cells, source)
     return Plan(experiment=exp, source=source, profile=profile, overrides=overrides, cells=cells,
                 repeats=exp.max_repeats if exp.auto else exp.repeats, document=doc)
+
+
+CLUSTER_MODES = ("closed", "open")
+
+
+def check_cluster(exp: Experiment, doc: dict, cells: Cells, source: str) -> None:
+    """Hosts in `placement:` need `cluster:`; with a local cluster they must be among h1..hN;
+    cluster shards split closed and open load only."""
+    place = doc.get("placement") or {}
+    if exp.cluster is None:
+        for key, sub in (("server", "host"), ("loadgen", "hosts")):
+            if isinstance(place.get(key), dict) and place[key].get(sub) is not None:
+                raise fail(source, f"placement.{key}.{sub}", "names a host, but the experiment "
+                           "has no `cluster:` section", "add `cluster: {local: {hosts: 3}}` or "
+                           "`cluster: {scheduler: tcp://HOST:8786}`, or use server_cpus/"
+                           "loadgen_cpus on this machine")
+        return
+    known = exp.cluster.known_hosts
+    for cell in cells:
+        if cell.load.mode not in CLUSTER_MODES:
+            raise fail(source, "load.mode", f"{cell.load.mode!r} load cannot be split over "
+                       "cluster hosts (cell " + cell.label + ")",
+                       "use closed or open load with `cluster:`, or remove `cluster:`")
+        if cell.network.shapes:
+            raise fail(source, "network", f"network injection is not available on a cluster "
+                       f"yet (cell {cell.label})", "remove `network:` or `cluster:`")
+        if known is None:
+            continue
+        p = cell.placement
+        for key, hosts in (("placement.server.host", [p.server_host(known)]),
+                           ("placement.loadgen.hosts", p.loadgen_hosts(known))):
+            for h in hosts:
+                if h not in known:
+                    raise fail(source, key, f"host {h!r} is not a host of the local cluster "
+                               f"(cell {cell.label}); known hosts: {', '.join(known)}",
+                               "name one of those, or raise cluster.local.hosts")
 
 
 def load_plan(path: str | Path, profile: str | None = None,

@@ -32,9 +32,11 @@ def _cell_rows(table: TrialTable, cell: Cell, before: int | None = None) -> list
             and (before is None or int(r["trial"]) < before)]
 
 
-def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None) -> PlanOutcome:
+def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None,
+                 trial_fn=execute_trial) -> PlanOutcome:
     """Run every trial not yet in run_dir/trials.csv. Callbacks drive the progress display:
-    on_start(cell, trial) before a trial, on_trial(row) after it."""
+    on_start(cell, trial) before a trial, on_trial(row) after it. trial_fn(plan, cell, trial,
+    run_dir) runs one trial and returns its row (a cluster's, with `cluster:`)."""
     table = TrialTable(run_dir)
     done = table.done()
     exp = plan.experiment
@@ -52,7 +54,7 @@ def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None) -> Pla
             continue
         if on_start:
             on_start(cell, k)
-        row = execute_trial(plan, cell, k, run_dir)
+        row = trial_fn(plan, cell, k, run_dir)
         if target is not None:
             row.update(precision_state(_cell_rows(table, cell) + [row],
                                        cell.precision_metric(exp), target))

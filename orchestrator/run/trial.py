@@ -75,7 +75,7 @@ def _network_row(net: Network, injector, probes: list) -> tuple[dict, list[str]]
     return row, reasons
 
 
-def _refuses(host: str, port: int) -> bool:
+def stopped_accepting(host: str, port: int) -> bool:
     """True when nothing accepts on host:port any more (a refused connect; a slow or full
     backlog is not proof, so a timeout is not counted)."""
     try:
@@ -137,7 +137,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
             host, port = injector.start(server.host, server.port)
             probes.append(("before", injector.probe()))
         spec = to_load_spec(cell.load, cell.workload, host, port, seed=seed,
-                            cpus=tuple(cell.placement.loadgen_cpus or ()))
+                            cpus=tuple(cell.placement.loadgen_cpu_list or ()))
         (tdir / "spec.json").write_text(spec.to_json())
         cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus)
         loadgen_proc = spawn([sys.executable, "-m", "loadgen", str(tdir / "spec.json"),
@@ -150,7 +150,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path) -> dict:
             code = None
         sampler.stop()
         alive = server.proc is not None and server.proc.poll() is None
-        refuses = alive and _refuses(server.host, server.port)
+        refuses = alive and stopped_accepting(server.host, server.port)
         if injector is not None and alive:
             probes.append(("after", injector.probe()))
     finally:
