@@ -76,7 +76,11 @@ class LocalHosts:
 
     @classmethod
     def create(cls, names: list[str]) -> "LocalHosts":
-        namespace.require_root("a local cluster's hosts (network namespaces)")
+        if os.geteuid() != 0:
+            raise PerfctlError("cluster.local: a local cluster's hosts are network namespaces, "
+                               "which need root (CAP_NET_ADMIN). Fix: run perfctl as root, or "
+                               "use `cluster: {scheduler: tcp://HOST:8786}` with workers you "
+                               "started (README: Running on several machines).")
         net = _free_subnet()
         token = secrets.token_hex(3)
         self = cls(bridge=f"{BRIDGE_PREFIX}{os.getpid()}", bridge_ip=str(net[1]))

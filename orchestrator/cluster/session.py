@@ -169,11 +169,15 @@ class Session:
                     "cluster starts afresh), then perfctl run --resume RUN_DIR.")
             time.sleep(POLL_S)
 
-    def clock(self, address: str) -> Clock:
+    def clock(self, name: str, address: str) -> Clock:
+        """Host `name`'s clock offset (module docstring); HostLost when it cannot answer."""
         best = None
         for _ in range(CLOCK_SAMPLES):
             t0 = time.time_ns()
-            th = self.client.run(tasks.clock_now, workers=[address])[address]
+            try:
+                th = self.client.run(tasks.clock_now, workers=[address])[address]
+            except Exception:   # whatever the comm raises, the host did not answer
+                raise HostLost([name]) from None
             t1 = time.time_ns()
             if best is None or t1 - t0 < best[1] - best[0]:
                 best = (t0, t1, th)
@@ -188,15 +192,16 @@ class Session:
 
     def wait(self, futures: dict[str, distributed.Future], hosts: dict[str, str],
              timeout_s: float) -> dict:
-        """Wait for every future; raise HostLost naming every host in `hosts` (name ->
-        address) that left meanwhile, TimeoutError after timeout_s. Returns name -> result;
-        an exception a task raised is raised here."""
+        """Wait for every future. Returns name -> its result, or the exception its task
+        raised (as a value: the caller decides what a failed task means). Raises HostLost
+        naming every host in `hosts` (name -> address) that left meanwhile, and
+        TimeoutError after timeout_s; either way the futures still pending are cancelled."""
         deadline = time.monotonic() + timeout_s
         pending = list(futures.values())
         while True:
             _, pending = _wait_some(pending, POLL_S)
             if not pending:
-                return {name: f.result() for name, f in futures.items()}
+                return {name: outcome(f) for name, f in futures.items()}
             now = self.addresses()
             lost = sorted(h for h, a in hosts.items() if now.get(h) != a)
             if lost:
@@ -225,6 +230,14 @@ class Session:
         return {"scheduler": self.address, "mode": "local" if self.local else "scheduler",
                 "hosts": {n: {"address": addrs.get(n, ""), **self.facts.get(n, {})}
                           for n in sorted(self.facts)}}
+
+
+def outcome(future: distributed.Future):
+    """A finished future's result, or the exception its task raised."""
+    if future.status == "finished":
+        return future.result()
+    exc = future.exception()
+    return exc if isinstance(exc, BaseException) else RuntimeError(f"task {future.status}")
 
 
 def _wait_some(futures, timeout_s: float):

@@ -23,7 +23,7 @@ from ..experiment.plan import Cell, Plan
 from ..results import trial_dir, write_json
 from ..run.trial import describe
 from . import merge, tasks
-from .session import Clock, HostLost, Session
+from .session import Clock, HostLost, Session, outcome
 
 START_LEAD_S = 2.0          # between agreeing on the instant and the shards' start
 SERVER_START_S = 300.0      # a bundled server's first build on a host can take minutes
@@ -62,46 +62,63 @@ def execute_cluster_trial(session: Session, plan: Plan, cell: Cell, trial: int,
                 cell.placement.server_cpu_list, plan.source,
                 START_LEAD_S + phase_s + SERVER_LEASE_GRACE_S)}, {server_host: addrs[server_host]},
                 SERVER_START_S)[server_host]
-        except HostLost:
-            raise PerfctlError(f"cluster at {session.address}: host {server_host} left while "
-                               f"the server {cell.server_name} was starting there; the run "
-                               "stops, every finished trial is kept.") from None
+        except (HostLost, TimeoutError):
+            raise PerfctlError(f"cluster at {session.address}: host {server_host} left, or did "
+                               f"not answer within {SERVER_START_S:g} s, while the server "
+                               f"{cell.server_name} was starting there; the run stops, every "
+                               "finished trial is kept.") from None
+        if isinstance(started, PerfctlError):
+            raise started
+        if isinstance(started, BaseException):
+            raise PerfctlError(f"host {server_host} ({addrs[server_host]}): starting the server "
+                               f"{cell.server_name} failed there: {type(started).__name__}: "
+                               f"{started}. Fix: check that perfctl is installed on that host "
+                               "at the same version as here (README: Running on several "
+                               "machines).")
         spec = to_load_spec(load, cell.workload, started["host"], started["port"], seed=seed,
                             cpus=tuple(cell.placement.loadgen_cpu_list or ()))
         (tdir / "spec.json").write_text(spec.to_json())
         specs = shard_specs(spec, len(lg_hosts))
-        clocks = {h: session.clock(a) for h, a in addrs.items()}
-        start_wall = time.time_ns() + int(START_LEAD_S * 1e9)
-        futures = {h: session.submit(addrs[h], tasks.run_shard, token, s.to_json(),
-                                     start_wall + clocks[h].offset_ns, list(s.cpus) or None)
-                   for h, s in zip(lg_hosts, specs)}
+        futures: dict = {}
         try:
+            clocks = {h: session.clock(h, a) for h, a in addrs.items()}
+            start_wall = time.time_ns() + int(START_LEAD_S * 1e9)
+            futures = {h: session.submit(addrs[h], tasks.run_shard, token, s.to_json(),
+                                         start_wall + clocks[h].offset_ns, list(s.cpus) or None)
+                       for h, s in zip(lg_hosts, specs)}
             results = session.wait(futures, addrs, START_LEAD_S + phase_s + tasks.SHARD_GRACE_S
                                    + STOP_GRACE_S)
         except HostLost as e:
             reasons.append(f"host(s) {', '.join(e.hosts)} "
                            f"({', '.join(addrs[h] for h in e.hosts)}) lost during the trial; "
                            "its processes on the other hosts were stopped")
-            results = {h: f.result() for h, f in futures.items() if f.status == "finished"}
+            results = {h: outcome(f) for h, f in futures.items()
+                       if f.status in ("finished", "error")}
         except TimeoutError:
             reasons.append("the shards did not finish in time; their processes were stopped")
-            results = {h: f.result() for h, f in futures.items() if f.status == "finished"}
+            results = {h: outcome(f) for h, f in futures.items()
+                       if f.status in ("finished", "error")}
         ended = True
     finally:    # shards still running; on the way out by an exception, the server too
         session.stop_trial(token, addrs, server=not ended)
     window = None
-    if start_wall:
+    if start_wall and server_host in clocks:
         s_wall = start_wall + clocks[server_host].offset_ns
         window = (s_wall + int(load.warmup_s * 1e9), s_wall + int((load.warmup_s +
                                                                   load.window_s) * 1e9))
     try:
         server_out = session.wait({server_host: session.submit(
             addrs[server_host], tasks.stop_server, token, window,
-            s_wall if start_wall else time.time_ns(), 0, load.window_s)},
+            window[0] - int(load.warmup_s * 1e9) if window else time.time_ns(), 0,
+            load.window_s)},
             {server_host: addrs[server_host]}, STOP_GRACE_S)[server_host]
     except (HostLost, TimeoutError):
         reasons.append(f"server host {server_host} ({addrs[server_host]}) lost or unreachable "
                        "at the end of the trial")
+        server_out = None
+    if isinstance(server_out, BaseException):
+        reasons.append(f"stopping the server on {server_host} failed: "
+                       f"{type(server_out).__name__}: {server_out}")
         server_out = None
     return _row(plan, cell, trial, seed, tdir, spec, specs, lg_hosts, server_host, addrs,
                 clocks, results, started, server_out, reasons, session)
@@ -120,18 +137,21 @@ def _row(plan, cell, trial, seed, tdir, spec, specs, lg_hosts, server_host, addr
     bound_ms = session.cfg.max_clock_uncertainty_s * 1e3
     parts, shard_info, shard_noise = [], [], []
     for h, s in zip(lg_hosts, specs):
-        info = {"host": h, "address": addrs[h], **clocks[h].as_dict(),
+        clock = clocks.get(h, Clock(0, 0))
+        info = {"host": h, "address": addrs[h], **clock.as_dict(),
                 "rate_rps": s.rate_rps, "connections": s.connections, "seed": s.seed}
         r = results.get(h)
         sdir = tdir / "shards" / h
         sdir.mkdir(parents=True, exist_ok=True)
-        if clocks[h].uncertainty_ns / 1e6 > bound_ms:
+        if clock.uncertainty_ns / 1e6 > bound_ms:
             reasons.append(f"clock offset of host {h} known only to ±"
-                           f"{clocks[h].uncertainty_ns / 1e6:.2f} ms > "
+                           f"{clock.uncertainty_ns / 1e6:.2f} ms > "
                            f"{bound_ms:g} ms (cluster.max_clock_uncertainty): the shards may "
                            "not have started together")
-        if r is None:
-            info["status"] = "lost"
+        if r is None or isinstance(r, BaseException):
+            info["status"] = "lost" if r is None else "failed"
+            if r is not None:
+                reasons.append(f"shard {h}: the task failed there: {type(r).__name__}: {r}")
             shard_info.append(info)
             continue
         (sdir / "loadgen.log").write_text(r["log"])
