@@ -241,9 +241,11 @@ def outcome(future: distributed.Future):
 
 
 def _wait_some(futures, timeout_s: float):
-    """(done, not done) after at most timeout_s."""
-    try:
-        res = distributed.wait(futures, timeout=timeout_s)
-        return list(res.done), list(res.not_done)
-    except TimeoutError:
-        return [f for f in futures if f.done()], [f for f in futures if not f.done()]
+    """(done, not done) once all are done or after at most timeout_s. Polls the futures'
+    state, which the client keeps up to date (distributed.wait would need a default client)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pending = [f for f in futures if not f.done()]
+        if not pending or time.monotonic() >= deadline:
+            return [f for f in futures if f.done()], pending
+        time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))

@@ -209,7 +209,9 @@ def stop_server(token: str, window_wall_ns: tuple[int, int] | None, load_start_w
            "resources": sampler.frame().to_parquet(index=False),
            "tree_reasons": sampler.watch.reasons(load_start_perf),
            "log": log.read_bytes() if log.is_file() else b"", "noise": readings,
-           "noise_reasons": noise.noise_reasons(readings, False)}
+           # the per-request wait is the trial's (merge.noise_rollup), not judged here
+           "noise_reasons": noise.noise_reasons(
+               {**readings, "noise_runqueue_wait_us_per_request": 0.0}, False)}
     shutil.rmtree(session.workdir, ignore_errors=True)
     return out
 

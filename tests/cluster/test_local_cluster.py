@@ -11,7 +11,7 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import cluster_links, needs_root_and_ip
+from cluster_kit import cluster_links, needs_root_and_ip
 
 from benchmarks._common import descendants, poll_until, still_alive
 
@@ -21,7 +21,8 @@ EXPERIMENT = """
 name: cluster
 servers: {c: {impl: c, model: epoll}}
 workload: {path: /work, params: {}}
-load: {mode: open, rate: 1000, connections: 8, duration: DURATION, warmup: 1s}
+load: {mode: open, rate: 1000, connections: 8, duration: DURATION, warmup: 1s,
+       max_outstanding: 8000}   # a shard starved of CPU by a busy host queues, never drops
 placement: {server: {host: h1}, loadgen: {hosts: [h2, h3]}}
 cluster: {local: {hosts: 3}, host_return: 1s}
 repeats: REPEATS
@@ -33,9 +34,14 @@ def experiment(write_yaml, duration: str = "3s", repeats: int = 1):
                           .replace("REPEATS", str(repeats))))
 
 
-def _shards_running(pid: int) -> dict:
-    """perfctl's process tree once both shards' load generators run, else {}."""
-    tree = descendants(pid)
+def _shards_running(proc) -> dict:
+    """perfctl's process tree once both shards' load generators run, else {} (and an
+    AssertionError with perfctl's output if it ended first)."""
+    if proc.poll() is not None:
+        out, err = proc.communicate()
+        raise AssertionError(f"perfctl ended (exit {proc.returncode}) before the shards ran:\n"
+                             f"{out}\n{err}")
+    tree = descendants(proc.pid)
     return tree if sum("-m loadgen" in t for t in tree.values()) >= 2 else {}
 
 
@@ -47,7 +53,7 @@ def test_three_hosts_server_on_h1_shards_on_h2_and_h3(write_yaml, tmp_path, star
     needs_root_and_ip()
     out = tmp_path / "run"
     proc = start_perfctl("run", experiment(write_yaml), "--out", str(out), "--no-plots")
-    tree = poll_until(lambda: _shards_running(proc.pid), timeout_s=120)
+    tree = poll_until(lambda: _shards_running(proc), timeout_s=120)
     stdout, stderr = proc.communicate(timeout=180)
     assert proc.returncode == 0, stdout + stderr
     assert tree, "the shards were never seen running"
@@ -89,7 +95,7 @@ def test_a_worker_lost_mid_trial_invalidates_it_and_the_run_stops(write_yaml, tm
     out = tmp_path / "run"
     proc = start_perfctl("run", experiment(write_yaml, duration="6s", repeats=2), "--out",
                          str(out), "--no-plots")
-    tree = poll_until(lambda: _shards_running(proc.pid), timeout_s=120)
+    tree = poll_until(lambda: _shards_running(proc), timeout_s=120)
     assert tree, "the shards were never seen running"
     h3 = [pid for (pid, _), text in tree.items() if "dask_worker" in text and "--name h3" in text]
     assert len(h3) == 1, tree
@@ -113,7 +119,7 @@ def test_ctrl_c_and_kill9_leave_no_process_namespace_or_link(write_yaml, tmp_pat
     out = tmp_path / "run"
     proc = start_perfctl("run", experiment(write_yaml, duration="20s"), "--out", str(out),
                          "--no-plots")
-    tree = poll_until(lambda: _shards_running(proc.pid), timeout_s=120)
+    tree = poll_until(lambda: _shards_running(proc), timeout_s=120)
     assert tree, "the shards were never seen running"
     assert cluster_links(proc.pid), "no namespaces seen"
     proc.send_signal(sig)

@@ -13,7 +13,7 @@ import sys
 import distributed
 import pandas as pd
 import pytest
-from conftest import ROOT
+from cluster_kit import ROOT
 
 pytestmark = pytest.mark.slow
 
