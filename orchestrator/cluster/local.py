@@ -63,6 +63,9 @@ class LocalProcesses:
     def ips(self) -> dict[str, str]:
         return {h.name: h.ip for h in self.net.hosts} if self.net else {}
 
+    def log_tail(self, name: str) -> str:
+        return tail(self.work_dir / f"{name}.log", 1)
+
     def logs(self) -> str:
         """The last lines of every log, for a message when the cluster did not come up."""
         parts = [f"scheduler: {tail(self.work_dir / 'scheduler.log', 5)}"]

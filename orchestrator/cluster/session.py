@@ -42,9 +42,10 @@ class Clock:
 class HostLost(Exception):
     """A host left the cluster while a trial needed it."""
 
-    def __init__(self, hosts: list[str]) -> None:
-        super().__init__(", ".join(hosts))
+    def __init__(self, hosts: list[str], detail: str = "") -> None:
+        super().__init__(", ".join(hosts) + (f" ({detail})" if detail else ""))
         self.hosts = hosts
+        self.detail = detail
 
 
 class Session:
@@ -122,6 +123,20 @@ class Session:
 
     def names(self) -> list[str]:
         return sorted(self.addresses())
+
+    def why_gone(self, lost: list[str], now: dict[str, str]) -> str:
+        """What is known about hosts that left: for a local cluster, the worker's exit status
+        and last log line; else which hosts the scheduler still has."""
+        if self.local is None:
+            return f"hosts there now: {', '.join(sorted(now)) or 'none'}"
+        parts = []
+        for h in lost:
+            proc = self.local.workers.get(h)
+            code = proc.poll() if proc is not None else None
+            state = "running" if code is None else f"exited {code}"
+            parts.append(f"worker {h} {state}, last log line: "
+                         f"{self.local.log_tail(h)}")
+        return "; ".join(parts)
 
     def check_placement(self, plan: Plan) -> None:
         """Every host a cell names is a worker of the cluster; its CPUs exist there."""
@@ -206,7 +221,7 @@ class Session:
             lost = sorted(h for h, a in hosts.items() if now.get(h) != a)
             if lost:
                 self.client.cancel(pending)
-                raise HostLost(lost)
+                raise HostLost(lost, self.why_gone(lost, now))
             if time.monotonic() >= deadline:
                 self.client.cancel(pending)
                 raise TimeoutError

@@ -62,11 +62,12 @@ def execute_cluster_trial(session: Session, plan: Plan, cell: Cell, trial: int,
                 cell.placement.server_cpu_list, plan.source,
                 START_LEAD_S + phase_s + SERVER_LEASE_GRACE_S)}, {server_host: addrs[server_host]},
                 SERVER_START_S)[server_host]
-        except (HostLost, TimeoutError):
-            raise PerfctlError(f"cluster at {session.address}: host {server_host} left, or did "
-                               f"not answer within {SERVER_START_S:g} s, while the server "
-                               f"{cell.server_name} was starting there; the run stops, every "
-                               "finished trial is kept.") from None
+        except (HostLost, TimeoutError) as e:
+            why = f"left ({e.detail})" if isinstance(e, HostLost) else \
+                f"did not answer within {SERVER_START_S:g} s"
+            raise PerfctlError(f"cluster at {session.address}: host {server_host} {why} while "
+                               f"the server {cell.server_name} was starting there; the run "
+                               "stops, every finished trial is kept.") from None
         if isinstance(started, PerfctlError):
             raise started
         if isinstance(started, BaseException):
@@ -90,8 +91,9 @@ def execute_cluster_trial(session: Session, plan: Plan, cell: Cell, trial: int,
                                    + STOP_GRACE_S)
         except HostLost as e:
             reasons.append(f"host(s) {', '.join(e.hosts)} "
-                           f"({', '.join(addrs[h] for h in e.hosts)}) lost during the trial; "
-                           "its processes on the other hosts were stopped")
+                           f"({', '.join(addrs[h] for h in e.hosts)}) lost during the trial"
+                           f"{': ' + e.detail if e.detail else ''}; the trial's processes on "
+                           "the other hosts were stopped")
             results = {h: outcome(f) for h, f in futures.items()
                        if f.status in ("finished", "error")}
         except TimeoutError:
