@@ -118,7 +118,9 @@ class Session:
     # --- hosts -------------------------------------------------------------------------
     def addresses(self) -> dict[str, str]:
         """Worker name -> address, for the workers the scheduler knows right now."""
-        info = self.client.scheduler_info(n_workers=-1)
+        # Asked directly: Client.scheduler_info() returns a cache that the client's own
+        # periodic refresh overwrites with a worker-less summary, so it can read as empty.
+        info = self.client.sync(self.client.scheduler.identity, n_workers=-1)
         return {str(w.get("name", a)): a for a, w in info.get("workers", {}).items()}
 
     def names(self) -> list[str]:
