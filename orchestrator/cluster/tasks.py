@@ -61,7 +61,7 @@ def host_facts(dask_worker=None) -> dict:
     import dask   # on the worker: dask is loaded there already
     host = dask_worker.address.split("://", 1)[-1].rsplit(":", 1)[0] if dask_worker else ""
     return {"ip": host, "cpus": sorted(os.sched_getaffinity(0)), "cpu_count": os.cpu_count(),
-            "pid": os.getpid(), "nthreads": getattr(dask_worker, "nthreads", 0),
+            "pid": os.getpid(), "nthreads": getattr(getattr(dask_worker, "state", None), "nthreads", 0),
             "profiler": bool(dask.config.get("distributed.worker.profile.enabled", True)),
             "background": background_work(dask_worker)}
 
