@@ -49,14 +49,19 @@ def run(mode: str, duration: float, repeats: int, work: Path) -> pd.DataFrame:
 
 
 def _median(df: pd.DataFrame, col: str) -> float:
+    """Over the valid trials; over all of them when none is valid (then _counts says so)."""
     use = df[df["valid"].astype(str) == "True"]
-    return float(use[col].median()) if len(use) else float("nan")
+    return float((use if len(use) else df)[col].median())
 
 
 def _counts(df: pd.DataFrame) -> str:
     v = (df["valid"].astype(str) == "True").sum()
     q = (df["quiet"].astype(str) == "True").sum()
-    return f"{v}/{len(df)} valid, {q}/{len(df)} quiet"
+    out = f"{v}/{len(df)} valid, {q}/{len(df)} quiet"
+    if not v:
+        out += (" - NO VALID TRIAL, figures from invalid ones; first reason: "
+                + str(df["invalid_reasons"].iloc[0])[:160])
+    return out
 
 
 def main() -> None:
