@@ -33,10 +33,12 @@ def _cell_rows(table: TrialTable, cell: Cell, before: int | None = None) -> list
 
 
 def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None,
-                 trial_fn=execute_trial) -> PlanOutcome:
+                 trial_fn=None) -> PlanOutcome:
     """Run every trial not yet in run_dir/trials.csv. Callbacks drive the progress display:
     on_start(cell, trial) before a trial, on_trial(row) after it. trial_fn(plan, cell, trial,
-    run_dir) runs one trial and returns its row (a cluster's, with `cluster:`)."""
+    run_dir) runs one trial and returns its row (default: this host's execute_trial, looked up
+    when called; a cluster's with `cluster:`)."""
+    trial_fn = trial_fn or execute_trial
     table = TrialTable(run_dir)
     done = table.done()
     exp = plan.experiment
