@@ -3,6 +3,7 @@
     cli        -> anything
     run        -> experiment, netem, results, loadgen (spec, stats, contract, digest, hdr), errors
     netem      -> experiment, run.process, run.build, errors
+    cluster    -> run, experiment, netem, results, loadgen (spec, stats, parallel, digest, hdr), errors
     analysis   -> results, models, loadgen (digest, hdr), errors
     results    -> errors
     experiment -> loadgen.spec, errors
@@ -28,6 +29,10 @@ ALLOWED = {
     "orchestrator.run": ("orchestrator.run", "orchestrator.experiment", "orchestrator.netem",
                          "orchestrator.results", "orchestrator.errors", "loadgen.spec",
                          "loadgen.stats", "loadgen.contract", "loadgen.digest", "loadgen.hdr"),
+    "orchestrator.cluster": ("orchestrator.cluster", "orchestrator.run", "orchestrator.experiment",
+                             "orchestrator.netem", "orchestrator.results", "orchestrator.errors",
+                             "loadgen.spec", "loadgen.stats", "loadgen.parallel", "loadgen.digest",
+                             "loadgen.hdr"),
     "orchestrator.netem": ("orchestrator.netem", "orchestrator.experiment",
                            "orchestrator.run.process", "orchestrator.run.build",
                            "orchestrator.errors"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,6 +13,7 @@ from .. import results
 from ..analysis import flamegraph, queueing
 from ..analysis.model_figures import draw_models
 from ..analysis.run_figures import draw_basic
+from ..cluster.hosts import cleanup_stale_bridges
 from ..netem.namespace import cleanup_stale
 from ..results.store import check_present, storage_guard
 from ..run import limits, process
@@ -59,7 +61,9 @@ def run(file: Annotated[Optional[Path], typer.Argument(metavar="[FILE]", help="E
 def _reap_leftovers(run_dir: Path) -> None:
     """Stop what a crashed perfctl left running, and say so in one line."""
     stopped = process.reap_leftovers(run_dir)
-    removed = cleanup_stale() if os.geteuid() == 0 and shutil.which("ip") else []
+    removed = []
+    if os.geteuid() == 0 and shutil.which("ip"):
+        removed = cleanup_stale() + cleanup_stale_bridges()
     what = []
     if stopped:
         what.append(f"stopped {len(stopped)} process(es) ({'; '.join(stopped)})")
@@ -68,6 +72,36 @@ def _reap_leftovers(run_dir: Path) -> None:
     if what:
         console.print(f"perfctl: {' and '.join(what)} left behind by a crashed perfctl run.",
                       highlight=False, soft_wrap=True)
+
+
+def _open_cluster(p, run_dir: Path):
+    """Connect to (or start) the experiment's cluster, check the placement against its hosts
+    and record them in run.json. Returns the session and the trial function that uses it.
+    Dask is imported here only: a run without `cluster:` never loads it."""
+    from ..cluster import session as cluster_session   # Dask is loaded with `cluster:` only
+    from ..cluster import trial as cluster_trial        # (and this imports it too)
+    console.print("cluster: " + (f"starting {p.experiment.cluster.local.hosts} local hosts"
+                                 if p.experiment.cluster.local else
+                                 f"connecting to {p.experiment.cluster.scheduler}"))
+    session = cluster_session.Session(p.experiment.cluster, p.source,
+                                      run_dir / "cluster").open()
+    try:
+        session.check_placement(p)
+        info = results.load(run_dir).info
+        info["cluster"] = session.info()
+        results.write_json(run_dir / "run.json", info)
+    except BaseException:
+        session.close()
+        raise
+    hosts = session.info()["hosts"]
+    console.print(f"cluster: {session.address}, hosts " + ", ".join(
+        f"{n} ({h['ip']}, {len(h['cpus'])} CPUs)" for n, h in hosts.items()), highlight=False)
+    off = [n for n, h in hosts.items() if h.get("profiler")]
+    if off:
+        console.print(f"[yellow]cluster: the profiler of worker(s) {', '.join(off)} is on; it "
+                      "samples the worker's threads every 10 ms (start them with "
+                      "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False)[/]")
+    return session, partial(cluster_trial.execute_cluster_trial, session)
 
 
 def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: bool) -> None:
@@ -86,9 +120,15 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
         def on_start(cell, k):
             check_present(run_dir)
             display.on_start(cell.label, k)
+        session, trial_fn = _open_cluster(p, run_dir) if p.experiment.cluster else (None, None)
         try:
-            outcome = execute_plan(p, run_dir, display.on_trial, on_start, display.on_second)
+            if session is None:
+                outcome = execute_plan(p, run_dir, display.on_trial, on_start, display.on_second)
+            else:
+                outcome = execute_plan(p, run_dir, display.on_trial, on_start, trial_fn=trial_fn)
         finally:
+            if session is not None:
+                session.close()
             process.stop_all()
     trials = results.read_trials(run_dir)
     info = results.load(run_dir).info

@@ -5,6 +5,7 @@ turn them into a `loadgen.spec.LoadSpec` through `to_load_spec`; nothing else bu
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any, Literal
 from urllib.parse import urlencode
@@ -204,3 +205,28 @@ def to_load_spec(load: Load, workload: Workload, host: str, port: int, seed: int
         bursts=load.bursts, burst_interval_s=load.burst_interval_s,
         ramp_rates=tuple(load.ramp.rates) if load.ramp else (), ramp_step_s=ramp.step_s,
         slo_p99_ms=ramp.slo.p99_ms, slo_error_rate=ramp.slo.error_rate, records=load.records)
+
+
+def shard_seed(seed: int, index: int, count: int) -> int:
+    """The seed of shard `index` of `count` of one trial: the trial's own seed when the load
+    is not split, else a hash of it and the index, so the shards' streams are independent
+    (and each replays when the trial runs again). 48 bits, like trial_seed."""
+    if count == 1:
+        return seed
+    digest = hashlib.sha256(f"{seed}/shard/{index}/{count}".encode()).digest()
+    return int.from_bytes(digest[:6], "big")
+
+
+def shard_specs(spec: LoadSpec, count: int) -> list[LoadSpec]:
+    """One trial's load split over `count` load-generator hosts: each gets rate/count (open)
+    and its share of the connections (they add up to `connections`; a host gets at least
+    one) and of max_outstanding, with an independent seed. Independent Poisson streams of
+    rate r/count sum to one Poisson stream of rate r."""
+    out = []
+    for i in range(count):
+        conns = spec.connections // count + (1 if i < spec.connections % count else 0)
+        out.append(dataclasses.replace(
+            spec, connections=max(1, conns), rate_rps=spec.rate_rps / count,
+            max_outstanding=-(-spec.max_outstanding // count) if spec.max_outstanding else 0,
+            seed=shard_seed(spec.seed, i, count)))
+    return out

@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from .base import FrozenModel
 from .cells import Cell, Cells  # noqa: F401 - Cell is part of this module's API
+from .cluster import Cluster
 from .document import Scalar, apply_override, deep_merge, fail, read_document, validation_error
 from .servers import BundledServer
 from .services import ServiceConfig, check_refs, compile_services
@@ -56,6 +57,7 @@ class Experiment(FrozenModel):
     models: list[str] | bool = False
     profile: bool = Field(False, description="record a profile of the server in every trial "
                           "(py-spy, JFR or perf: run/profiler.py) and draw its flame graph")
+    cluster: Cluster | None = None
 
     @field_validator("name")
     @classmethod
@@ -170,9 +172,49 @@ def compile_document(doc: dict, source: str, profile: str | None = None,
     check_refs(exp.servers, services, source)
     cells = Cells(exp, doc, source)   # refuses a matrix over MAX_CELLS without expanding it
     cells.validate()                  # every cell, before anything runs
+    check_cluster(exp, doc, cells, source)
     return Plan(experiment=exp, source=source, profile=profile, overrides=overrides, cells=cells,
                 repeats=exp.max_repeats if exp.auto else exp.repeats, document=doc,
                 services=services)
+
+
+CLUSTER_MODES = ("closed", "open")
+
+
+def check_cluster(exp: Experiment, doc: dict, cells: Cells, source: str) -> None:
+    """Hosts in `placement:` need `cluster:`; with a local cluster they must be among h1..hN;
+    cluster shards split closed and open load only."""
+    place = doc.get("placement") or {}
+    if exp.cluster is None:
+        for key, sub in (("server", "host"), ("loadgen", "hosts")):
+            if isinstance(place.get(key), dict) and place[key].get(sub) is not None:
+                raise fail(source, f"placement.{key}.{sub}", "names a host, but the experiment "
+                           "has no `cluster:` section", "add `cluster: {local: {hosts: 3}}` or "
+                           "`cluster: {scheduler: tcp://HOST:8786}`, or use server_cpus/"
+                           "loadgen_cpus on this machine")
+        return
+    if exp.services:
+        raise fail(source, "services", "services (PostgreSQL) are not available on a cluster yet",
+                   "remove `services:` or `cluster:`")
+    known = exp.cluster.known_hosts
+    for cell in cells:
+        if cell.load.mode not in CLUSTER_MODES:
+            raise fail(source, "load.mode", f"{cell.load.mode!r} load cannot be split over "
+                       "cluster hosts (cell " + cell.label + ")",
+                       "use closed or open load with `cluster:`, or remove `cluster:`")
+        if cell.network.shapes:
+            raise fail(source, "network", f"network injection is not available on a cluster "
+                       f"yet (cell {cell.label})", "remove `network:` or `cluster:`")
+        if known is None:
+            continue
+        p = cell.placement
+        for key, hosts in (("placement.server.host", [p.server_host(known)]),
+                           ("placement.loadgen.hosts", p.loadgen_hosts(known))):
+            for h in hosts:
+                if h not in known:
+                    raise fail(source, key, f"host {h!r} is not a host of the local cluster "
+                               f"(cell {cell.label}); known hosts: {', '.join(known)}",
+                               "name one of those, or raise cluster.local.hosts")
 
 
 def load_plan(path: str | Path, profile: str | None = None,

@@ -46,13 +46,18 @@ def list_netns() -> list[str]:
     return [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
 
 
-def _used_addresses() -> set[str]:
+def next_name() -> str:
+    """A fresh `perfctl-<pid>-<n>` namespace name (cleanup_stale() knows the pattern)."""
+    return f"{NS_PREFIX}{os.getpid()}-{next(_counter)}"
+
+
+def used_addresses() -> set[str]:
     proc = run(["ip", "-4", "-o", "addr", "show"], check=False)
     return set(re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", proc.stdout))
 
 
 def _pick_subnet() -> tuple[str, str]:
-    used = _used_addresses()
+    used = used_addresses()
     n_blocks = SUBNET.num_addresses // 4
     start = (os.getpid() * 131 + next(_counter) * 7) % n_blocks
     for k in range(256):
@@ -80,7 +85,7 @@ class Netns:
         require_root("network namespaces")
         token = secrets.token_hex(3)
         host_ip, ns_ip = _pick_subnet()
-        ns = cls(name=f"{NS_PREFIX}{os.getpid()}-{next(_counter)}", host_if=f"pc{token}h",
+        ns = cls(name=next_name(), host_if=f"pc{token}h",
                  ns_if=f"pc{token}n", host_ip=host_ip, ns_ip=ns_ip)
         ns.alive = True
         process.at_death(ns.guardian_key, netns_teardown_commands(ns.name, ns.host_if))
@@ -174,7 +179,7 @@ def qdisc_status(kind: str) -> tuple[bool, str]:
     for tool in ("ip", "tc"):
         if not shutil.which(tool):
             return False, f"`{tool}` not found (apt-get install iproute2)"
-    name = f"{NS_PREFIX}{os.getpid()}-{next(_counter)}"
+    name = next_name()
     add = run(["ip", "netns", "add", name], check=False)
     if add.returncode != 0:
         return False, f"cannot create a network namespace: {add.stderr.strip()}"

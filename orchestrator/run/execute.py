@@ -34,10 +34,12 @@ def _cell_rows(table: TrialTable, cell: Cell, before: int | None = None) -> list
 
 
 def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None,
-                 on_second=None) -> PlanOutcome:
+                 on_second=None, trial_fn=None) -> PlanOutcome:
     """Run every trial not yet in run_dir/trials.csv. Callbacks drive the progress display:
     on_start(cell, trial) before a trial, on_second(LiveSecond) about once a second while it
-    runs (run/live.py), on_trial(row) after it."""
+    runs (run/live.py), on_trial(row) after it. trial_fn(plan, cell, trial, run_dir) runs one
+    trial on a cluster and returns its row (default: this host's execute_trial, looked up when
+    called, with the plan's services)."""
     table = TrialTable(run_dir)
     done = table.done()
     exp = plan.experiment
@@ -57,9 +59,12 @@ def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None,
                 continue
             if on_start:
                 on_start(cell, k)
-            services.start("run", run_dir)     # the first time; again if one has died
-            row = (execute_trial(plan, cell, k, run_dir, services) if on_second is None
-                   else execute_trial(plan, cell, k, run_dir, services, on_second=on_second))
+            if trial_fn is not None:
+                row = trial_fn(plan, cell, k, run_dir)
+            else:
+                services.start("run", run_dir)     # the first time; again if one has died
+                row = (execute_trial(plan, cell, k, run_dir, services) if on_second is None
+                       else execute_trial(plan, cell, k, run_dir, services, on_second=on_second))
             if target is not None:
                 row.update(precision_state(_cell_rows(table, cell) + [row],
                                            cell.precision_metric(exp), target))

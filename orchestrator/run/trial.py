@@ -126,7 +126,7 @@ def timeline_with_changes(timeline: pd.DataFrame, changes: list[dict], bin_s: fl
     return timeline
 
 
-def _refuses(host: str, port: int) -> bool:
+def stopped_accepting(host: str, port: int) -> bool:
     """True when nothing accepts on host:port any more (a refused connect; a slow or full
     backlog is not proof, so a timeout is not counted)."""
     try:
@@ -244,7 +244,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
             host, port = injector.start(server.host, server.port)
             probes.append(("before", injector.probe(), injector.state_now()))
         spec = to_load_spec(cell.load, cell.workload, host, port, seed=seed,
-                            cpus=tuple(cell.placement.loadgen_cpus or ()))
+                            cpus=tuple(cell.placement.loadgen_cpu_list or ()))
         if spec.mode == "open":     # handed to every driver (loadgen/DRIVER.md)
             spec = dataclasses.replace(spec, schedule_file=contract.SCHEDULE_FILE)
             contract.write_schedule(spec, tdir / contract.SCHEDULE_FILE)
@@ -278,7 +278,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
             prof = None
         alive = server.proc is not None and server.proc.poll() is None
         services_dead = services.dead()
-        refuses = alive and _refuses(server.host, server.port)
+        refuses = alive and stopped_accepting(server.host, server.port)
         if injector is not None and alive:
             state = injector.state_now()
             probes.append(("after", injector.probe(), state))

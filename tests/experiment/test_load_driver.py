@@ -34,7 +34,7 @@ def test_the_default_driver_keeps_cell_ids(write_yaml):
     explicit = experiment.load_plan(write_yaml(BASE.replace("mode: closed",
                                                             "driver: http, mode: closed"), "b.yaml"))
     [a], [b] = plain.cells, explicit.cells
-    assert a.cell_id == b.cell_id == "07d88e210f85"
+    assert a.cell_id == b.cell_id == "87c4685d35e8"   # main at 0491aea, before drivers
     assert a.load.driver == "http" and a.load.driver_label == "http"
     other = experiment.load_plan(write_yaml(BASE.replace(
         "mode: closed", 'driver: {cmd: "x {spec} {out}"}, mode: closed'), "c.yaml"))

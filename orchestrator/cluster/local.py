@@ -1,0 +1,81 @@
+"""`cluster: {local: {hosts: N}}`: a Dask scheduler and one worker per namespace host, on
+this machine, started under perfctl's supervisor (run/process.py): PR_SET_PDEATHSIG, the
+guardian and children.json cover them like any server, so kill -9 of perfctl takes them down,
+and each worker's own guardian then takes down what its tasks started.
+
+The scheduler listens on the bridge's address in the root namespace; worker hi runs inside
+its namespace (`ip netns exec`), listens on hi's address and is named hi. Workers run without
+a nanny (the process perfctl supervises is the worker itself) and with the profiler off.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ..netem.commands import netns_exec
+from ..run.bundled import ROOT
+from ..run.ports import free_port
+from ..run.process import spawn, tail, terminate
+from .hosts import LocalHosts
+
+WORKER_THREADS = 4          # a trial's tasks block a thread each: server start, shard, stop
+DEATH_TIMEOUT_S = 60        # a worker whose scheduler is gone this long exits by itself
+QUIET_WORKER_ENV = {
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",   # no sampling profiler thread
+    "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "warning",
+}
+
+
+class LocalProcesses:
+    """start() -> scheduler address; stop() ends the workers, the scheduler and the hosts'
+    network. Logs: work_dir/scheduler.log, work_dir/<host>.log."""
+
+    def __init__(self, names: list[str], work_dir: Path) -> None:
+        self.names = names
+        self.work_dir = work_dir
+        self.net: LocalHosts | None = None
+        self.scheduler: subprocess.Popen | None = None
+        self.workers: dict[str, subprocess.Popen] = {}
+        self.address = ""
+
+    def start(self) -> str:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.net = LocalHosts.create(self.names)
+        env = {**os.environ, **QUIET_WORKER_ENV}
+        port = free_port(self.net.bridge_ip)
+        self.address = f"tcp://{self.net.bridge_ip}:{port}"
+        self.scheduler = spawn([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                                "--host", self.net.bridge_ip, "--port", str(port),
+                                "--no-dashboard"],
+                               self.work_dir / "scheduler.log", cwd=ROOT, env=env)
+        for h in self.net.hosts:
+            argv = [sys.executable, "-m", "distributed.cli.dask_worker", self.address,
+                    "--name", h.name, "--host", h.ip, "--nthreads", str(WORKER_THREADS),
+                    "--no-nanny", "--no-dashboard", "--memory-limit", "0",
+                    "--death-timeout", str(DEATH_TIMEOUT_S),
+                    "--local-directory", str(self.work_dir / h.name)]
+            self.workers[h.name] = spawn(netns_exec(h.netns, argv),
+                                         self.work_dir / f"{h.name}.log", cwd=ROOT, env=env)
+        return self.address
+
+    def ips(self) -> dict[str, str]:
+        return {h.name: h.ip for h in self.net.hosts} if self.net else {}
+
+    def log_tail(self, name: str) -> str:
+        return tail(self.work_dir / f"{name}.log", 1)
+
+    def logs(self) -> str:
+        """The last lines of every log, for a message when the cluster did not come up."""
+        parts = [f"scheduler: {tail(self.work_dir / 'scheduler.log', 5)}"]
+        parts += [f"{n}: {tail(self.work_dir / f'{n}.log', 5)}" for n in self.names]
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        for proc in self.workers.values():
+            terminate(proc, grace_s=2.0)
+        if self.scheduler is not None:
+            terminate(self.scheduler, grace_s=2.0)
+        if self.net is not None:
+            self.net.delete()

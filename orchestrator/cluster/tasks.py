@@ -1,0 +1,275 @@
+"""What runs on a host, inside its Dask worker. Every function here only starts, watches and
+stops subprocesses (the server, `python -m loadgen`), through perfctl's supervisor, and
+returns their files as bytes: the measurement never runs in the worker's event loop or its
+task threads.
+
+Processes started here carry the worker's own PERFCTL_SUPERVISOR mark and are known to the
+worker's guardian (run/guardian.py), so they die with the worker, however it dies. Each also
+has a lease: a server outliving its trial by SERVER_LEASE_GRACE_S, or a load generator its
+phase by SHARD_GRACE_S, is stopped here even if the coordinator never asks (a perfctl on
+another machine killed with -9).
+
+Clocks: the coordinator passes the agreed start instant in its own wall clock plus this
+host's measured offset; this host turns it into its own CLOCK_MONOTONIC (perf_counter_ns),
+which is what the load generator's `start_at_ns` and every timestamp it records use. So a
+latency is always a difference of two readings of one host's clock.
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from loadgen.spec import LoadSpec
+
+from ..run import noise
+from ..run.bundled import ROOT
+from ..run.process import spawn, tail, terminate
+from ..run.sampler import SAMPLE_INTERVAL_S, ResourceSampler
+from ..run.server import ServerProcess
+from ..run.tree_watch import tree_pids
+from ..run.trial import stopped_accepting
+
+SHARD_GRACE_S = 30.0
+TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+ESTABLISHED = "01"
+
+_lock = threading.Lock()
+_procs: dict[str, list[subprocess.Popen]] = {}     # token -> load generators running
+_servers: dict[str, "ServerSession"] = {}          # token -> the trial's server here
+
+
+def clock_now() -> int:
+    """This host's wall clock (ns): one sample of an NTP-style offset exchange."""
+    return time.time_ns()
+
+
+def perf_at(wall_ns: int) -> int:
+    """The perf_counter_ns reading on this host at its wall-clock instant wall_ns."""
+    return time.perf_counter_ns() + (wall_ns - time.time_ns())
+
+
+def host_facts(dask_worker=None) -> dict:
+    """What run.json records about this host (client.run passes dask_worker)."""
+    import dask   # on the worker: dask is loaded there already
+    host = dask_worker.address.split("://", 1)[-1].rsplit(":", 1)[0] if dask_worker else ""
+    return {"ip": host, "cpus": sorted(os.sched_getaffinity(0)), "cpu_count": os.cpu_count(),
+            "pid": os.getpid(), "nthreads": getattr(getattr(dask_worker, "state", None), "nthreads", 0),
+            "profiler": bool(dask.config.get("distributed.worker.profile.enabled", True)),
+            "background": background_work(dask_worker)}
+
+
+def background_work(dask_worker) -> dict[str, float]:
+    """The worker's periodic callbacks and their intervals in ms (heartbeat and the rest):
+    what else a host's worker does while a trial runs there."""
+    if dask_worker is None:
+        return {}
+    return {name: float(pc.callback_time) for name, pc in
+            sorted(getattr(dask_worker, "periodic_callbacks", {}).items())}
+
+
+def _worker_ip() -> str:
+    from distributed import get_worker   # inside a task: the worker runs distributed already
+    return get_worker().address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+class ClientWatch:
+    """The distinct remote addresses of established TCP connections to one local port, read
+    from /proc/net/tcp{,6} of this host (its network namespace) every interval_s."""
+
+    def __init__(self, port: int, interval_s: float = SAMPLE_INTERVAL_S) -> None:
+        self.port = port
+        self.addresses: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="client-watch", daemon=True)
+        self.interval_s = interval_s
+
+    def start(self) -> "ClientWatch":
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return sorted(self.addresses)
+
+    def _loop(self) -> None:
+        while True:
+            self.addresses |= established_peers(self.port)
+            if self._stop.wait(self.interval_s):
+                return
+
+
+def established_peers(port: int) -> set[str]:
+    """Remote IPs of ESTABLISHED connections whose local port is `port`."""
+    out = set()
+    for table in TCP_TABLES:
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) < 4 or f[3] != ESTABLISHED or int(f[1].rsplit(":", 1)[1], 16) != port:
+                continue
+            out.add(_ip_of(f[2].rsplit(":", 1)[0]))
+    return out
+
+
+def _ip_of(hexaddr: str) -> str:
+    """An address as /proc/net/tcp{,6} writes it (host byte order per 32-bit word)."""
+    raw = bytes.fromhex(hexaddr)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    ip = ipaddress.ip_address(words)
+    if ip.version == 6 and ip.ipv4_mapped:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+@dataclasses.dataclass
+class ServerSession:
+    server: ServerProcess
+    sampler: ResourceSampler
+    clients: ClientWatch
+    lease: threading.Timer
+    workdir: Path
+
+
+def start_server(token: str, name: str, config, cpus: list[int] | None, source: str,
+                 lease_s: float) -> dict:
+    """Start one trial's server on this host, listening on the host's address, and wait
+    until it is ready. Raises PerfctlError (as a local trial does) when it cannot start."""
+    ip = _worker_ip()
+    workdir = Path(tempfile.mkdtemp(prefix=f"perfctl-{token}-"))
+    server = ServerProcess(name, config, workdir, cpus, source, host=ip)
+    try:
+        server.start()
+        startup_s = server.wait_ready()
+    except BaseException:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    watched = set(cpus or os.sched_getaffinity(0))
+    sampler = ResourceSampler(server.pid, None, watched).start()
+    lease = threading.Timer(lease_s, _expire_server, (token,))
+    lease.daemon = True
+    session = ServerSession(server, sampler, ClientWatch(server.port).start(), lease, workdir)
+    with _lock:
+        _servers[token] = session
+    lease.start()
+    return {"host": ip, "port": server.port, "startup_s": startup_s, "pid": server.pid}
+
+
+def _expire_server(token: str) -> None:
+    with _lock:
+        session = _servers.pop(token, None)
+    if session is not None:
+        _end_server(session)
+
+
+def _end_server(session: ServerSession) -> tuple[int | None, bool, bool, list[str]]:
+    session.lease.cancel()
+    session.sampler.stop()
+    clients = session.clients.stop()
+    server = session.server
+    alive = server.proc is not None and server.proc.poll() is None
+    refuses = alive and stopped_accepting(server.host, server.port)
+    code = server.stop()
+    return code, alive, refuses, clients
+
+
+def stop_server(token: str, window_wall_ns: tuple[int, int] | None, load_start_wall_ns: int,
+                requests: int, window_s: float) -> dict:
+    """Stop the trial's server here; its log, resource samples, liveness, the client
+    addresses it saw, and this host's noise readings over the measured window (given in
+    this host's wall clock)."""
+    with _lock:
+        session = _servers.pop(token, None)
+    if session is None:
+        return {"missing": True}
+    load_start_perf = perf_at(load_start_wall_ns)
+    code, alive, refuses, clients = _end_server(session)
+    sampler = session.sampler
+    pair = None
+    if window_wall_ns is not None:
+        pair = noise.window_samples(sampler.noise, perf_at(window_wall_ns[0]),
+                                    perf_at(window_wall_ns[1]))
+    cpus = session.sampler.probe.cpus
+    readings = noise.readings(*pair, requests, window_s, cpus) if pair else noise.not_measured()
+    log = session.server.log_path
+    out = {"missing": False, "code": code, "alive": alive, "refuses": refuses,
+           "port": session.server.port, "clients": clients, "summary": sampler.summary(),
+           "resources": sampler.frame().to_parquet(index=False),
+           "tree_reasons": sampler.watch.reasons(load_start_perf),
+           "log": log.read_bytes() if log.is_file() else b"", "noise": readings,
+           # the per-request wait is the trial's (merge.noise_rollup), not judged here
+           "noise_reasons": noise.noise_reasons(
+               {**readings, "noise_runqueue_wait_us_per_request": 0.0}, False)}
+    shutil.rmtree(session.workdir, ignore_errors=True)
+    return out
+
+
+def run_shard(token: str, spec_json: str, start_wall_ns: int, cpus: list[int] | None) -> dict:
+    """Run one load-generator shard here: `python -m loadgen` starting at start_wall_ns (this
+    host's wall clock), wait for it (bounded), and return its files and self-checks."""
+    spec = LoadSpec.from_json(spec_json)
+    start_perf = perf_at(start_wall_ns)
+    lead_ms = (start_perf - time.perf_counter_ns()) / 1e6
+    spec = dataclasses.replace(spec, start_at_ns=start_perf)
+    out_dir = Path(tempfile.mkdtemp(prefix=f"perfctl-{token}-shard-"))
+    try:
+        (out_dir / "spec.json").write_text(spec.to_json())
+        proc = spawn([sys.executable, "-m", "loadgen", str(out_dir / "spec.json"), str(out_dir)],
+                     out_dir / "loadgen.log", cwd=ROOT)
+        with _lock:
+            _procs.setdefault(token, []).append(proc)
+        watched = set(cpus or spec.cpus or os.sched_getaffinity(0))
+        probe = noise.NoiseProbe(watched)
+        samples = [probe.sample(time.perf_counter_ns(), [], tree_pids(proc.pid))]
+        limit = max(0.0, lead_ms / 1e3) + spec.warmup_s + spec.window_s + spec.timeout_s \
+            + SHARD_GRACE_S
+        deadline = time.monotonic() + limit
+        code = None
+        while time.monotonic() < deadline:
+            try:
+                code = proc.wait(SAMPLE_INTERVAL_S)
+                break
+            except subprocess.TimeoutExpired:
+                samples.append(probe.sample(time.perf_counter_ns(), [], tree_pids(proc.pid)))
+        samples.append(probe.sample(time.perf_counter_ns(), [], []))
+        terminate(proc)
+        with _lock:
+            left = [p for p in _procs.pop(token, []) if p is not proc]
+            if left:
+                _procs[token] = left
+        result = {"code": code, "lead_ms": lead_ms, "log": tail(out_dir / "loadgen.log", 5),
+                  "requests": None, "summary": None, "samples": samples,
+                  "cpus": sorted(watched)}
+        if code == 0 and (out_dir / "requests.parquet").is_file():
+            result["requests"] = (out_dir / "requests.parquet").read_bytes()
+            result["summary"] = (out_dir / "summary.json").read_text()
+        return result
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def stop_token(token: str, server: bool = True) -> int:
+    """Stop the load generators of one trial still running on this host (the coordinator gave
+    up on them: a host was lost, or perfctl is stopping), and with server=True its server.
+    Returns how many processes."""
+    with _lock:
+        procs = _procs.pop(token, [])
+        session = _servers.pop(token, None) if server else None
+    for p in procs:
+        terminate(p, grace_s=1.0)
+    if session is not None:
+        _end_server(session)
+        shutil.rmtree(session.workdir, ignore_errors=True)
+    return len(procs) + (session is not None)
