@@ -13,6 +13,7 @@ import time
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
+from rich.table import Column
 from rich.text import Text
 
 from ..run.live import LiveSecond
@@ -33,10 +34,13 @@ class LiveDisplay:
     """The terminal view: progress bar and the live line."""
 
     def __init__(self, console: Console, total: int, done: int) -> None:
-        self.progress = _BarWithLine(TextColumn("{task.description}"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(),
-                                     TextColumn("ETA"), TimeRemainingColumn(),
-                                     console=console, transient=False)
+        # the cell's label gives way (ellipsis) so the counts and times are never cut
+        label = Column(ratio=1, no_wrap=True, overflow="ellipsis", min_width=8)
+        self.progress = _BarWithLine(TextColumn("{task.description}", table_column=label),
+                                     BarColumn(bar_width=8), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), TextColumn("ETA"),
+                                     TimeRemainingColumn(), console=console, transient=False,
+                                     expand=True)
         self.task = self.progress.add_task("trials", total=total, completed=done)
 
     def __enter__(self) -> "LiveDisplay":

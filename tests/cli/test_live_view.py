@@ -102,3 +102,16 @@ def test_off_a_terminal_plain_lines_and_quiet_keeps_only_trial_lines(tmp_path):
                        env=_env(80), capture_output=True, text=True, timeout=180)
     assert q.returncode == 0, q.stdout + q.stderr
     assert "trial 1/1: server=py #1" in q.stdout and not LIVE.search(q.stdout)
+
+
+def test_progress_line_at_80_columns_cuts_the_label_never_the_counts_or_times():
+    from rich.console import Console
+    from orchestrator.cli.trial_display import LiveDisplay
+    console = Console(width=80, force_terminal=True, record=True, color_system=None)
+    d = LiveDisplay(console, 6, 0)
+    d.progress.update(d.task, description="server=py-async, mode=closed, connections=16, "
+                                          "rate=300, network=lte #1")
+    console.print(next(iter(d.progress.get_renderables())))
+    (bar,) = [line for line in console.export_text().splitlines() if line.strip()]
+    assert len(bar) <= 80 and "…" in bar, bar               # the label gave way ...
+    assert re.search(r"0/6 0:00:00 ETA -:--:--$", bar), bar  # ... not the numbers

@@ -17,12 +17,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.experiment.catalogue import CONCURRENCY_MODELS
+from orchestrator.experiment.catalogue import CONCURRENCY_MODELS, RMI_MODELS
 from orchestrator.run import bundled
 
 HOST = "127.0.0.1"
+# every bundled server that speaks HTTP (the RMI models speak Java RMI: the driver contract
+# suite, tests/loadgen/test_driver_contract.py, and tests/servers_java cover them)
 IMPL_MODELS = [(impl, model) for impl in ("python", "c", "java")
-               for model in CONCURRENCY_MODELS[impl]]
+               for model in CONCURRENCY_MODELS[impl] if model not in RMI_MODELS]
 SERVER_TIMING = re.compile(r"queue;dur=(\d+\.\d{3}), svc;dur=(\d+\.\d{3})"
                            r"(?:, db;dur=(\d+\.\d{3}))?")   # db: /db responses only
 LISTENING = re.compile(r"perfctl-server listening on 127\.0\.0\.1:(\d+) impl=(\w+) "
