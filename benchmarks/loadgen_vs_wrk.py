@@ -97,7 +97,9 @@ def closed_round(url: str, d: int, profile: Path | None, k: int) -> dict:
     if profile is None:
         res = perfctl_load(url, *args)
     else:
-        argv = [py_spy(), "record", "--subprocesses", "--idle", "-r", "200", "-f", "raw",
+        # --nonblocking: py-spy reads the process's memory without stopping it; by default it
+        # pauses the process for every sample, which costs the round a good part of its rate
+        argv = [py_spy(), "record", "--nonblocking", "--subprocesses", "--idle", "-r", "200", "-f", "raw",
                 "-o", str(profile / f"round-{k}.txt"), "--",
                 *perfctl_argv("load", url, *args, "--json")]
         p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=d + 120,

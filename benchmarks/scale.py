@@ -79,8 +79,10 @@ def watch(argv: list[str], cwd: Path, env: dict, timeout_s: float,
     """Run argv; its elapsed time and peak RSS (MiB): of the process itself, and (with
     split_loadgen) of its load-generator descendants added up, sampled every 0.1 s."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    # output to files, not pipes: nobody reads a pipe while this loop samples RSS, and a long
+    # trial's per-second lines fill one (64 KiB) and stall perfctl (a 10-minute run did)
+    out_f, err_f = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out_f, stderr=err_f, text=True)
     me = psutil.Process(proc.pid)
     peak_self = peak_loadgen = 0.0
     deadline = time.monotonic() + timeout_s
@@ -93,7 +95,12 @@ def watch(argv: list[str], cwd: Path, env: dict, timeout_s: float,
         time.sleep(0.1)
     if proc.poll() is None:
         proc.kill()
-    out, err = proc.communicate()
+    proc.wait()
+    out_f.seek(0)
+    err_f.seek(0)
+    out, err = out_f.read(), err_f.read()
+    out_f.close()
+    err_f.close()
     return {"elapsed_s": time.perf_counter() - t0, "peak_mb": peak_self,
             "loadgen_peak_mb": peak_loadgen, "code": proc.returncode, "stdout": out,
             "stderr": err}

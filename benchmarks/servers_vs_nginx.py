@@ -59,6 +59,9 @@ def line(name: str, r: dict, ref: float | None = None) -> str:
             f"   p99 {r.get('p99', float('nan')):7.3f} ms{ratio}{err}")
 
 
+JVM_STACK_WARMUP_S = 8
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -69,7 +72,8 @@ def main() -> None:
     d = args.duration
 
     print(f"servers on CPU {SERVER_CPU}, wrk (1 thread) on CPU {CLIENT_CPU}; {d} s per run, "
-          f"{args.rounds} alternating rounds; 1 s wrk warm-up per server\n")
+          f"{args.rounds} alternating rounds; 1 s wrk warm-up per server "
+          f"({JVM_STACK_WARMUP_S} s for servlet and spring)\n")
     nginx = Nginx(cpus=[SERVER_CPU], workers=1)
     epoll = Bundled("c", "epoll", cpus=[SERVER_CPU], threads=1)
     others: dict[str, tuple[Bundled, list[int]]] = {}
@@ -88,7 +92,11 @@ def main() -> None:
         for label, (srv, _) in others.items():
             targets[label] = srv.url(WORK)
         for label, url in targets.items():     # warm-up: JIT, page cache, first connections
-            wrk(url, 4 if "pool" in label else 50, 1, CLIENT_CPU)
+            # the real stacks need longer: Spring's and Tomcat's request path is not compiled
+            # after 1 s (a quiet-host run measured servlet 7.4k and spring 4.2k req/s in round
+            # 1 vs 41-57k and 18-34k after it)
+            wrk(url, 4 if "pool" in label else 50, JVM_STACK_WARMUP_S
+                if ("servlet" in label or "spring" in label) else 1, CLIENT_CPU)
 
         runs: dict[str, list[dict]] = {}
         ratios: dict[str, list[float]] = {}

@@ -22,7 +22,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from . import schedule
-from .records import COLUMNS, ERROR_NAMES
+from .records import COLUMNS, ERROR_NAMES, stream_batches
 from .spec import LoadSpec
 
 SCHEDULE_FILE = "schedule.bin"      # little-endian int64 ns offsets from the start instant
@@ -110,8 +110,7 @@ def _check_summary(path: Path, mode: str) -> tuple[list[str], dict]:
 def _reader(path: Path):
     """(schema, iterator of record batches) of a requests file."""
     if path.suffix == ".parquet":
-        f = pq.ParquetFile(path)
-        return f.schema_arrow, f.iter_batches(batch_size=1 << 17)
+        return pq.read_schema(path), stream_batches(path, batch_size=1 << 17)
     if path.suffix == ".arrow":
         try:
             r = pa.ipc.open_stream(pa.memory_map(str(path)))

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from .digest import Digest, merge_files
 from .live import LiveStats
 from .modes import Mode, mode_for
+from .records import stream_batches
 from .sink import ParquetSink
 from .spec import LoadSpec
 
@@ -94,7 +95,7 @@ def _generate_in_processes(mode: Mode, out: Path) -> dict:
     if spec.keep_fraction > 0:
         with pq.ParquetWriter(out / "requests.parquet.tmp", pq.read_schema(parts[0])) as writer:
             for p in parts:
-                for batch in pq.ParquetFile(p).iter_batches():
+                for batch in stream_batches(p):
                     writer.write_batch(batch)
         os.replace(out / "requests.parquet.tmp", out / "requests.parquet")
     # histograms and counts add up; the per-worker latency logs stay (latency-worker-<i>.hlog)

@@ -113,3 +113,17 @@ class Records:
         if len(frames) == 1:
             return frames[0]
         return {k: np.concatenate([f[k] for f in frames]) for k in frames[0]}
+
+
+def stream_batches(path, columns=None, batch_size: int = 1 << 16):
+    """The record batches of a parquet file, one at a time, in memory that does not grow with
+    the file. pre_buffer is off: with pyarrow's default (on), a file read batch by batch keeps
+    the buffered column chunks of every row group it has passed until it is closed, so
+    memory grows with the file (12M requests, 4 columns: 405 MB peak; 185 MB with it off)."""
+    import pyarrow.parquet as pq  # here: the load generator's hot path never reads parquet
+
+    f = pq.ParquetFile(path, pre_buffer=False)
+    try:
+        yield from f.iter_batches(batch_size=batch_size, columns=columns)
+    finally:
+        f.close()

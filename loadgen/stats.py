@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from . import digest, hdr
-from .records import COLUMNS, OK
+from .records import COLUMNS, OK, stream_batches
 
 COLUMN_NAMES = tuple(COLUMNS)
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
@@ -163,14 +163,10 @@ def exact_order_statistics(path, w: digest.Window, wanted: dict[str, list[int]],
     w's window and without an error class: for each rank the histogram names the bucket
     holding it and how many values lie below; one pass in batches collects only the values
     inside those buckets, and the rank is picked among them."""
-    import pyarrow.parquet as pq  # here, not at the top: only this pass reads parquet
-
     where = {name: [(k, *hdr.locate(w.hists[name], k)) for k in ks]
              for name, ks in wanted.items()}
     found = {name: [[] for _ in ks] for name, ks in where.items()}
-    f = pq.ParquetFile(path)
-    for batch in f.iter_batches(batch_size=batch_rows,
-                                columns=["intended_ns", "sent_ns", "done_ns", "error"]):
+    for batch in stream_batches(path, ["intended_ns", "sent_ns", "done_ns", "error"], batch_rows):
         c = {k: batch.column(k).to_numpy() for k in batch.schema.names}
         m = ((c["intended_ns"] >= w.measure_start_ns) & (c["intended_ns"] < w.measure_end_ns)
              & (c["error"] == OK))

@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from loadgen import digest, hdr
+from loadgen.records import stream_batches
 from models import estimate
 from models.estimate import ServiceEstimate, ok_only
 
@@ -68,7 +69,7 @@ def _window_from_rows(tdir, summary: dict | None) -> digest.Window | None:
         return None
     w = digest.Window(summary.get("start_ns", summary["measure_start_ns"]),
                       summary["measure_start_ns"], summary["measure_end_ns"])
-    for batch in pq.ParquetFile(f).iter_batches(batch_size=1 << 20):
+    for batch in stream_batches(f, batch_size=1 << 20):
         w.add({k: batch.column(k).to_numpy(zero_copy_only=False) for k in batch.schema.names})
     return w
 
@@ -153,8 +154,8 @@ def worker_gap_from_rows(run: Run, cell_id: str, trials: list[int],
         f = pq.ParquetFile(tdir / "requests.parquet")
         if "svc_ms" not in f.schema_arrow.names:
             continue
-        for batch in f.iter_batches(batch_size=65_536, columns=[
-                "intended_ns", "done_ns", "error", "status", "svc_ms", "queue_ms"]):
+        for batch in stream_batches(tdir / "requests.parquet", [
+                "intended_ns", "done_ns", "error", "status", "svc_ms", "queue_ms"], 65_536):
             df = batch.to_pandas()
             df = df[(df["intended_ns"] >= summary["measure_start_ns"])
                     & (df["intended_ns"] < summary["measure_end_ns"])]

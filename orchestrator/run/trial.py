@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from loadgen import contract
 from loadgen import digest as ldigest
 from loadgen import hdr as lhdr
 from loadgen import stats as lstats
+from loadgen.records import stream_batches
 from loadgen.spec import EXIT_CANNOT_WRITE
 
 from ..experiment.load import to_load_spec, trial_seed
@@ -186,7 +186,7 @@ def _digest_from_rows(tdir: Path, summary: dict, timeout_s: float) -> None:
     d = ldigest.Digest(timeout_s)
     d.begin(int(summary.get("start_ns", summary["measure_start_ns"])),
             int(summary["measure_start_ns"]), int(summary["measure_end_ns"]))
-    for batch in pq.ParquetFile(tdir / "requests.parquet").iter_batches(batch_size=1 << 16):
+    for batch in stream_batches(tdir / "requests.parquet"):
         d.add({name: batch.column(i).to_numpy(zero_copy_only=False)
                for i, name in enumerate(batch.schema.names)})
     d.write(tdir)

@@ -44,6 +44,7 @@ class Proxy:
     def __init__(self, proc: subprocess.Popen, line: str, err):
         self.proc = proc
         self.line = line
+        self.started_ns = time.perf_counter_ns()    # just after the proxy listens
         self._err = err
         m = re.search(r"listening on ([\d.]+):(\d+) to \S+(?: echo ([\d.]+):(\d+))?", line)
         assert m, line

@@ -223,6 +223,27 @@ def test_netem_pinned_threads_and_spin_budget(run_proxy, echo_port):
     assert st["threads"] == 1 and st["spin_ns"] == 0 and st["spin_denied"] > 0, st
 
 
+def test_netem_idle_poll_only_after_io_and_within_its_budget(run_proxy, echo_port):
+    """--poll keeps a worker polling for a while after I/O (counted in poll_ns), never while
+    the proxy is idle, never beyond --poll-budget; without --poll it never polls."""
+    off = run_proxy(echo_port, echo=True)
+    on = run_proxy(echo_port, "--poll", "200us", "--poll-budget", "0.05", echo=True)
+    idle = run_proxy(echo_port, "--poll", "200us", echo=True)
+    for p in (off, on):
+        echo_rtt_samples("127.0.0.1", p.echo_port, samples=200)
+    assert off.live_stats()["poll_ns"] == 0
+    t0 = time.perf_counter_ns()
+    st = on.live_stats()
+    # polled, and per thread at most 5 % of every 100 ms window since start (+ one window)
+    assert st["poll_ns"] > 0, st
+    assert st["poll_ns"] <= st["threads"] * 0.05 * ((t0 - on.started_ns) + 100e6), st
+    time.sleep(0.2)
+    assert idle.live_stats()["poll_ns"] == 0
+    after = on.live_stats()["poll_ns"]
+    time.sleep(0.2)     # no I/O: the window has closed, nothing more is polled
+    assert on.live_stats()["poll_ns"] == after
+
+
 def test_netem_release_error_histogram_reports_lateness(run_proxy, echo_port):
     """Every held chunk lands in the histogram; none is released early; the window resets
     with each stats line."""

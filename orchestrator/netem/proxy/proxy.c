@@ -6,6 +6,7 @@
  *
  *   perfctl-proxy --listen 127.0.0.1:P --to 127.0.0.1:Q [shaping flags] [--echo-listen H:E]
  *                 [--threads N] [--cpus 2,3] [--spin-max 300us] [--spin-budget 0.1]
+ *                 [--poll 0us] [--poll-budget 0.5]
  *                 [--queue-limit 4194304] [--seed S]
  *                 [--at 10s shaping flags ...]... [--schedule-anchor listen|stdin]
  *   shaping flags: --delay D | --delay-up D --delay-down D, --jitter D
@@ -36,12 +37,20 @@
  * At delay 0 with no shaping a chunk is written straight through (no allocation, no timer).
  *
  * Release precision (sleep, then spin): a worker arms its timerfd `early` before the next due
- * instant, then busy-polls (epoll_wait with timeout 0, serving I/O meanwhile) until the instant
- * and releases the chunk then, never before. `early` follows the ~95th percentile of the
- * observed timer wake-up lateness, between 20 us and --spin-max (default 300 us). CPU cost,
- * bounded: a spin lasts at most --spin-max, and a thread spins at most --spin-budget (default
- * 0.1 = 10 % of one CPU) of every 100 ms; past the budget it only sleeps on the timer for the
- * rest of that window (counted as spin_denied). Timer slack is set to 1 ns.
+ * instant, then busy-polls (epoll_wait with timeout 0, serving I/O meanwhile, sched_yield()
+ * between empty polls so a runnable thread on the same CPU is not held up) until the instant
+ * and releases the chunk then, never before. `early` follows the ~99th percentile of the
+ * observed timer wake-up lateness (it starts at 100 us), between 20 us and --spin-max (default
+ * 300 us): a vCPU woken from halt can be late by a few hundred microseconds, and a 95th
+ * percentile left the slowest 5 % of releases late by that much. CPU cost, bounded: a spin
+ * lasts at most --spin-max, and a thread spins at most --spin-budget (default 0.1 = 10 % of
+ * one CPU) of every 100 ms; past the budget it only sleeps on the timer for the rest of that
+ * window (counted as spin_denied). Timer slack is set to 1 ns.
+ * Idle poll (--poll D, default 0 = off): after a burst of I/O a worker keeps polling (same
+ * yielding busy-poll) for D before it sleeps, so the next segment of a ping-pong is picked up
+ * without a wake-up (one less scheduler wake-up per hop at delay 0). Its CPU cost is bounded
+ * by --poll-budget (default 0.5 of one CPU per thread, per 100 ms window), and an idle proxy
+ * never polls (the window starts only at I/O). Counted in poll_ns.
  * Every released held chunk adds (send time - due time) to a histogram; the stats line
  * reports its p50/p99 since start (release_err_*) and since the previous stats line (win_*).
  *
@@ -104,8 +113,10 @@ static struct {
     int cpus[MAX_THREADS], ncpus;
     u64 spin_max_ns;
     double spin_budget;
+    u64 poll_ns;
+    double poll_budget;
     int anchor_stdin;
-} cfg = {.queue_limit = 4u << 20, .spin_max_ns = 300000, .spin_budget = 0.1};
+} cfg = {.queue_limit = 4u << 20, .spin_max_ns = 300000, .spin_budget = 0.1, .poll_budget = 0.5};
 
 static struct shape steps[MAX_STEPS];
 static u64 step_at_ns[MAX_STEPS];
@@ -120,7 +131,7 @@ static const struct shape *shape_now(void) { return __atomic_load_n(&cur_shape, 
 /* ---------------------------------------------------------------- per-thread state */
 struct stats {
     u64 conns, conns_open, conns_peak, chunks[2], held[2], bytes[2], resets, refused, reordered[2],
-        injected_resets, blackholed, spin_ns, spin_denied;
+        injected_resets, blackholed, spin_ns, spin_denied, poll_ns;
 };
 #define STAT_ADD(field, v) __atomic_store_n(&st.field, st.field + (v), __ATOMIC_RELAXED)
 
@@ -182,8 +193,9 @@ static struct worker workers[MAX_THREADS];
 
 static __thread int epfd, tfd;
 static __thread u64 timer_armed; /* absolute ns the timerfd is armed for, 0 = disarmed */
-static __thread u64 early_ns = 50000;
+static __thread u64 early_ns = 100000;
 static __thread u64 spin_win_start, spin_win_ns;
+static __thread u64 poll_until, poll_win_start, poll_win_ns;
 static __thread struct conn *dead_list;
 static __thread int reserve_fd = -1;
 static __thread char rbuf[READ_MAX];
@@ -416,6 +428,16 @@ static int spin_allowed(u64 now) {
         spin_win_ns = 0;
     }
     return (double)spin_win_ns < cfg.spin_budget * (double)SPIN_WINDOW_NS;
+}
+
+/* may this thread poll for I/O now? (--poll after I/O, within --poll-budget) */
+static int poll_allowed(u64 now) {
+    if (now >= poll_until) return 0;
+    if (now - poll_win_start >= SPIN_WINDOW_NS) {
+        poll_win_start = now;
+        poll_win_ns = 0;
+    }
+    return (double)poll_win_ns < cfg.poll_budget * (double)SPIN_WINDOW_NS;
 }
 
 /* ---------------------------------------------------------------- epoll interest */
@@ -831,7 +853,7 @@ static void *worker_main(void *arg) {
     struct epoll_event evs[MAX_EVENTS];
     for (;;) {
         u64 now = now_ns();
-        int timeout = -1, spinning = 0;
+        int timeout = -1, spinning = 0, polling = 0;
         if (heap_n) {
             u64 key = heap[0]->heap_key;
             if (key <= now) timeout = 0;
@@ -840,6 +862,7 @@ static void *worker_main(void *arg) {
                 else { STAT_ADD(spin_denied, 1); arm_timer(key); }
             } else arm_timer(key - early_ns);
         }
+        if (timeout != 0 && cfg.poll_ns && poll_allowed(now)) { timeout = 0; polling = 1; }
         int n = epoll_wait(epfd, evs, MAX_EVENTS, timeout);
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -850,6 +873,15 @@ static void *worker_main(void *arg) {
         if (spinning) {
             spin_win_ns += t - now;
             STAT_ADD(spin_ns, t - now);
+        } else if (polling) {
+            poll_win_ns += t - now;
+            STAT_ADD(poll_ns, t - now);
+        }
+        if ((spinning || polling) && n == 0) sched_yield(); /* a runnable thread goes first */
+        if (n > 0 && cfg.poll_ns) {
+            int io = 0;
+            for (int i = 0; i < n && !io; i++) io = *(int *)evs[i].data.ptr != T_TIMER;
+            if (io) poll_until = t + cfg.poll_ns;
         }
         for (int i = 0; i < n; i++) {
             int type = *(int *)evs[i].data.ptr;
@@ -858,9 +890,9 @@ static void *worker_main(void *arg) {
             else if (type == T_TIMER) {
                 u64 exp;
                 if (read(tfd, &exp, sizeof exp) > 0 && timer_armed) {
-                    /* follow the ~95th percentile of wake-up lateness (up 19 steps, down 1) */
+                    /* follow the ~99th percentile of wake-up lateness (up 99 steps, down 1) */
                     u64 late = t > timer_armed ? t - timer_armed : 0, e = early_ns;
-                    if (late > e) e += 19 * 500;
+                    if (late > e) e += 99 * 500;
                     else e -= 500;
                     if (e < EARLY_MIN_NS) e = EARLY_MIN_NS;
                     if (e > cfg.spin_max_ns) e = cfg.spin_max_ns;
@@ -926,7 +958,7 @@ static void print_stats(void) {
             "perfctl-proxy stats: threads=%d conns=%llu conns_open=%llu conns_peak=%llu chunks_up=%llu "
             "chunks_down=%llu held_up=%llu held_down=%llu bytes_up=%llu bytes_down=%llu "
             "resets=%llu refused=%llu reordered_up=%llu reordered_down=%llu injected_resets=%llu "
-            "blackholed=%llu timer_early_ns=%llu spin_ns=%llu spin_denied=%llu "
+            "blackholed=%llu timer_early_ns=%llu spin_ns=%llu spin_denied=%llu poll_ns=%llu "
             "released=%llu release_err_p50_ns=%lld release_err_p99_ns=%lld "
             "win_released=%llu win_release_err_p50_ns=%lld win_release_err_p99_ns=%lld\n",
             cfg.threads, (unsigned long long)sum.conns, (unsigned long long)sum.conns_open,
@@ -938,7 +970,7 @@ static void print_stats(void) {
             (unsigned long long)sum.reordered[1], (unsigned long long)sum.injected_resets,
             (unsigned long long)sum.blackholed, (unsigned long long)early_max,
             (unsigned long long)sum.spin_ns, (unsigned long long)sum.spin_denied,
-            (unsigned long long)all.total, (long long)relhist_quantile_ns(&all, 0.5),
+            (unsigned long long)sum.poll_ns, (unsigned long long)all.total, (long long)relhist_quantile_ns(&all, 0.5),
             (long long)relhist_quantile_ns(&all, 0.99), (unsigned long long)win.total,
             (long long)relhist_quantile_ns(&win, 0.5), (long long)relhist_quantile_ns(&win, 0.99));
     fflush(stderr);
@@ -951,7 +983,8 @@ static void usage(void) {
           "            p,r,loss_bad,loss_good] [--rto D] [--reorder P] [--reorder-correlation C]\n"
           "            [--reset P] [--blackhole P] [--bandwidth R | --bandwidth-up R --bandwidth-down R]\n"
           "   schedule: [--at T shaping...]... [--schedule-anchor listen|stdin]\n"
-          "   process: [--threads N] [--cpus LIST] [--spin-max D] [--spin-budget F]\n"
+          "   process: [--threads N] [--cpus LIST] [--spin-max D] [--spin-budget F] [--poll D]\n"
+          "            [--poll-budget F]\n"
           "            [--queue-limit BYTES] [--seed S]\n",
           stdout);
 }
@@ -1014,6 +1047,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--cpus")) parse_cpus(v);
         else if (!strcmp(a, "--spin-max")) cfg.spin_max_ns = parse_duration(a, v);
         else if (!strcmp(a, "--spin-budget")) cfg.spin_budget = parse_prob(a, v, 0);
+        else if (!strcmp(a, "--poll")) cfg.poll_ns = parse_duration(a, v);
+        else if (!strcmp(a, "--poll-budget")) cfg.poll_budget = parse_prob(a, v, 0);
         else if (!strcmp(a, "--queue-limit")) {
             char *end;
             unsigned long long q = strtoull(v, &end, 10);
