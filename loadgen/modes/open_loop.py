@@ -35,7 +35,7 @@ class OpenMode(Mode):
         self.late_ns = np.empty(0, dtype=np.int64)      # how late each was dispatched
         self.next_arrival = 0                           # in this chunk
         self.scheduled_in_window = 0                    # of the chunks already done
-        self.late_hist = hdr.new()                      # of the window's dispatched arrivals
+        self.late_hist = None                           # of the window's dispatched arrivals
         self.late_max_ns = 0
         self._window = (0, 0)                           # [measure_start_ns, end_ns)
         self.dropped = 0
@@ -55,6 +55,7 @@ class OpenMode(Mode):
         whole = schedule.Schedule(spec.arrivals, spec.rate_rps, spec.warmup_s + spec.duration_s,
                                   spec.seed, limit=spec.max_requests, warmup_s=spec.warmup_s)
         self._window = (worker.measure_start_ns, worker.end_ns)
+        self.late_hist = hdr.new()
         self.chunks = whole.chunks_ns(spec.shard_index, spec.shard_count)
         self._next_chunk(worker.start_ns)
         self.idle.extend(worker.conns)
@@ -91,7 +92,8 @@ class OpenMode(Mode):
         for part in self.chunks:
             self.scheduled_in_window += self._in_window(start_ns + part)
         self.chunks = iter(())
-        p50, p99 = (hdr.percentiles_ms(self.late_hist, [50, 99]) if self.late_hist.total_count
+        h = self.late_hist
+        p50, p99 = (hdr.percentiles_ms(h, [50, 99]) if h is not None and h.total_count
                     else (0.0, 0.0))
         return {
             "scheduled_in_window": self.scheduled_in_window, "dropped": self.dropped,
@@ -125,7 +127,7 @@ class OpenMode(Mode):
         self.scheduled_in_window += self._in_window(s)
         sent = (s[:dispatched] >= lo) & (s[:dispatched] < hi)
         late = self.late_ns[:dispatched][sent]
-        if late.size:
+        if late.size and self.late_hist is not None:
             hdr.record(self.late_hist, late)
             self.late_max_ns = max(self.late_max_ns, int(late.max()))
         self.sched_ns = self.late_ns = np.empty(0, dtype=np.int64)
