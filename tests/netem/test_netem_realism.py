@@ -247,16 +247,24 @@ def test_netem_schedule_steps_up_and_down_hold_nothing_past_its_due_time(run_pro
     owd = np.array([sink.owd[i] for i in range(n)])
     base = owd[(sent > 0.05) & (sent < up_s - 0.02)]                # delay 0, steady
     assert len(base) > 50
-    slack = 5.0 + base.max()                                          # ms: this host's own noise
+    # slack: one step's delay (20 ms) past the worst delay-0 frame of this run, so a wait of
+    # the kind seen (+233 ms) fails, and a busy host's timer wake-ups (a few ms) do not. It
+    # bounds the frames right after each change (a stall of this host elsewhere in the phase
+    # is not the change's doing; the phase is judged by its median)
+    slack = 20.0 + base.max()
     up = (sent > applied[0] + 0.001) & (sent < down_s - 0.001)
-    assert owd[up].min() >= 20 * 0.95 and owd[up].max() <= 20 + slack, owd[up]
-    # after the step down: due at most when the last frame sent before the change was
+    assert owd[up].min() >= 20 * 0.95, owd[up]
+    assert np.median(owd[up]) <= 20 + np.median(base) + 1.0, owd[up]
+    first = up & (sent < applied[0] + 0.05)
+    assert first.sum() >= 5 and owd[first].max() <= 20 + slack, owd[first]
+    # after the step down: due at most when the last frame sent before the change was (byte
+    # order: a frame may wait for those ahead of it), never later
     last_held = sent[sent < applied[1] - 0.001]
     held_until = last_held.max() + 0.020 if len(last_held) else applied[1]
-    after = sent > applied[1] + 0.001
+    after = (sent > applied[1] + 0.001) & (sent < held_until + 0.03)
     bound = np.maximum(held_until - sent[after], 0.0) * 1e3 + slack
     over = owd[after] > bound
-    assert not over.any(), list(zip(sent[after][over], owd[after][over], bound[over]))
+    assert after.sum() >= 5 and not over.any(), list(zip(sent[after][over], owd[after][over]))
     drained = sent > held_until + 0.005
     assert len(owd[drained]) > 50 and np.median(owd[drained]) <= np.median(base) + 1.0
 
