@@ -19,8 +19,9 @@ in one call or in pieces, and the running sum is carried from chunk to chunk in 
 order of additions as one cumulative sum, so the chunks joined are bit for bit the array one
 call would have made: the schedule of a seed is the same as before chunking, and the same
 for the HTTP generator and for the schedule file a driver reads. Memory: a few chunks of
-CHUNK float64 values, whatever rate x length is. Cost: the gaps are drawn twice (about
-10 ns per arrival in all on this VM's class of CPU), the first pass before the load starts.
+CHUNK float64 values, whatever rate x length is. Cost: the gaps are drawn twice, the first
+pass when the Schedule is made, before the load starts (benchmarks/schedule_stream.py times
+both passes by length).
 
 A schedule split over P worker processes is split by arrival (`shard`: every P-th arrival),
 so the shards add up to the whole schedule, exactly.
