@@ -41,22 +41,31 @@ _SCHEMA = pa.schema([pa.field(k, pa.from_numpy_dtype(np.dtype(t))) for k, t in C
 
 
 # --- the schedule ---------------------------------------------------------------------------
+def spec_schedule(spec: LoadSpec) -> schedule.Schedule:
+    """The open-load schedule of `spec`: the one the HTTP generator sends (same seed, rounding
+    and limit), made once, read in chunks."""
+    return schedule.Schedule(spec.arrivals, spec.rate_rps, spec.warmup_s + spec.duration_s,
+                             spec.seed, limit=spec.max_requests, warmup_s=spec.warmup_s)
+
+
 def schedule_offsets_ns(spec: LoadSpec) -> np.ndarray:
-    """The open-load schedule of `spec` as int64 ns offsets from the start instant: exactly
-    what the HTTP generator sends (schedule.arrival_offsets_s, same seed and rounding)."""
-    offsets = schedule.arrival_offsets_s(spec.arrivals, spec.rate_rps,
-                                         spec.warmup_s + spec.duration_s, spec.seed,
-                                         limit=spec.max_requests, warmup_s=spec.warmup_s)
-    return (offsets * 1e9).astype(np.int64)
+    """The whole schedule of `spec` in one array of int64 ns offsets from the start instant
+    (for tests and short schedules; write_schedule streams it)."""
+    parts = list(spec_schedule(spec).chunks_ns())
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
 def write_schedule(spec: LoadSpec, path: Path) -> int:
-    """Write spec's schedule to path (DRIVER.md: int64 little-endian, ascending); its length."""
-    offsets = schedule_offsets_ns(spec).astype("<i8")
+    """Write spec's schedule to path (DRIVER.md: int64 little-endian, ascending), chunk by
+    chunk, so memory stays flat whatever its length; returns how many arrivals it holds."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(offsets.tobytes())
+    n = 0
+    with open(tmp, "wb") as f:
+        for part in spec_schedule(spec).chunks_ns():
+            f.write(part.astype("<i8", copy=False).tobytes())
+            n += len(part)
     os.replace(tmp, path)
-    return int(offsets.size)
+    return n
 
 
 def read_schedule(path: Path) -> np.ndarray:

@@ -79,3 +79,38 @@ def test_ramp_steps_are_open_phases_in_one_process():
     assert second.spec.seed == first.spec.seed + 1
     with pytest.raises(NotImplementedError):
         ramp.start(None)          # a ramp drives no Worker itself: its steps do
+
+
+def test_open_mode_records_arrivals_a_late_loop_never_dispatched(monkeypatch):
+    """Issue #18's streamed schedule, read 97 arrivals at a time: when the window ends while
+    the loop is late (here: never dispatched at all), every arrival due by then becomes an
+    `unfinished` row at its intended instant, across chunk joins; none is lost, the window's
+    count is whole, and the lateness covers only what was sent (nothing)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from loadgen import records, schedule
+    from loadgen.modes import open_loop
+
+    monkeypatch.setattr(schedule, "CHUNK", 97)
+    spec = LoadSpec(mode="open", rate_rps=1000, duration_s=1.0, warmup_s=0.2, seed=3,
+                    keepalive=False)
+    start = 10**12
+    worker = SimpleNamespace(start_ns=start, measure_start_ns=start + 200_000_000,
+                             end_ns=start + 1_200_000_000, conns=[], rec=records.Records(64),
+                             at=lambda *a: None)
+    mode = OpenMode(spec)
+    mode.start(worker)
+    now = start + 700_000_000
+    monkeypatch.setattr(open_loop, "_now", lambda: now)
+    mode.stop(worker)
+    whole = start + np.concatenate(list(schedule.Schedule(
+        "poisson", 1000, 1.2, 3, warmup_s=0.2).chunks_ns()))
+    due = whole[whole <= now]
+    rows = worker.rec.frame()
+    assert len(due) > 5 * 97 and np.array_equal(rows["intended_ns"], due)
+    assert (rows["error"] == records.UNFINISHED).all() and (rows["done_ns"] == now).all()
+    extra = mode.summary_extra(worker)
+    assert extra["scheduled_in_window"] == 1000
+    assert extra["send_lateness_max_ms"] == extra["send_lateness_p99_ms"] == 0.0

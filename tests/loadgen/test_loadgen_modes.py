@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loadgen import digest, generate_to_dir, hdr
+from loadgen import contract, digest, generate_to_dir, hdr, schedule
 from loadgen import records as lrec
 from loadgen import stats
 from loadgen.spec import LoadSpec
@@ -162,6 +162,27 @@ def test_processes_split_the_schedule_and_merge(tmp_path, py_server):
     for k, h in enumerate(whole):
         assert h.get_total_count() == sum(p[k].get_total_count() for p in parts if k < len(p))
     assert not list(out.glob("digest-worker-*")) and not list(out.glob("part-*"))
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_open_streams_its_schedule_and_sends_exactly_the_driver_file(tmp_path, py_server,
+                                                                     monkeypatch, processes):
+    """Issue #18: the generator reads its schedule 97 arrivals at a time (a short phase then
+    crosses many chunk joins): every arrival of the schedule file perfctl hands a driver is
+    sent at its instant, none lost or doubled at a join, and the window is counted in full."""
+    monkeypatch.setattr(schedule, "CHUNK", 97)         # forked workers inherit it
+    kw = dict(mode="open", rate_rps=600, connections=8, seed=21, duration_s=1.5, warmup_s=0.3,
+              processes=processes)
+    df, summary, row = generate(tmp_path, py_server, **kw)
+    spec = LoadSpec(host="127.0.0.1", port=py_server.port, target="/work", **kw)
+    n = contract.write_schedule(spec, tmp_path / contract.SCHEDULE_FILE)
+    offsets = contract.read_schedule(tmp_path / contract.SCHEDULE_FILE)
+    assert n == round(600 * 0.3) + round(600 * 1.5) > 10 * 97
+    intended = np.sort(df["intended_ns"].to_numpy()) - summary["start_ns"]
+    assert np.array_equal(intended, offsets)
+    assert summary["scheduled_in_window"] == round(600 * 1.5)
+    assert 0 <= summary["send_lateness_p50_ms"] <= summary["send_lateness_p99_ms"] \
+        <= summary["send_lateness_max_ms"]
 
 
 def test_chunked_and_close_delimited_responses(tmp_path, odd_server):

@@ -30,6 +30,7 @@ class Sink:
         self.ls.listen(16)
         self.port = self.ls.getsockname()[1]
         self.owd: dict[int, float] = {}
+        self.sent: dict[int, int] = {}      # seq -> send time (perf_counter_ns)
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
 
@@ -51,6 +52,7 @@ class Sink:
             while len(buf) >= FRAME.size:
                 seq, sent = FRAME.unpack_from(buf)
                 self.owd[seq] = (now - sent) / 1e6
+                self.sent[seq] = sent
                 buf = buf[FRAME.size:]
 
     def close(self):
@@ -210,6 +212,61 @@ def test_netem_schedule_changes_delay_at_its_time(run_proxy, echo_port):
     assert int(fields["due_ns"]) == anchor + 400_000_000
     assert 0 <= int(fields["applied_ns"]) - int(fields["due_ns"]) <= 100_000_000
     assert np.median(before) < 10 and min(after) >= 50 * 0.95, (before, after)
+
+
+def test_netem_schedule_steps_up_and_down_hold_nothing_past_its_due_time(run_proxy, sink):
+    """Issue #20 (a +233 ms wait seen once after a mid-trial change): a frame every 2 ms
+    while the delay steps 0 -> 20 ms -> 0. After the step up every frame crosses 20 ms. After
+    the step down a frame may wait only behind those sent before it (byte order: at most until
+    the last frame held under 20 ms is due), never longer, and once those are out the path is
+    back to its delay-0 self. Bars are relative to the same run's delay-0 frames."""
+    up_s, down_s, end_s, gap_s = 0.4, 0.8, 1.2, 0.002
+    p = run_proxy(sink.port, "--delay", "0ms", "--at", f"{int(up_s * 1000)}ms", "--delay", "20ms",
+                  "--at", f"{int(down_s * 1000)}ms", "--delay", "0ms",
+                  "--schedule-anchor", "stdin", stdin=True)
+    s = socket.create_connection(("127.0.0.1", p.port), timeout=10)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    anchor = time.perf_counter_ns()
+    p.proc.stdin.write(f"start {anchor}\n")
+    p.proc.stdin.flush()
+    n = 0
+    while (time.perf_counter_ns() - anchor) / 1e9 < end_s:
+        s.sendall(FRAME.pack(n, time.perf_counter_ns()))
+        n += 1
+        time.sleep(gap_s)
+    deadline = time.monotonic() + 5
+    while len(sink.owd) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.close()
+    assert len(sink.owd) == n, f"{len(sink.owd)} of {n} frames arrived"
+    changes = [dict(kv.split("=") for kv in ln.split()[2:])
+               for ln in _stderr_lines(p, "perfctl-proxy change")]
+    assert len(changes) == 2, p.stderr()
+    applied = [(int(c["applied_ns"]) - anchor) / 1e9 for c in changes]
+    sent = np.array([(sink.sent[i] - anchor) / 1e9 for i in range(n)])
+    owd = np.array([sink.owd[i] for i in range(n)])
+    base = owd[(sent > 0.05) & (sent < up_s - 0.02)]                # delay 0, steady
+    assert len(base) > 50
+    # slack: one step's delay (20 ms) past the worst delay-0 frame of this run, so a wait of
+    # the kind seen (+233 ms) fails, and a busy host's timer wake-ups (a few ms) do not. It
+    # bounds the frames right after each change (a stall of this host elsewhere in the phase
+    # is not the change's doing; the phase is judged by its median)
+    slack = 20.0 + base.max()
+    up = (sent > applied[0] + 0.001) & (sent < down_s - 0.001)
+    assert owd[up].min() >= 20 * 0.95, owd[up]
+    assert np.median(owd[up]) <= 20 + np.median(base) + 1.0, owd[up]
+    first = up & (sent < applied[0] + 0.05)
+    assert first.sum() >= 5 and owd[first].max() <= 20 + slack, owd[first]
+    # after the step down: due at most when the last frame sent before the change was (byte
+    # order: a frame may wait for those ahead of it), never later
+    last_held = sent[sent < applied[1] - 0.001]
+    held_until = last_held.max() + 0.020 if len(last_held) else applied[1]
+    after = (sent > applied[1] + 0.001) & (sent < held_until + 0.03)
+    bound = np.maximum(held_until - sent[after], 0.0) * 1e3 + slack
+    over = owd[after] > bound
+    assert after.sum() >= 5 and not over.any(), list(zip(sent[after][over], owd[after][over]))
+    drained = sent > held_until + 0.005
+    assert len(owd[drained]) > 50 and np.median(owd[drained]) <= np.median(base) + 1.0
 
 
 def test_netem_pinned_threads_and_spin_budget(run_proxy, echo_port):
