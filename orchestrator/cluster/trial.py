@@ -150,8 +150,8 @@ def _fetch(session: Session, token: str, tdir: Path, addrs: dict[str, str], resu
             session.fetch_files(h, addrs[h], token, r["files"], tdir / "shards" / h)
         except (HostLost, TimeoutError, OSError) as e:
             why = "host lost" if isinstance(e, HostLost) else type(e).__name__
-            reasons.append(f"shard {h}: its records could not be fetched ({why}: {e}); the "
-                           "trial's processes on the other hosts were stopped")
+            reasons.append(f"shard {h}: its records could not be fetched from "
+                           f"{addrs[h]} ({why}: {e})")
             results[h] = None
 
 

@@ -24,7 +24,7 @@ EXPERIMENT = """
 name: cluster
 servers: {c: {impl: c, model: epoll}}
 workload: {path: /work, params: {}}
-load: {mode: open, rate: 1000, connections: 16, duration: DURATION, warmup: 1s,
+load: {mode: open, rate: 1000, connections: 64, duration: DURATION, warmup: 1s,
        max_outstanding: 8000}   # a shard starved of CPU by a busy host queues, never drops
 placement: {server: {host: h1}, loadgen: {hosts: [h2, h3]}}
 cluster: {local: {hosts: 3}, host_return: 1s}
@@ -124,8 +124,10 @@ def test_three_hosts_server_on_h1_shards_on_h2_and_h3_without_and_with_delay(
     expected = delayed["rtt_expected_ms"]
     assert expected == 10.0
     assert abs(delayed["rtt_measured_before_ms"] - expected) < 0.3 * expected, delayed
+    # the proxy's own hop and a busy host add a little; a delay missing (rise ~0) or applied
+    # twice (~2x) is caught either way
     rise = delayed["latency_p50_ms"] - row["latency_p50_ms"]
-    assert 0.8 * expected <= rise <= 1.5 * expected, (rise, delayed["latency_p50_ms"],
+    assert 0.8 * expected <= rise <= 1.8 * expected, (rise, delayed["latency_p50_ms"],
                                                       row["latency_p50_ms"])
     dserver = json.loads((trial_dir(out, delayed["cell_id"], 1) / "server.json").read_text())
     assert set(dserver["client_addresses"]) == ips      # the shards reached the proxy

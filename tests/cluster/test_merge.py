@@ -1,6 +1,7 @@
 """Shards into one trial (cluster/merge.py) and the host-side helpers that need no cluster."""
 import json
 import socket
+import threading
 import types
 
 import numpy as np
@@ -68,11 +69,12 @@ def test_merge_streams_every_row_with_its_host_and_each_latency_exactly(tmp_path
     assert not (tmp_path / "h2" / "requests.parquet").exists()          # its rows are merged
     assert summary["shards"] == 2 and summary["send_lateness_p99_ms"] == pytest.approx(0.2)
 
-    union_ms = np.concatenate([lat_a, lat_b]) / 1e6
+    union_ns = np.concatenate([lat_a, lat_b])
+    union_ms = union_ns / 1e6
     merged_lat = (table["done_ns"] - table["intended_ns"]).to_numpy()
     inside = ((table["intended_ns"] >= summary["measure_start_ns"])
               & (table["intended_ns"] < summary["measure_end_ns"])).to_numpy()
-    assert np.array_equal(np.sort(merged_lat[inside]), np.sort(union_ms * 1e6))  # untouched
+    assert np.array_equal(np.sort(merged_lat[inside]), np.sort(union_ns))  # untouched
     metrics, timeline = summarize_trial(out, summary, SPEC, None)
     assert metrics["requests"] == union_ms.size
     assert metrics["latency_percentiles_from"] == "exact"
@@ -136,3 +138,24 @@ def test_local_host_commands_join_each_namespace_to_the_bridge():
         in setup
     down = hosts.teardown_commands("pcbr1", ["perfctl-1-2"], ["pcab12b1"])
     assert down[-1] == ["ip", "link", "del", "pcbr1"] and ["ip", "netns", "del", "perfctl-1-2"] in down
+
+
+def test_a_shard_file_comes_back_chunk_by_chunk_and_is_dropped(tmp_path, monkeypatch):
+    monkeypatch.setattr(tasks, "CHUNK_BYTES", 1000)
+    data = np.random.default_rng(0).bytes(2500)
+    d = tmp_path / "shard"
+    d.mkdir()
+    (d / "requests.parquet").write_bytes(data)
+    lease = threading.Timer(3600, lambda: None)
+    monkeypatch.setitem(tasks._outputs, "tok", (d, lease))
+    got, offset = b"", 0
+    while chunk := tasks.fetch_chunk("tok", "requests.parquet", offset):
+        assert len(chunk) <= 1000
+        got += chunk
+        offset += len(chunk)
+    assert got == data
+    with pytest.raises(ValueError):
+        tasks.fetch_chunk("tok", "../etc/passwd", 0)          # only the shard's own files
+    assert tasks.drop_shard("tok") and not d.exists() and not tasks.drop_shard("tok")
+    with pytest.raises(FileNotFoundError):
+        tasks.fetch_chunk("tok", "requests.parquet", 0)
