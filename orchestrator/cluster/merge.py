@@ -1,16 +1,21 @@
-"""Shards into one trial: their raw records into one requests.parquet, their summaries into
-one, and their self-checks into the trial's verdicts. Nothing is averaged: the merged file
-holds every request of every shard, and percentiles come from it.
+"""Shards into one trial: their digests and latency logs into one (histograms and counts
+added, never percentiles averaged), their raw records streamed into one requests.parquet, their
+summaries into one, and their self-checks into the trial's verdicts. Nothing here holds a
+shard's rows in memory: records move one parquet batch at a time, and the trial's percentiles
+come from the merged digest (exact order statistics after one more streamed pass when every
+request is kept, else the HdrHistogram's, within 0.1%: run/trial.py summarize_trial).
 
 Timestamps: each shard records its own host's CLOCK_MONOTONIC. In the merged file each
 shard's times are moved by one constant (`shift_ns` in shards.json: the first shard's start
 instant minus this shard's), so all shards' start instants coincide and a request's latency
 (done - intended, one host's clock) is unchanged to the nanosecond. The raw time of a row is
-its merged time minus its shard's shift_ns.
+its merged time minus its shard's shift_ns. The digests need no shift: their per-second bins
+count from each shard's own start instant, and every shard's measured window lies at the same
+offsets from it (warm-up, window), so the merged digest is in the first shard's clock too.
 """
 from __future__ import annotations
 
-import io
+import json
 import math
 from pathlib import Path
 
@@ -18,44 +23,56 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from loadgen import digest as ldigest
 from loadgen import stats as lstats
 from loadgen.parallel import merge_summaries
 
 from ..run import noise
 
 NS_COLUMNS = ("intended_ns", "sent_ns", "first_byte_ns", "done_ns")
+BATCH_ROWS = 1 << 16
 
 
-def merge_requests(shards: list[tuple[str, bytes, dict]], out: Path) -> tuple[dict, dict, dict]:
-    """shards: (host, requests.parquet bytes, summary) in shard order. Writes out (with a
-    `host` column) and returns (the merged columns as numpy arrays, the merged summary,
-    host -> shift_ns)."""
-    ref = shards[0][2]["start_ns"]
-    tables, shifts = [], {}
-    for host, data, summary in shards:
-        table = pq.read_table(io.BytesIO(data))
-        shift = int(ref - summary["start_ns"])
-        shifts[host] = shift
-        for col in NS_COLUMNS:
-            if col in table.column_names and shift:
-                v = table[col].to_numpy()
-                table = table.set_column(table.schema.get_field_index(col), col,
-                                         pa.array(np.where(v != 0, v + shift, 0)))
-        table = table.append_column("host", pa.array([host] * table.num_rows, pa.string()))
-        tables.append(table)
-    merged = pa.concat_tables(tables, promote_options="default")
-    tmp = out.with_name(out.name + ".tmp")
-    pq.write_table(merged, tmp)
-    tmp.replace(out)
-    summary = merge_summaries([s for _, _, s in shards])
+def merge_shards(shards: list[tuple[str, Path]], out: Path) -> tuple[dict, dict]:
+    """shards: (host, directory holding that shard's summary.json, digest.json, latency.hlog
+    and, unless `records: none`, requests.parquet), in shard order. Writes into out the
+    merged digest.json, latency.hlog and requests.parquet (with a `host` column; each shard's
+    requests.parquet is removed once the merged one is in place: its rows are all there).
+    Returns (the merged summary, host -> shift_ns). Memory: one batch of rows at a time."""
+    summaries = [json.loads((d / "summary.json").read_text()) for _, d in shards]
+    ref = summaries[0]["start_ns"]
+    shifts = {h: int(ref - s["start_ns"]) for (h, _), s in zip(shards, summaries)}
+    ldigest.merge_files([d / "digest.json" for _, d in shards],
+                        [d / "latency.hlog" for _, d in shards], out)
+    files = [(h, d / "requests.parquet") for h, d in shards if (d / "requests.parquet").is_file()]
+    if files:
+        _merge_records(files, shifts, out / "requests.parquet")
+        for _, f in files:
+            f.unlink()
+    summary = merge_summaries(summaries)
     summary["shards"] = len(shards)
-    cols = {k: merged[k].to_numpy() for k in merged.column_names if k != "host"}
-    return cols, summary, shifts
+    return summary, shifts
 
 
-def shard_columns(data: bytes) -> dict:
-    table = pq.read_table(io.BytesIO(data))
-    return {k: table[k].to_numpy() for k in table.column_names}
+def _merge_records(files: list[tuple[str, Path]], shifts: dict[str, int], out: Path) -> None:
+    """Each shard's rows, batch by batch, times shifted, a `host` column added."""
+    first = pq.read_schema(files[0][1])
+    schema = first.append(pa.field("host", pa.string()))
+    tmp = out.with_name(out.name + ".tmp")
+    with pq.ParquetWriter(tmp, schema) as writer:
+        for host, path in files:
+            shift = shifts[host]
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+                cols = []
+                for field in first:
+                    a = batch.column(field.name)
+                    if field.name in NS_COLUMNS and shift:
+                        v = a.to_numpy(zero_copy_only=False)
+                        a = pa.array(np.where(v != 0, v + shift, 0), field.type)
+                    cols.append(a)
+                cols.append(pa.array([host] * batch.num_rows, pa.string()))
+                writer.write_batch(pa.RecordBatch.from_arrays(cols, schema=schema))
+    tmp.replace(out)
 
 
 def shard_noise(samples: list, summary: dict, requests: int, window_s: float, cpus: set[int],
@@ -98,11 +115,12 @@ def noise_rollup(server: tuple[str, dict, list[str]] | None,
     return row
 
 
-def shard_verdicts(host: str, cols: dict, summary: dict, mode: str, rate_rps: float,
+def shard_verdicts(host: str, sdir: Path, summary: dict, mode: str, rate_rps: float,
                    max_error_rate: float | None) -> tuple[dict, list[str]]:
     """One shard's own metrics and self-checks (lateness, loop lag, CPU, GC, its share of the
-    rate), each reason prefixed with its host."""
-    m = lstats.summarize(cols, summary, mode, target_rate_rps=rate_rps or None,
-                         max_error_rate=max_error_rate)
+    rate) from its digest, each reason prefixed with its host."""
+    doc = ldigest.read(sdir / "digest.json")
+    m = lstats.summarize_digest(doc, summary, mode, target_rate_rps=rate_rps or None,
+                                max_error_rate=max_error_rate)
     reasons = [f"shard {host}: {r}" for r in m["invalid_reasons"].split("; ") if r]
     return m, reasons

@@ -25,6 +25,7 @@ CLOCK_SAMPLES = 8
 POLL_S = 0.2
 LOCAL_START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 10.0
+FETCH_CHUNK_TIMEOUT_S = 60.0    # one chunk of a shard's files (tasks.CHUNK_BYTES)
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,29 @@ class Session:
             if time.monotonic() >= deadline:
                 self.client.cancel(pending)
                 raise TimeoutError
+
+    def fetch_files(self, name: str, address: str, token: str, files: dict[str, int],
+                    dest: Path) -> None:
+        """Copy a shard's files ({name: size}, tasks.run_shard) from host `name` into dest,
+        one chunk (tasks.CHUNK_BYTES) per task, each written before the next is asked for,
+        then remove them there. Raises HostLost when the host leaves, OSError when a file
+        comes back short or the host cannot read it."""
+        dest.mkdir(parents=True, exist_ok=True)
+        for fname, size in files.items():
+            tmp = dest / f"{fname}.part"
+            with open(tmp, "wb") as out:
+                while out.tell() < size:
+                    got = self.wait({name: self.submit(address, tasks.fetch_chunk, token, fname,
+                                                       out.tell())},
+                                    {name: address}, FETCH_CHUNK_TIMEOUT_S)[name]
+                    if isinstance(got, BaseException):
+                        raise OSError(f"{type(got).__name__}: {got}")
+                    if not got:
+                        raise OSError(f"{fname} ended at byte {out.tell()} of {size}")
+                    out.write(got)
+            tmp.replace(dest / fname)
+        self.wait({name: self.submit(address, tasks.drop_shard, token)}, {name: address},
+                  FETCH_CHUNK_TIMEOUT_S)
 
     def stop_trial(self, token: str, hosts: dict[str, str], server: bool) -> None:
         """Best effort: stop the load generators a trial still runs on those hosts, and with

@@ -9,6 +9,17 @@ has a lease: a server outliving its trial by SERVER_LEASE_GRACE_S, or a load gen
 phase by SHARD_GRACE_S, is stopped here even if the coordinator never asks (a perfctl on
 another machine killed with -9).
 
+Network: with a `network:` block, the task that starts the server also starts perfctl-proxy
+(netem/injectors.py ProxyInjector) on this host's address in front of it, under the same
+supervision and lease; shards connect to the proxy. Its probe runs here, before the load and
+after it (while the server is still up), exactly as on a single host, and stop_server returns
+the network columns and verdicts (run/trial.py network_row).
+
+Files: a shard's output stays in a directory on its host after run_shard returns; the
+coordinator copies it chunk by chunk (fetch_chunk, CHUNK_BYTES at a time, so neither side holds
+a whole requests.parquet in memory), then drop_shard removes it. A directory nobody fetched is
+removed after FILES_LEASE_S.
+
 Clocks: the coordinator passes the agreed start instant in its own wall clock plus this
 host's measured offset; this host turns it into its own CLOCK_MONOTONIC (perf_counter_ns),
 which is what the load generator's `start_at_ns` and every timestamp it records use. So a
@@ -29,21 +40,27 @@ from pathlib import Path
 
 from loadgen.spec import LoadSpec
 
+from ..experiment.network import Network
+from ..netem.injectors import ProxyInjector
 from ..run import noise
 from ..run.bundled import ROOT
 from ..run.process import spawn, tail, terminate
 from ..run.sampler import SAMPLE_INTERVAL_S, ResourceSampler
 from ..run.server import ServerProcess
 from ..run.tree_watch import tree_pids
-from ..run.trial import stopped_accepting
+from ..run.trial import network_row, stopped_accepting
 
 SHARD_GRACE_S = 30.0
+FILES_LEASE_S = 3600.0      # a shard's files wait this long for the coordinator to fetch them
+CHUNK_BYTES = 8 << 20       # one fetch_chunk: what a task result carries at most
+SHARD_FILES = ("summary.json", "digest.json", "latency.hlog", "requests.parquet")
 TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 ESTABLISHED = "01"
 
 _lock = threading.Lock()
 _procs: dict[str, list[subprocess.Popen]] = {}     # token -> load generators running
 _servers: dict[str, "ServerSession"] = {}          # token -> the trial's server here
+_outputs: dict[str, tuple[Path, threading.Timer]] = {}   # token -> a shard's files, its lease
 
 
 def clock_now() -> int:
@@ -140,19 +157,36 @@ class ServerSession:
     clients: ClientWatch
     lease: threading.Timer
     workdir: Path
+    network: Network | None = None
+    injector: ProxyInjector | None = None
+    probes: list = dataclasses.field(default_factory=list)
 
 
 def start_server(token: str, name: str, config, cpus: list[int] | None, source: str,
-                 lease_s: float) -> dict:
+                 lease_s: float, network: Network | None = None, seed: int | None = None,
+                 injector_cpus: list[int] | None = None) -> dict:
     """Start one trial's server on this host, listening on the host's address, and wait
-    until it is ready. Raises PerfctlError (as a local trial does) when it cannot start."""
+    until it is ready; with a network that shapes, perfctl-proxy in front of it on the same
+    address, probed once before the load. Returns where the shards connect (the proxy, or
+    the server). Raises PerfctlError (as a local trial does) when either cannot start."""
     ip = _worker_ip()
     workdir = Path(tempfile.mkdtemp(prefix=f"perfctl-{token}-"))
     server = ServerProcess(name, config, workdir, cpus, source, host=ip)
+    injector = None
+    probes: list = []
     try:
+        if network is not None and network.shapes:
+            injector = ProxyInjector(network, seed=seed, listen_host=ip, cpus=injector_cpus)
+            injector.prepare()          # builds perfctl-proxy on this host if it must
         server.start()
         startup_s = server.wait_ready()
+        host, port = ip, server.port
+        if injector is not None:
+            host, port = injector.start(ip, server.port)
+            probes.append(("before", injector.probe(), injector.state_now()))
     except BaseException:
+        if injector is not None:
+            injector.stop()
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
         raise
@@ -160,11 +194,15 @@ def start_server(token: str, name: str, config, cpus: list[int] | None, source: 
     sampler = ResourceSampler(server.pid, None, watched).start()
     lease = threading.Timer(lease_s, _expire_server, (token,))
     lease.daemon = True
-    session = ServerSession(server, sampler, ClientWatch(server.port).start(), lease, workdir)
+    # the clients are those of the port the shards connect to (behind a proxy, the server
+    # itself sees only the proxy)
+    session = ServerSession(server, sampler, ClientWatch(port).start(), lease, workdir,
+                            network, injector, probes)
     with _lock:
         _servers[token] = session
     lease.start()
-    return {"host": ip, "port": server.port, "startup_s": startup_s, "pid": server.pid}
+    return {"host": host, "port": port, "startup_s": startup_s, "pid": server.pid,
+            "server_port": server.port}
 
 
 def _expire_server(token: str) -> None:
@@ -174,14 +212,24 @@ def _expire_server(token: str) -> None:
         _end_server(session)
 
 
-def _end_server(session: ServerSession) -> tuple[int | None, bool, bool, list[str]]:
+def _end_server(session: ServerSession, probe_after: bool = False
+                ) -> tuple[int | None, bool, bool, list[str]]:
+    """Stop the server (and its proxy, probed once more first when probe_after and the
+    server is still up): (exit code, alive before, stopped accepting, client addresses)."""
     session.lease.cancel()
     session.sampler.stop()
     clients = session.clients.stop()
     server = session.server
     alive = server.proc is not None and server.proc.poll() is None
     refuses = alive and stopped_accepting(server.host, server.port)
-    code = server.stop()
+    inj = session.injector
+    try:
+        if inj is not None and alive and probe_after:
+            session.probes.append(("after", inj.probe(), inj.state_now()))
+    finally:
+        if inj is not None:
+            inj.stop()
+        code = server.stop()
     return code, alive, refuses, clients
 
 
@@ -195,7 +243,7 @@ def stop_server(token: str, window_wall_ns: tuple[int, int] | None, load_start_w
     if session is None:
         return {"missing": True}
     load_start_perf = perf_at(load_start_wall_ns)
-    code, alive, refuses, clients = _end_server(session)
+    code, alive, refuses, clients = _end_server(session, probe_after=True)
     sampler = session.sampler
     pair = None
     if window_wall_ns is not None:
@@ -211,19 +259,25 @@ def stop_server(token: str, window_wall_ns: tuple[int, int] | None, load_start_w
            "log": log.read_bytes() if log.is_file() else b"", "noise": readings,
            # the per-request wait is the trial's (merge.noise_rollup), not judged here
            "noise_reasons": noise.noise_reasons(
-               {**readings, "noise_runqueue_wait_us_per_request": 0.0}, False)}
+               {**readings, "noise_runqueue_wait_us_per_request": 0.0}, False),
+           "network": {}, "network_reasons": []}
+    if session.network is not None:
+        out["network"], out["network_reasons"] = network_row(session.network,
+                                                               session.injector, session.probes)
     shutil.rmtree(session.workdir, ignore_errors=True)
     return out
 
 
 def run_shard(token: str, spec_json: str, start_wall_ns: int, cpus: list[int] | None) -> dict:
     """Run one load-generator shard here: `python -m loadgen` starting at start_wall_ns (this
-    host's wall clock), wait for it (bounded), and return its files and self-checks."""
+    host's wall clock), wait for it (bounded), and return its log, self-checks and summary;
+    its files ({name: size in bytes} in "files") stay here for fetch_chunk."""
     spec = LoadSpec.from_json(spec_json)
     start_perf = perf_at(start_wall_ns)
     lead_ms = (start_perf - time.perf_counter_ns()) / 1e6
     spec = dataclasses.replace(spec, start_at_ns=start_perf)
     out_dir = Path(tempfile.mkdtemp(prefix=f"perfctl-{token}-shard-"))
+    kept = False
     try:
         (out_dir / "spec.json").write_text(spec.to_json())
         proc = spawn([sys.executable, "-m", "loadgen", str(out_dir / "spec.json"), str(out_dir)],
@@ -250,20 +304,53 @@ def run_shard(token: str, spec_json: str, start_wall_ns: int, cpus: list[int] | 
             if left:
                 _procs[token] = left
         result = {"code": code, "lead_ms": lead_ms, "log": tail(out_dir / "loadgen.log", 5),
-                  "requests": None, "summary": None, "samples": samples,
+                  "files": None, "summary": None, "samples": samples,
                   "cpus": sorted(watched)}
-        if code == 0 and (out_dir / "requests.parquet").is_file():
-            result["requests"] = (out_dir / "requests.parquet").read_bytes()
+        if code == 0 and (out_dir / "digest.json").is_file():
             result["summary"] = (out_dir / "summary.json").read_text()
+            result["files"] = {n: (out_dir / n).stat().st_size for n in SHARD_FILES
+                               if (out_dir / n).is_file()}
+            lease = threading.Timer(FILES_LEASE_S, drop_shard, (token,))
+            lease.daemon = True
+            with _lock:
+                _outputs[token] = (out_dir, lease)
+            lease.start()
+            kept = True
         return result
     finally:
-        shutil.rmtree(out_dir, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def fetch_chunk(token: str, name: str, offset: int) -> bytes:
+    """Up to CHUNK_BYTES of the trial's shard file `name` here, from byte `offset` (b"" at
+    its end). FileNotFoundError when the files are gone (dropped, or their lease expired)."""
+    if name not in SHARD_FILES:
+        raise ValueError(f"not a shard file: {name!r}")
+    with _lock:
+        entry = _outputs.get(token)
+    if entry is None:
+        raise FileNotFoundError(f"no shard files of trial {token} on this host")
+    with open(entry[0] / name, "rb") as f:
+        f.seek(offset)
+        return f.read(CHUNK_BYTES)
+
+
+def drop_shard(token: str) -> bool:
+    """Remove the trial's shard files here (fetched, or never to be). True if there were."""
+    with _lock:
+        entry = _outputs.pop(token, None)
+    if entry is None:
+        return False
+    entry[1].cancel()
+    shutil.rmtree(entry[0], ignore_errors=True)
+    return True
 
 
 def stop_token(token: str, server: bool = True) -> int:
     """Stop the load generators of one trial still running on this host (the coordinator gave
-    up on them: a host was lost, or perfctl is stopping), and with server=True its server.
-    Returns how many processes."""
+    up on them: a host was lost, or perfctl is stopping), and with server=True (the trial is
+    abandoned) its server and its shard files too. Returns how many processes."""
     with _lock:
         procs = _procs.pop(token, [])
         session = _servers.pop(token, None) if server else None
@@ -272,4 +359,6 @@ def stop_token(token: str, server: bool = True) -> int:
     if session is not None:
         _end_server(session)
         shutil.rmtree(session.workdir, ignore_errors=True)
+    if server:
+        drop_shard(token)
     return len(procs) + (session is not None)

@@ -4,8 +4,14 @@ shards merged into the trial's files and row (merge.py).
 
 Files in the trial directory, besides those of a local trial: shards.json (per shard: host,
 address, clock offset and its uncertainty, lead before the start instant, shift_ns, requests
-and self-checks), shards/<host>/summary.json and loadgen.log, server.json (the client
-addresses the server saw). requests.parquet has a `host` column.
+and self-checks), shards/<host>/ (that shard's summary.json, digest.json, latency.hlog and
+loadgen.log), server.json (the client addresses the server, or its proxy, saw).
+requests.parquet (as `load.records` says) has a `host` column; digest.json and latency.hlog
+are the shards' added up (merge.py).
+
+With a `network:` block the server's host also runs perfctl-proxy in front of the server
+(tasks.start_server), probed there before and after the load; the trial's network columns
+and checks are a local trial's.
 """
 from __future__ import annotations
 
@@ -15,13 +21,11 @@ import secrets
 import time
 from pathlib import Path
 
-from loadgen import stats as lstats
-
 from ..errors import PerfctlError
 from ..experiment.load import shard_specs, to_load_spec, trial_seed
 from ..experiment.plan import Cell, Plan
 from ..results import trial_dir, write_json
-from ..run.trial import describe
+from ..run.trial import describe, summarize_trial
 from . import merge, tasks
 from .session import Clock, HostLost, Session, outcome
 
@@ -60,14 +64,22 @@ def execute_cluster_trial(session: Session, plan: Plan, cell: Cell, trial: int,
             started = session.wait({server_host: session.submit(
                 addrs[server_host], tasks.start_server, token, cell.server_name, cell.server,
                 cell.placement.server_cpu_list, plan.source,
-                START_LEAD_S + phase_s + SERVER_LEASE_GRACE_S)}, {server_host: addrs[server_host]},
+                START_LEAD_S + phase_s + SERVER_LEASE_GRACE_S,
+                cell.network if cell.network.shapes else None, seed,
+                cell.placement.injector_cpus)}, {server_host: addrs[server_host]},
                 SERVER_START_S)[server_host]
         except (HostLost, TimeoutError) as e:
+            # the trial is invalid; the next one needing the host waits for it (Session.require)
             why = f"left ({e.detail})" if isinstance(e, HostLost) else \
                 f"did not answer within {SERVER_START_S:g} s"
-            raise PerfctlError(f"cluster at {session.address}: host {server_host} {why} while "
-                               f"the server {cell.server_name} was starting there; the run "
-                               "stops, every finished trial is kept.") from None
+            row = _row_base(cell, trial, seed)
+            row.update({"requests": 0, "errors": 0, "throughput_rps": 0.0, "valid": False,
+                        "server_host": server_host, "loadgen_hosts": ",".join(lg_hosts),
+                        "shards": len(lg_hosts),
+                        "invalid_reasons": f"server host {server_host} ({addrs[server_host]}) "
+                                           f"{why} while the server {cell.server_name} was "
+                                           "starting there"})
+            return row
         if isinstance(started, PerfctlError):
             raise started
         if isinstance(started, BaseException):
@@ -122,8 +134,25 @@ def execute_cluster_trial(session: Session, plan: Plan, cell: Cell, trial: int,
         reasons.append(f"stopping the server on {server_host} failed: "
                        f"{type(server_out).__name__}: {server_out}")
         server_out = None
+    _fetch(session, token, tdir, addrs, results, reasons)
     return _row(plan, cell, trial, seed, tdir, spec, specs, lg_hosts, server_host, addrs,
                 clocks, results, started, server_out, reasons, session)
+
+
+def _fetch(session: Session, token: str, tdir: Path, addrs: dict[str, str], results: dict,
+           reasons: list[str]) -> None:
+    """Each finished shard's files into tdir/shards/<host>/ (Session.fetch_files); a shard
+    whose files cannot be fetched counts as lost (its result becomes the error)."""
+    for h, r in results.items():
+        if not isinstance(r, dict) or not r.get("files"):
+            continue
+        try:
+            session.fetch_files(h, addrs[h], token, r["files"], tdir / "shards" / h)
+        except (HostLost, TimeoutError, OSError) as e:
+            why = "host lost" if isinstance(e, HostLost) else type(e).__name__
+            reasons.append(f"shard {h}: its records could not be fetched from "
+                           f"{addrs[h]} ({why}: {e})")
+            results[h] = None
 
 
 def _row(plan, cell, trial, seed, tdir, spec, specs, lg_hosts, server_host, addrs, clocks,
@@ -131,7 +160,8 @@ def _row(plan, cell, trial, seed, tdir, spec, specs, lg_hosts, server_host, addr
     load = cell.load
     row = _row_base(cell, trial, seed)
     cpus = cell.placement.server_cpu_list or session.facts.get(server_host, {}).get("cpus")
-    row.update({"startup_s": started["startup_s"], "network_backend": "none",
+    row.update({"startup_s": started["startup_s"],
+                "network_backend": "proxy" if cell.network.shapes else "none",
                 "server_cores": len(cpus) if cpus else math.nan,
                 "server_host": server_host, "loadgen_hosts": ",".join(lg_hosts),
                 "shards": len(lg_hosts)})
@@ -161,16 +191,14 @@ def _row(plan, cell, trial, seed, tdir, spec, specs, lg_hosts, server_host, addr
         if r["lead_ms"] < 0:
             reasons.append(f"shard {h} began {-r['lead_ms']:.0f} ms after the agreed start "
                            "instant")
-        if r["requests"] is None:
+        if r["files"] is None:
             why = "timed out" if r["code"] is None else f"exited {r['code']}"
             reasons.append(f"shard {h}: load generator {why}: {r['log'][-300:]}")
             info["status"] = "failed"
             shard_info.append(info)
             continue
         summary = json.loads(r["summary"])
-        (sdir / "summary.json").write_text(r["summary"])
-        cols = merge.shard_columns(r["requests"])
-        m, why = merge.shard_verdicts(h, cols, summary, spec.mode, s.rate_rps, max_err)
+        m, why = merge.shard_verdicts(h, sdir, summary, spec.mode, s.rate_rps, max_err)
         reasons += why
         own = (h != server_host and s.processes <= len(r["cpus"]))
         nrow, nwhy = merge.shard_noise(r["samples"], summary, m["requests"], load.window_s,
@@ -179,25 +207,25 @@ def _row(plan, cell, trial, seed, tdir, spec, specs, lg_hosts, server_host, addr
         info.update({"status": "ok", "requests": m["requests"], "completed": m["completed"],
                      "achieved_rate": m["achieved_rate"], "valid": m["valid"],
                      "invalid_reasons": m["invalid_reasons"],
+                     "records_written": summary.get("records_written", 0),
                      "send_lateness_p99_ms": summary.get("send_lateness_p99_ms", math.nan),
                      "loop_lag_p99_ms": summary.get("loop_lag_p99_ms", math.nan),
                      "loadgen_cpu_pct": summary.get("loadgen_cpu_pct", math.nan)})
-        parts.append((h, r["requests"], summary))
+        parts.append((h, sdir))
         shard_info.append(info)
     summary = None
     if parts:
-        cols, summary, shifts = merge.merge_requests(parts, tdir / "requests.parquet")
+        summary, shifts = merge.merge_shards(parts, tdir)
         for info in shard_info:
             if info["host"] in shifts:
                 info["shift_ns"] = shifts[info["host"]]
         write_json(tdir / "summary.json", summary)
-        metrics = lstats.summarize(cols, summary, spec.mode,
-                                   target_rate_rps=spec.rate_rps or None, max_error_rate=max_err)
+        metrics, timeline = summarize_trial(tdir, summary, spec, max_err)
         if metrics["invalid_reasons"]:
             reasons += [r for r in metrics["invalid_reasons"].split("; ")
                         if not any(r in x for x in reasons)]
         row.update({k: v for k, v in metrics.items() if k not in ("valid", "invalid_reasons")})
-        lstats.timeline(cols, summary).to_parquet(tdir / "timeline.parquet", index=False)
+        timeline.to_parquet(tdir / "timeline.parquet", index=False)
     else:
         row.update({"requests": 0, "errors": 0, "throughput_rps": 0.0})
     if len(parts) < len(lg_hosts) and not any("lost" in r or "shard" in r for r in reasons):
@@ -223,6 +251,8 @@ def _row(plan, cell, trial, seed, tdir, spec, specs, lg_hosts, server_host, addr
             reasons.append(f"server stopped accepting connections on {server_host} port "
                            f"{server_out['port']}; see {tdir / 'server.log'}")
         reasons += server_out["tree_reasons"]
+        row.update(server_out["network"])
+        reasons += server_out["network_reasons"]
         server_noise = (server_host, server_out["noise"], server_out["noise_reasons"])
     write_json(tdir / "shards.json", {"server_host": server_host, "shards": shard_info})
     row["valid"] = not reasons

@@ -183,7 +183,8 @@ CLUSTER_MODES = ("closed", "open")
 
 def check_cluster(exp: Experiment, doc: dict, cells: Cells, source: str) -> None:
     """Hosts in `placement:` need `cluster:`; with a local cluster they must be among h1..hN;
-    cluster shards split closed and open load only."""
+    cluster shards split closed and open load only; the network is injected by the proxy
+    (check_cluster_network)."""
     place = doc.get("placement") or {}
     if exp.cluster is None:
         for key, sub in (("server", "host"), ("loadgen", "hosts")):
@@ -202,9 +203,7 @@ def check_cluster(exp: Experiment, doc: dict, cells: Cells, source: str) -> None
             raise fail(source, "load.mode", f"{cell.load.mode!r} load cannot be split over "
                        "cluster hosts (cell " + cell.label + ")",
                        "use closed or open load with `cluster:`, or remove `cluster:`")
-        if cell.network.shapes:
-            raise fail(source, "network", f"network injection is not available on a cluster "
-                       f"yet (cell {cell.label})", "remove `network:` or `cluster:`")
+        check_cluster_network(cell, source)
         if known is None:
             continue
         p = cell.placement
@@ -215,6 +214,23 @@ def check_cluster(exp: Experiment, doc: dict, cells: Cells, source: str) -> None
                     raise fail(source, key, f"host {h!r} is not a host of the local cluster "
                                f"(cell {cell.label}); known hosts: {', '.join(known)}",
                                "name one of those, or raise cluster.local.hosts")
+
+
+def check_cluster_network(cell: Cell, source: str) -> None:
+    """On a cluster the injector is perfctl-proxy, started on the server's host next to the
+    server: refuse what only the namespace backends or the single-host runner do."""
+    net = cell.network
+    if not net.shapes:
+        return
+    if net.backend in ("netem", "tbf"):
+        raise fail(source, "network.backend", f"backend {net.backend} is not available on a "
+                   f"cluster (cell {cell.label}): there the injector is perfctl-proxy on the "
+                   "server's host", "use `backend: proxy` or `auto` with `cluster:`")
+    if net.schedule:
+        raise fail(source, "network.schedule", "a network schedule is not available on a "
+                   f"cluster yet (cell {cell.label}): its steps would run on the server's "
+                   "host clock, apart from the shards' start instant",
+                   "remove `schedule:` from the network block, or remove `cluster:`")
 
 
 def load_plan(path: str | Path, profile: str | None = None,

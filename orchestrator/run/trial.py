@@ -67,7 +67,7 @@ def describe(cell: Cell) -> dict:
     }
 
 
-def _network_row(net: Network, injector, probes: list) -> tuple[dict, list[str]]:
+def network_row(net: Network, injector, probes: list) -> tuple[dict, list[str]]:
     """trials.csv columns about the injected network, and reasons to distrust the trial.
     probes: [(when, ProbeResult, the network state it was taken in)]."""
     row = {"network_backend": injector.backend if injector else "none",
@@ -299,7 +299,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
         raise unwritable(run_dir, tdir)
     row = {"cell_id": cell.cell_id, "trial": trial, **cell.values, **describe(cell),
            "seed": seed, "startup_s": startup_s}
-    net_row, reasons = _network_row(net, injector, probes)
+    net_row, reasons = network_row(net, injector, probes)
     row.update(net_row)
     summary = None
     who = ("load generator" if cell.load.driver == "http"

@@ -1,7 +1,9 @@
 """A local 3-host cluster (network namespaces h1..h3 on one bridge): the server on h1, load
 shards on h2 and h3. The shards add up exactly, share the load, keep the open rate, reach the
-server from two addresses; a worker lost mid-trial makes that trial invalid (not a hang) and
-the run stop with a clear message; Ctrl-C and kill -9 leave no process, namespace or link."""
+server from two addresses; a network delay injected by the proxy on h1 raises the latency by
+about the delay and leaves no proxy behind; a worker lost mid-trial makes that trial invalid
+(not a hang) and the run stop with a clear message; Ctrl-C and kill -9 leave no process,
+namespace or link."""
 from __future__ import annotations
 
 import json
@@ -14,6 +16,7 @@ import pytest
 from cluster_kit import cluster_links, needs_root_and_ip
 
 from benchmarks._common import descendants, poll_until, still_alive
+from orchestrator.results import trial_dir
 
 pytestmark = pytest.mark.slow
 
@@ -21,17 +24,22 @@ EXPERIMENT = """
 name: cluster
 servers: {c: {impl: c, model: epoll}}
 workload: {path: /work, params: {}}
-load: {mode: open, rate: 1000, connections: 8, duration: DURATION, warmup: 1s,
+load: {mode: open, rate: 1000, connections: 64, duration: DURATION, warmup: 1s,
        max_outstanding: 8000}   # a shard starved of CPU by a busy host queues, never drops
 placement: {server: {host: h1}, loadgen: {hosts: [h2, h3]}}
 cluster: {local: {hosts: 3}, host_return: 1s}
 repeats: REPEATS
 """
+# the same hosts and load without and with 5 ms each way, injected on h1 (one cluster start)
+DELAY_AXIS = """
+network: {delay: "{d}"}
+matrix: {d: [0ms, 5ms]}
+"""
 
 
-def experiment(write_yaml, duration: str = "3s", repeats: int = 1):
+def experiment(write_yaml, duration: str = "3s", repeats: int = 1, delay_axis: bool = False):
     return str(write_yaml(EXPERIMENT.replace("DURATION", duration)
-                          .replace("REPEATS", str(repeats))))
+                          .replace("REPEATS", str(repeats)) + (DELAY_AXIS if delay_axis else "")))
 
 
 def _shards_running(proc) -> dict:
@@ -49,19 +57,41 @@ def _nothing_left(pid: int, tree: dict) -> bool:
     return not still_alive(tree) and not cluster_links(pid)
 
 
-def test_three_hosts_server_on_h1_shards_on_h2_and_h3(write_yaml, tmp_path, start_perfctl):
+class Seen:
+    """Every descendant of perfctl seen while polling (shards and proxy come and go by trial)."""
+
+    def __init__(self, proc) -> None:
+        self.proc = proc
+        self.tree: dict = {}
+
+    def __call__(self) -> bool:
+        if self.proc.poll() is not None:
+            return True
+        self.tree.update(descendants(self.proc.pid))
+        return False
+
+    def count(self, needle: str) -> int:
+        return sum(needle in text for text in self.tree.values())
+
+
+def test_three_hosts_server_on_h1_shards_on_h2_and_h3_without_and_with_delay(
+        write_yaml, tmp_path, start_perfctl):
     needs_root_and_ip()
     out = tmp_path / "run"
-    proc = start_perfctl("run", experiment(write_yaml), "--out", str(out), "--no-plots")
-    tree = poll_until(lambda: _shards_running(proc), timeout_s=120)
-    stdout, stderr = proc.communicate(timeout=180)
+    proc = start_perfctl("run", experiment(write_yaml, delay_axis=True), "--out", str(out),
+                         "--no-plots")
+    seen = Seen(proc)
+    poll_until(seen, timeout_s=300, interval_s=0.2)
+    stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stdout + stderr
-    assert tree, "the shards were never seen running"
-    assert poll_until(lambda: _nothing_left(proc.pid, tree), timeout_s=10), \
-        (still_alive(tree), cluster_links(proc.pid))
+    assert seen.count("-m loadgen") >= 4 and seen.count("perfctl-proxy") >= 1, seen.tree
+    assert poll_until(lambda: _nothing_left(proc.pid, seen.tree), timeout_s=10), \
+        (still_alive(seen.tree), cluster_links(proc.pid))     # the proxy on h1 too
 
-    row = pd.read_csv(out / "trials.csv").iloc[0]
-    tdir = next(out.glob("cells/*/trial-1"))
+    rows = pd.read_csv(out / "trials.csv", keep_default_na=False, na_values=["", "nan"])
+    assert sorted(rows["network_backend"]) == ["none", "proxy"]
+    row = rows[rows["network_backend"] == "none"].iloc[0]
+    tdir = trial_dir(out, row["cell_id"], 1)
     shards = json.loads((tdir / "shards.json").read_text())["shards"]
     requests = pd.read_parquet(tdir / "requests.parquet")
     summary = json.loads((tdir / "summary.json").read_text())
@@ -72,6 +102,7 @@ def test_three_hosts_server_on_h1_shards_on_h2_and_h3(write_yaml, tmp_path, star
     assert set(per_host) == {"h2", "h3"}
     assert sum(per_host.values()) == len(window) == row["requests"]
     assert {s["host"]: s["requests"] for s in shards} == per_host
+    assert row["latency_percentiles_from"] == "exact"
     # each shard about half, and the open rate kept
     assert all(abs(n / len(window) - 0.5) < 0.05 for n in per_host.values()), per_host
     assert abs(row["achieved_rate"] - 1000) <= 10, row["achieved_rate"]
@@ -87,6 +118,19 @@ def test_three_hosts_server_on_h1_shards_on_h2_and_h3(write_yaml, tmp_path, star
     assert set(server["client_addresses"]) == ips
     assert all(s["uncertainty_ms"] >= 0 and "offset_ms" in s for s in shards)
     assert row["clock_uncertainty_ms_max"] < 1000
+
+    # 5 ms each way on h1's proxy: the probe there sees it, the shards' p50 rises by it
+    delayed = rows[rows["network_backend"] == "proxy"].iloc[0]
+    expected = delayed["rtt_expected_ms"]
+    assert expected == 10.0
+    assert abs(delayed["rtt_measured_before_ms"] - expected) < 0.3 * expected, delayed
+    # the proxy's own hop and a busy host add a little; a delay missing (rise ~0) or applied
+    # twice (~2x) is caught either way
+    rise = delayed["latency_p50_ms"] - row["latency_p50_ms"]
+    assert 0.8 * expected <= rise <= 1.8 * expected, (rise, delayed["latency_p50_ms"],
+                                                      row["latency_p50_ms"])
+    dserver = json.loads((trial_dir(out, delayed["cell_id"], 1) / "server.json").read_text())
+    assert set(dserver["client_addresses"]) == ips      # the shards reached the proxy
 
 
 def test_a_worker_lost_mid_trial_invalidates_it_and_the_run_stops(write_yaml, tmp_path,

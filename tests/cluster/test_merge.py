@@ -1,44 +1,103 @@
 """Shards into one trial (cluster/merge.py) and the host-side helpers that need no cluster."""
-import io
+import json
 import socket
+import threading
+import types
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 
+from loadgen import digest as ldigest
+from loadgen import hdr
+from loadgen import stats as lstats
 from orchestrator.cluster import hosts, merge, tasks
+from orchestrator.run.trial import summarize_trial
+
+WARMUP_NS = 1_000_000_000
+WINDOW_NS = 2_000_000_000
 
 
-def _shard(n: int, start_ns: int) -> tuple[bytes, dict]:
-    intended = start_ns + np.arange(n, dtype=np.int64) * 1_000_000
-    df = pd.DataFrame({"intended_ns": intended, "sent_ns": intended + 10,
-                       "first_byte_ns": np.where(np.arange(n) == 0, 0, intended + 500),
-                       "done_ns": intended + 1000, "status": np.full(n, 200, np.int16),
-                       "error": np.zeros(n, np.int8), "bytes": np.full(n, 10, np.int32)})
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
-    summary = {"start_ns": start_ns, "measure_start_ns": start_ns,
-               "measure_end_ns": start_ns + n * 1_000_000, "scheduled_in_window": n,
-               "dropped": 0, "requests_recorded": n, "gc_pauses": 0,
-               "send_lateness_p99_ms": 0.1 * n, "loop_lag_p99_ms": 0.2}
-    return buf.getvalue(), summary
+def _shard(d, n: int, start_ns: int, seed: int, records: bool = True, scale_ns: float = 2e6):
+    """A shard's output directory as `python -m loadgen` leaves it: n requests spread over
+    the warm-up and the window of its own clock (start_ns), lognormal latencies."""
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    intended = start_ns + np.sort(rng.integers(0, WARMUP_NS + WINDOW_NS, n)).astype(np.int64)
+    lat = np.rint(rng.lognormal(np.log(scale_ns), 0.8, n)).astype(np.int64) + 1
+    cols = {"intended_ns": intended, "sent_ns": intended + 10,
+            "first_byte_ns": np.where(np.arange(n) == 0, 0, intended + 500),
+            "done_ns": intended + lat, "status": np.full(n, 200, np.int16),
+            "error": np.zeros(n, np.int8), "bytes": np.full(n, 10, np.int32)}
+    dig = ldigest.Digest(5.0)
+    dig.begin(start_ns, start_ns + WARMUP_NS, start_ns + WARMUP_NS + WINDOW_NS)
+    for lo in range(0, n, 997):                     # in chunks, as the sink hands them over
+        dig.add({k: v[lo:lo + 997] for k, v in cols.items()})
+    dig.write(d)
+    if records:
+        pd.DataFrame(cols).to_parquet(d / "requests.parquet", index=False, row_group_size=1000)
+    inside = (intended >= start_ns + WARMUP_NS) & (intended < start_ns + WARMUP_NS + WINDOW_NS)
+    summary = {"start_ns": start_ns, "measure_start_ns": start_ns + WARMUP_NS,
+               "measure_end_ns": start_ns + WARMUP_NS + WINDOW_NS,
+               "scheduled_in_window": int(inside.sum()), "dropped": 0,
+               "requests_recorded": n, "gc_pauses": 0, "records": "all" if records else "none",
+               "records_written": n if records else 0,
+               "send_lateness_p99_ms": 0.1 * seed, "loop_lag_p99_ms": 0.2}
+    (d / "summary.json").write_text(json.dumps(summary))
+    return lat[inside], summary
 
 
-def test_merge_keeps_every_row_and_each_latency_exactly(tmp_path):
-    a, sa = _shard(30, 5_000_000_000)
-    b, sb = _shard(20, 9_000_000_123)          # another host's clock
-    cols, summary, shifts = merge.merge_requests([("h2", a, sa), ("h3", b, sb)],
-                                                 tmp_path / "requests.parquet")
-    table = pq.read_table(tmp_path / "requests.parquet").to_pandas()
-    assert len(table) == 50 and table["host"].value_counts().to_dict() == {"h2": 30, "h3": 20}
+SPEC = types.SimpleNamespace(mode="closed", rate_rps=0, timeout_s=5.0)
+
+
+def test_merge_streams_every_row_with_its_host_and_each_latency_exactly(tmp_path, monkeypatch):
+    monkeypatch.setattr(merge, "BATCH_ROWS", 700)       # several batches per shard
+    lat_a, _ = _shard(tmp_path / "h2", 6000, 5_000_000_000, 1)
+    lat_b, _ = _shard(tmp_path / "h3", 4000, 9_000_000_123, 2, scale_ns=5e6)   # another clock
+    out = tmp_path / "trial"
+    out.mkdir()
+    summary, shifts = merge.merge_shards([("h2", tmp_path / "h2"), ("h3", tmp_path / "h3")], out)
     assert shifts == {"h2": 0, "h3": 5_000_000_000 - 9_000_000_123}
-    assert (table["done_ns"] - table["intended_ns"] == 1000).all()    # latency untouched
+    assert pq.ParquetFile(out / "requests.parquet").metadata.num_row_groups > 1
+    table = pq.read_table(out / "requests.parquet").to_pandas()
+    assert len(table) == 10_000
+    assert table["host"].value_counts().to_dict() == {"h2": 6000, "h3": 4000}
     assert (table["first_byte_ns"] == 0).sum() == 2                    # unset stays unset
     h3 = table[table["host"] == "h3"]
-    assert h3["intended_ns"].min() == 5_000_000_000                     # starts coincide
-    assert summary["scheduled_in_window"] == 50 and summary["shards"] == 2
-    assert summary["send_lateness_p99_ms"] == 3.0                       # the worst shard's
-    assert len(cols["intended_ns"]) == 50
+    assert h3["intended_ns"].min() >= 5_000_000_000                     # starts coincide
+    assert not (tmp_path / "h2" / "requests.parquet").exists()          # its rows are merged
+    assert summary["shards"] == 2 and summary["send_lateness_p99_ms"] == pytest.approx(0.2)
+
+    union_ns = np.concatenate([lat_a, lat_b])
+    union_ms = union_ns / 1e6
+    merged_lat = (table["done_ns"] - table["intended_ns"]).to_numpy()
+    inside = ((table["intended_ns"] >= summary["measure_start_ns"])
+              & (table["intended_ns"] < summary["measure_end_ns"])).to_numpy()
+    assert np.array_equal(np.sort(merged_lat[inside]), np.sort(union_ns))  # untouched
+    metrics, timeline = summarize_trial(out, summary, SPEC, None)
+    assert metrics["requests"] == union_ms.size
+    assert metrics["latency_percentiles_from"] == "exact"
+    for name, q in lstats.PERCENTILES.items():     # the union's exact order statistics
+        assert metrics[f"latency_{name}_ms"] == lstats.percentile(union_ms, q), name
+    assert timeline["throughput_rps"].sum() == 10_000   # every completion, second by second
+
+
+def test_merge_without_records_keeps_percentiles_within_the_histogram_error(tmp_path):
+    lat_a, _ = _shard(tmp_path / "h2", 5000, 7_000_000_000, 3, records=False)
+    lat_b, _ = _shard(tmp_path / "h3", 5000, 1_000_000_000, 4, records=False, scale_ns=8e6)
+    out = tmp_path / "trial"
+    out.mkdir()
+    summary, _ = merge.merge_shards([("h2", tmp_path / "h2"), ("h3", tmp_path / "h3")], out)
+    assert not (out / "requests.parquet").exists()
+    metrics, _ = summarize_trial(out, summary, SPEC, None)
+    assert metrics["latency_percentiles_from"] == "hdr"
+    union_ms = np.concatenate([lat_a, lat_b]) / 1e6
+    for name, q in lstats.PERCENTILES.items():
+        exact = lstats.percentile(union_ms, q)
+        # HdrHistogram's value of a rank: its bucket's highest, never below, <= 0.1% above
+        assert exact <= metrics[f"latency_{name}_ms"] <= exact * (1 + hdr.RELATIVE_ERROR) \
+            + 1e-6, name
 
 
 def test_noise_rolls_up_to_the_worst_host_and_names_it():
@@ -79,3 +138,24 @@ def test_local_host_commands_join_each_namespace_to_the_bridge():
         in setup
     down = hosts.teardown_commands("pcbr1", ["perfctl-1-2"], ["pcab12b1"])
     assert down[-1] == ["ip", "link", "del", "pcbr1"] and ["ip", "netns", "del", "perfctl-1-2"] in down
+
+
+def test_a_shard_file_comes_back_chunk_by_chunk_and_is_dropped(tmp_path, monkeypatch):
+    monkeypatch.setattr(tasks, "CHUNK_BYTES", 1000)
+    data = np.random.default_rng(0).bytes(2500)
+    d = tmp_path / "shard"
+    d.mkdir()
+    (d / "requests.parquet").write_bytes(data)
+    lease = threading.Timer(3600, lambda: None)
+    monkeypatch.setitem(tasks._outputs, "tok", (d, lease))
+    got, offset = b"", 0
+    while chunk := tasks.fetch_chunk("tok", "requests.parquet", offset):
+        assert len(chunk) <= 1000
+        got += chunk
+        offset += len(chunk)
+    assert got == data
+    with pytest.raises(ValueError):
+        tasks.fetch_chunk("tok", "../etc/passwd", 0)          # only the shard's own files
+    assert tasks.drop_shard("tok") and not d.exists() and not tasks.drop_shard("tok")
+    with pytest.raises(FileNotFoundError):
+        tasks.fetch_chunk("tok", "requests.parquet", 0)

@@ -45,7 +45,7 @@ def test_delay_axis_is_injected_and_verified(write_yaml, perfctl_env, tmp_path):
 def test_injection_that_misses_marks_the_trial_invalid():
     from orchestrator.experiment.network import Network
     from orchestrator.netem.probe import ProbeResult
-    from orchestrator.run.trial import _network_row
+    from orchestrator.run.trial import network_row
 
     class Fake:
         backend = "proxy"
@@ -56,7 +56,7 @@ def test_injection_that_misses_marks_the_trial_invalid():
             return verify((state or self.spec).expected_rtt_p50_ms(), probe.added_p50_ms)
 
     off = ProbeResult(method="echo-rtt", rtt_ms=[30.0] * 5, baseline_ms=0.1)
-    row, reasons = _network_row(Fake.spec, Fake(), [("before", off, Fake.spec)])
+    row, reasons = network_row(Fake.spec, Fake(), [("before", off, Fake.spec)])
     assert row["rtt_measured_before_ms"] == pytest.approx(29.9)
     assert reasons and "network injection off before the load" in reasons[0]
 

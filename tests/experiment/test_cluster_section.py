@@ -89,3 +89,23 @@ matrix: {lg: [h2, "h2,h3"]}
 """))
     assert [c.placement.loadgen_hosts(["h1", "h2", "h3"]) for c in plan.cells] == \
         [["h2"], ["h2", "h3"]]
+
+
+def test_a_proxy_network_is_accepted_on_a_cluster(write_yaml):
+    plan = experiment.load_plan(write_yaml(BASE + """
+cluster: {local: {hosts: 3}}
+network: {delay: 5ms}
+"""))
+    assert plan.cells[0].network.shapes
+
+
+@pytest.mark.parametrize("network, key", [
+    ("{delay: 5ms, backend: netem}", "network.backend"),
+    ("{delay: 5ms, schedule: [{at: 1s, delay: 9ms}]}", "network.schedule"),
+])
+def test_what_the_cluster_proxy_cannot_do_is_refused_by_key(write_yaml, network, key):
+    with pytest.raises(PerfctlError) as e:
+        experiment.load_plan(write_yaml(BASE + f"cluster: {{local: {{hosts: 3}}}}\n"
+                                        f"network: {network}\n"))
+    msg = str(e.value)
+    assert key in msg and "fix" in msg.lower(), msg
