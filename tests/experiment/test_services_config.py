@@ -77,7 +77,7 @@ def test_every_java_model_takes_db(write_yaml, model):
     text = BASE.replace("SCOPE", "run").replace("DSN", "{services.db.dsn}").replace(
         "impl: python, model: pool", f"impl: java, model: {model}")
     if model.startswith("rmi"):
-        text = text.replace("load: {", "load: {driver: rmi, ")
+        text = text.replace("\nload: {", "\nload: {driver: rmi, ")
     (cell,) = experiment.load_plan(write_yaml(text)).cells
     assert cell.server.db == "{services.db.dsn}"
 
