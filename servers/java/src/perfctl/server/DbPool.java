@@ -11,8 +11,9 @@ import java.util.concurrent.TimeUnit;
 /**
  * The plain Java servers' JDBC connections for /db (models single, thread, pool, virtual, rmi,
  * rmi-single): a fixed set of `size` slots in a blocking queue. A slot holds an open connection,
- * or nothing until its first use (so the server starts while the database is down); a request
- * takes a slot, waiting at most {@link #WAIT_MS}, and gives it back after its query.
+ * or nothing (the server starts while the database is down); {@link #warm} opens them all
+ * before the server listens, and an empty slot is (re)opened by the request that takes it. A
+ * request takes a slot, waiting at most {@link #WAIT_MS}, and gives it back after its query.
  *
  * Why not a real pool (HikariCP, as the servers on real stacks use): the plain server is built by
  * javac alone with no dependencies, and only the PostgreSQL driver jar joins it at run time. What
@@ -46,6 +47,35 @@ final class DbPool implements Db.Connections {
         slots = new ArrayBlockingQueue<>(size);
         for (int i = 0; i < size; i++) {
             slots.add(EMPTY);
+        }
+    }
+
+    /**
+     * Opens every slot's connection now, before the server listens, so that a trial's first
+     * requests do not pay for loading the JDBC driver and connecting (HikariCP fills its pool
+     * at start too). Stops at the first failure (the database is down or unreachable: the
+     * server starts anyway, /db answers 503 until it is up); the reason goes to stderr.
+     */
+    void warm() {
+        for (int i = 0; i < size; i++) {
+            Object slot = slots.poll();
+            if (slot == null) {
+                return;
+            }
+            if (slot != EMPTY) {
+                slots.add(slot);
+                continue;
+            }
+            try {
+                Connection c = DriverManager.getConnection(url, props);
+                c.setAutoCommit(true);
+                slots.add(c);
+            } catch (SQLException | RuntimeException e) {
+                slots.add(EMPTY);
+                System.err.println("perfctl-server: /db: no database connection at start ("
+                        + e.getMessage() + "); /db answers 503 until the database is up");
+                return;
+            }
         }
     }
 
