@@ -22,12 +22,13 @@ def test_quick_table(quick_run):
     everything = pd.read_csv(quick_run / "trials.csv")
     # java-servlet: /work and /db at 1, 4 and 10 clients, rmi-pool: /db at 1, 4 and 10 clients
     # (file vs PostgreSQL, below)
-    assert len(everything) == 33
+    assert len(everything) == 31
     t = everything[(everything["server"] != "java-servlet") & (everything["backend"] == "/work")]
-    # per protocol: the scaling server 2 delays x 4 client counts; the single one the
-    # 200 ms delay only
-    assert len(t) == 24
+    # per protocol: the scaling server 4 client counts under the 200 ms delay and 3 (no 2)
+    # without; the single one the 200 ms delay only
+    assert len(t) == 22
     assert sorted(t["clients"].unique()) == [1, 2, 4, 10]
+    assert set(t.loc[t["clients"] == 2, "sleep_us"]) == {200000}
     for single in ("java-single", "rmi-single"):
         assert set(t.loc[t["server"] == single, "sleep_us"]) == {200000}
     assert set(t.loc[t["protocol"] == "rmi", "load_driver"]) == {"rmi"}
