@@ -37,7 +37,7 @@ SEAL_MARGIN_NS = 2_000_000_000   # a bin is sealed this long (plus the timeout) 
 WINDOW_HISTOGRAMS = ("latency", "sent_to_done", "svc", "queue", "overhead")
 _COUNTS = ("requests", "completed", "answered", "errors_http", "sent", "dropped")
 _SUMS = ("bytes_ok", "latency_sum_ns", "sent_to_done_sum_ns", "svc_n", "svc_sum_ms",
-         "svc_sumsq_ms2", "queue_sum_ms", "overhead_n", "overhead_sum_ms")
+         "svc_sumsq_ms2", "queue_sum_ms", "overhead_n", "overhead_sum_ms", "db_n", "db_sum_ms")
 
 
 class Window:
@@ -107,6 +107,11 @@ class Window:
         s["svc_sum_ms"] += float(svc.sum())
         s["svc_sumsq_ms2"] += float(np.dot(svc, svc))
         s["queue_sum_ms"] += float(queue.sum())
+        if "db_ms" in c:      # /db: the part of svc in the database (rows without it: none)
+            db = c["db_ms"][rows].astype(np.float64)
+            has_db = np.isfinite(db)
+            s["db_n"] += float(has_db.sum())
+            s["db_sum_ms"] += float(db[has_db].sum())
         fin = np.isfinite(over)
         s["overhead_n"] += float(fin.sum())
         s["overhead_sum_ms"] += float(over[fin].sum())

@@ -221,7 +221,8 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
             continue
         out.update(service_mean_ms=svc.mean_s * 1e3, service_scv=svc.scv, service_source=svc.source,
                    overhead_ms=svc.overhead_s * 1e3, overhead_mean_ms=svc.overhead_for_mean_s * 1e3,
-                   worker_gap_ms=svc.gap_s * 1e3)
+                   worker_gap_ms=svc.gap_s * 1e3, db_mean_ms=svc.db_mean_s * 1e3,
+                   db_share=svc.db_share)
         try:
             p = predict_cell(first, svc)
         except ValueError as e:
@@ -229,6 +230,7 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
             rows.append(out)
             continue
         out.update(model=p["model"], servers=p["servers"], capacity=p["capacity"],
+                   db_servers=p["db_servers"],
                    pred_mean_ms=p["mean_ms"], pred_p99_ms=p["p99_ms"],
                    pred_throughput_rps=p["throughput_rps"], pred_utilization=p["utilization"],
                    err_mean=_rel(p["mean_ms"], out["measured_mean_ms"]),

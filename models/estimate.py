@@ -30,6 +30,21 @@ Approximations (all first order, documented so the numbers can be judged):
   saturation but over-predicts latency by up to ~25 % near the knee. ``comparison.compare`` also fits the USL
   across cells that differ only in concurrency when >= 4 levels exist and predicts the latency
   from its throughput by Little's law, R = N / X(N) - Z.
+- Database time (``db_ms``, Server-Timing ``db;dur=`` of /db, the part of ``svc_ms`` spent
+  waiting for the database): ``estimate_service`` splits S into D, the mean database time per
+  request (requests without ``db_ms`` count 0), and S - D (``db_mean_s``, ``db_share`` = D / S).
+  The database is a station of its own with c_db = min(connections to it, its cores) servers
+  (``db_servers_for``: the server's pool, ``db_connections`` or ``server_threads``; the cores
+  from a ``db_cores`` column, unknown = unlimited, since perfctl does not pin PostgreSQL). It
+  is the bottleneck when c_db / D < c / S. Then the prediction is a tandem network, the
+  server's station with demand S - D (c servers) followed by the database's with demand D
+  (c_db servers), plus the overhead delay: exact MVA when closed (``mva_db``), two M/M/c
+  stations in series (Jackson) when open (``tandem_db``). What it assumes: D is spent in the
+  database's queue and service (the round trip over loopback is in it and is small), the
+  database serves only this server, and a worker waiting for its query does not hold one of
+  the server's c slots (exact for a thread per connection; with fewer threads than clients the
+  server station is optimistic). When the database is not the bottleneck, the single-station
+  models above apply unchanged and D is reported only.
 """
 from __future__ import annotations
 
@@ -42,7 +57,7 @@ import pandas as pd
 from . import closed, queues
 
 __all__ = ["ServiceEstimate", "estimate_service", "worker_gap", "servers_for", "capacity_for",
-           "predict_cell", "MEASURED_COLUMNS"]
+           "db_servers_for", "predict_cell", "MEASURED_COLUMNS"]
 
 SCV_FAR_FROM_ONE = 0.25
 BLOCKING_MATTERS = 1e-3
@@ -60,6 +75,17 @@ class ServiceEstimate:
     n: int = 0
     overhead_mean_s: float = math.nan   # its mean (NaN: use overhead_s)
     gap_s: float = 0.0            # worker time per request outside svc, included in mean_s
+    db_mean_s: float = math.nan   # mean time per request in the database (part of mean_s);
+                                  # NaN: no db_ms measured
+
+    @property
+    def db_share(self) -> float:
+        """The share of the service time spent in the database (NaN without db_ms)."""
+        return self.db_mean_s / self.mean_s if self.mean_s > 0 else math.nan
+
+    @property
+    def has_db(self) -> bool:
+        return math.isfinite(self.db_mean_s) and self.db_mean_s > 0
 
     @property
     def overhead_for_mean_s(self) -> float:
@@ -185,8 +211,13 @@ def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None =
         m = float(s.mean()) + gap
         if m <= 0:
             raise ValueError("svc_ms values average to zero; cannot estimate a service time")
+        db = math.nan
+        if "db_ms" in has.columns and has["db_ms"].notna().any():
+            # a request without db_ms spent no time in the database (a mixed workload)
+            d = has["db_ms"].fillna(0.0).to_numpy(dtype=float) / 1e3
+            db = min(float(np.clip(d, 0.0, s).mean()), m)     # db is part of svc
         return ServiceEstimate(m, float(s.var(ddof=1)) / m ** 2, "server_timing", overhead,
-                               int(s.size), overhead_mean, gap)
+                               int(s.size), overhead_mean, gap, db)
     single = _single_user_groups(df, trials_df)
     if len(single) < 2:
         raise ValueError("no svc_ms values and no single-user trial to estimate the service time from")
@@ -211,6 +242,24 @@ def servers_for(threads, cores, spin_us=0.0, sleep_us=0.0) -> float:
     if spin == 0.0:               # sleep-bound: every thread can sleep at once
         return t
     return min(t, c * (spin + sleep) / spin)
+
+
+def db_servers_for(row) -> float:
+    """Servers of the database station: min(connections the server holds to it, its cores).
+    Connections: a ``db_connections`` column, else what the bundled servers hold
+    (servers/PROTOCOL.md /db): 1 for the one-worker models, one per client connection for C
+    `thread`, else ``server_threads`` (the default pool: --db-pool = --threads);
+    cores: a ``db_cores`` column, else unlimited (inf when both are unknown)."""
+    conns = _limit(row.get("db_connections"))
+    if not math.isfinite(conns):
+        model = str(row.get("concurrency_model", row.get("server_model", "")))
+        if model in ("single", "rmi-single"):
+            conns = 1.0                  # one worker, one connection
+        elif model == "thread" and row.get("server_impl") == "c":
+            conns = _limit(row.get("connections"))   # C: a connection per worker thread
+        else:
+            conns = _limit(row.get("server_threads"))
+    return min(conns, _limit(row.get("db_cores")))
 
 
 def capacity_for(threads, backlog) -> float:
@@ -315,8 +364,49 @@ def predict_cell(row, service: ServiceEstimate) -> dict:
         cands, key = _open_candidates(lam, S, scv, c, K, oh)
         for v in cands.values():
             v.setdefault("throughput_rps", lam * (1.0 - v.get("p_block", 0.0)))
+    c_db = math.nan
+    if service.has_db:
+        c_db = db_servers_for(row)
+        D, rest = service.db_mean_s, max(S - service.db_mean_s, 0.0)
+        # the database is the bottleneck when its ceiling c_db / D is below the server's c / S
+        if math.isfinite(c_db) and c_db / D < (c / S if math.isfinite(c) else math.inf):
+            cd = max(1, int(round(c_db)))
+            if mode == "closed":
+                cr = max(1, int(round(c))) if math.isfinite(c) else n
+                res = closed.mva([rest, D, oh[0]], n, z, delay_stations=[2], servers=[cr, cd, 1])
+                cands["mva_db"] = {"mean_ms": float(res.response_time[-1]) * 1e3,
+                                   "p99_ms": math.nan, "model": f"MVA tandem (server c={cr}, "
+                                   f"database c={cd})", "throughput_rps": float(res.throughput[-1]),
+                                   "utilization": float(res.utilization[-1, 1])}
+                key = "mva_db"
+            else:
+                cands["tandem_db"] = _tandem(lam, rest, c, D, cd, oh)
+                key = "tandem_db"
     best = cands[key]
     return {"model": best["model"], "key": key, "mean_ms": best["mean_ms"], "p99_ms": best["p99_ms"],
             "throughput_rps": best.get("throughput_rps", math.nan),
             "utilization": best.get("utilization", math.nan), "servers": c, "capacity": K,
-            "candidates": cands}
+            "db_servers": c_db, "candidates": cands}
+
+
+def _tandem(lam, rest, c, D, c_db, oh) -> dict:
+    """Open load through the server's station (demand rest, c servers; none when rest is 0
+    or c unlimited) and then the database's (demand D, c_db servers): Jackson's product form,
+    each an M/M/c, the mean responses add (no closed-form p99 for the sum)."""
+    name = f"M/M/{c_db} database"
+    r_db = queues.mmc(lam, 1.0 / D, c_db) if lam * D < c_db else None
+    if r_db is None:
+        return {"mean_ms": math.inf, "p99_ms": math.inf, "model": f"{name} unstable (rho >= 1)",
+                "utilization": lam * D / c_db, "throughput_rps": lam}
+    mean = r_db.mean_response
+    if rest > 0 and math.isfinite(c):
+        cr = max(1, int(round(c)))
+        if lam * rest >= cr:
+            return {"mean_ms": math.inf, "p99_ms": math.inf, "model": "server station unstable",
+                    "utilization": r_db.utilization, "throughput_rps": lam}
+        mean += queues.mmc(lam, 1.0 / rest, cr).mean_response
+        name = f"M/M/{cr} server -> " + name
+    elif rest > 0:
+        mean += rest
+    return _cand(mean, overhead=oh, model=f"{name} (tandem)", utilization=r_db.utilization,
+                 throughput_rps=lam)

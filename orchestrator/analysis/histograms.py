@@ -104,7 +104,7 @@ def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
     """The queueing models' service estimate from a cell's Server-Timing sums and
     histograms, as models.estimate.estimate_service computes it from rows: mean and SCV of
     svc from exact sums; the overhead (latency - svc - queue) as its exact mean and its
-    median from the histogram. What is lost without rows: the one-worker gap
+    median from the histogram; the database's share from the `db` sums. What is lost without rows: the one-worker gap
     (estimate.worker_gap needs completions in order), taken as 0. None without svc."""
     if d.window is None:
         return None
@@ -119,8 +119,11 @@ def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
     over_h = d.window.hists["overhead"]
     over_median = hdr.percentile_ms(over_h, 50.0) if over_h.total_count else 0.0
     over_mean = s["overhead_sum_ms"] / s["overhead_n"] if s["overhead_n"] else 0.0
+    # db time per request over the requests with svc (those without db_ms spent none there)
+    db_ms = s.get("db_sum_ms", 0.0) / n if s.get("db_n", 0.0) > 0 else math.nan
     return ServiceEstimate(mean_ms / 1e3, var_ms2 / mean_ms ** 2, "server_timing",
-                           max(over_median, 0.0) / 1e3, int(n), max(over_mean, 0.0) / 1e3, 0.0)
+                           max(over_median, 0.0) / 1e3, int(n), max(over_mean, 0.0) / 1e3, 0.0,
+                           min(db_ms, mean_ms) / 1e3 if db_ms == db_ms else math.nan)
 
 
 def single_user_service(d: CellDistribution) -> ServiceEstimate | None:

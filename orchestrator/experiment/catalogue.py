@@ -25,14 +25,20 @@ DRIVERS: dict[str, tuple[str, ...]] = {
 # Java models on real stacks, built with Maven (servers/java/stacks): `servlet` is a plain servlet
 # on embedded Tomcat, `spring` Spring Boot MVC on its default embedded Tomcat.
 STACK_MODELS = {"java": ("servlet", "spring")}
-# (impl, model) pairs whose server has /db (servers/PROTOCOL.md); None: every model of the impl
-DB_MODELS: dict[str, tuple[str, ...] | None] = {"c": None, "python": None,
-                                                "java": ("servlet", "spring")}
+# (impl, model) pairs whose server has /db (servers/PROTOCOL.md); None: every model of the impl.
+# Java: every model, the RMI ones included (a call to "/db"), over one JDBC class (Db.java).
+DB_MODELS: dict[str, tuple[str, ...] | None] = {"c": None, "python": None, "java": None}
 
 
 def has_db(impl: str, model: str) -> bool:
     """Whether the bundled server (impl, model) has a /db endpoint."""
     return impl in DB_MODELS and (DB_MODELS[impl] is None or model in DB_MODELS[impl])
+
+
+def db_servers() -> str:
+    """The bundled servers with /db, in words ("impl c (every model), ...")."""
+    return ", ".join(f"impl {i} ({'every model' if m is None else 'models ' + ', '.join(m)})"
+                     for i, m in DB_MODELS.items())
 
 
 def default_concurrency_model(impl: str) -> str:

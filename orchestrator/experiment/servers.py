@@ -7,7 +7,7 @@ from typing import Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from .base import FrozenModel, Seconds
-from .catalogue import default_concurrency_model, has_db, unknown_impl_or_model
+from .catalogue import db_servers, default_concurrency_model, has_db, unknown_impl_or_model
 
 
 class ReadyCheck(FrozenModel):
@@ -39,7 +39,7 @@ class BundledServer(FrozenModel):
             raise ValueError(problem)
         if self.db is not None and not has_db(self.impl, self.concurrency_model):
             raise ValueError(f"{self.impl} model {self.concurrency_model!r} has no /db endpoint; "
-                             "`db:` works with impl c, python, and java models servlet and spring")
+                             f"`db:` works with {db_servers()}")
         return self
 
     @property

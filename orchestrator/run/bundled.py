@@ -21,6 +21,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVERS_DIR = ROOT / "servers"
 CORPUS = SERVERS_DIR / "corpus" / "sentences.tsv"
 JAVA_CLASSES = SERVERS_DIR / "java" / "build" / "classes"
+# The Maven build of the servers on real stacks copies every runtime dependency here, the
+# PostgreSQL JDBC driver among them; the plain Java server (javac only) takes that jar from here
+# for /db (servers/java/src/perfctl/server/DbPool.java).
+STACKS_LIB = SERVERS_DIR / "java" / "stacks" / "build" / "lib"
 # The RMI server and driver build remote references with the JDK's own classes (RmiServer.java,
 # Client.java), which the java.rmi module does not export.
 RMI_JVM_FLAGS = [f"--add-exports=java.rmi/sun.rmi.{p}=ALL-UNNAMED"
@@ -72,25 +76,34 @@ def find_jdk(min_version: int) -> Jdk | None:
     return None
 
 
-def build(impl: str, variant: str = "", model: str | None = None) -> None:
+def build(impl: str, variant: str = "", model: str | None = None, db: bool = False) -> None:
     """Build a bundled server unless the cached build matches its sources.
 
     variant: "" for the normal build; "asan" for the C AddressSanitizer + UBSan build.
     model: a model on a real stack (servlet, spring) builds those with Maven instead
     (servers/java/stacks; the first build downloads into ~/.m2, later ones run offline).
+    db: the server will get `--db`; a plain Java model then also needs the PostgreSQL JDBC
+    driver jar, which the (cached) stacks build provides (jdbc_driver_jar).
     Raises PerfctlError with the compiler's last lines when the build fails.
     """
     check_impl(impl, model)
     if impl == "python":
         return
-    if model in STACK_MODELS.get(impl, ()):
+    if model in STACK_MODELS.get(impl, ()) or (impl == "java" and db):
         make_cached(SERVERS_DIR / impl, "stacks", f"the {impl} servers on real stacks (Maven)",
                     "install maven and a JDK >= 17 (make setup does), check that Maven Central "
                     "is reachable for the first build, and run again.",
                     suffixes=SOURCE_SUFFIXES + (".xml",), timeout_s=1800.0)
-        return
+        if model in STACK_MODELS.get(impl, ()):
+            return
     make_cached(SERVERS_DIR / impl, variant or "all", f"the bundled {impl} server",
                 "fix the sources or the toolchain (gcc/make for C, a JDK for Java) and run again.")
+
+
+def jdbc_driver_jar() -> Path | None:
+    """The PostgreSQL JDBC driver jar of the stacks build (STACKS_LIB), or None before it ran."""
+    jars = sorted(STACKS_LIB.glob("postgresql-*.jar"))
+    return jars[-1] if jars else None
 
 
 def check_impl(impl: str, model: str | None = None) -> None:
@@ -127,8 +140,14 @@ def command(impl: str, model: str, port: int, threads: int = 4, backlog: int = 1
             main = "perfctl.server.ServletMain" if model == "servlet" else "perfctl.server.SpringMain"
             return [jdk.java, "-cp", f"{stacks / 'classes'}:{stacks / 'lib'}/*", main, *flags]
         extra = RMI_JVM_FLAGS if model in RMI_MODELS else []
-        return [jdk.java, "-Xss512k", *extra, "-cp", str(JAVA_CLASSES), "perfctl.server.Main",
-                *flags]
+        jar = jdbc_driver_jar()      # /db's JDBC driver, whenever the stacks build left it
+        if db and jar is None:
+            raise PerfctlError(
+                f"java model {model!r} with `db:` needs the PostgreSQL JDBC driver, which the "
+                f"build of the servers on real stacks puts in {STACKS_LIB}, and it is not "
+                "there. Fix: run `make -C servers/java stacks` (make setup does), then run again.")
+        classpath = str(JAVA_CLASSES) + (f":{jar}" if jar else "")
+        return [jdk.java, "-Xss512k", *extra, "-cp", classpath, "perfctl.server.Main", *flags]
     return [sys.executable, str(SERVERS_DIR / "python" / "server.py"), *flags]
 
 

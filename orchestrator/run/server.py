@@ -54,7 +54,8 @@ class ServerProcess:
         else:
             self.port = free_port(self.host) if self.host.startswith("127.") else free_port()
         if isinstance(config, BundledServer):
-            bundled.build(config.impl, config.variant, config.concurrency_model)
+            bundled.build(config.impl, config.variant, config.concurrency_model,
+                          db=config.db is not None)
             self.argv = bundled.command(config.impl, config.concurrency_model, self.port, config.threads,
                                         config.backlog, config.buckets, config.layout,
                                         variant=config.variant, host=self.host,

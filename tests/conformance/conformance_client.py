@@ -255,7 +255,8 @@ def server_argv(impl: str, model: str, **kw) -> list[str]:
         argv = bundled.command(impl, model, 0, **{"threads": THREADS, "backlog": BACKLOG, **kw})
     except PerfctlError as e:
         pytest.skip(f"{impl}/{model}: {e}")
-    missing = [p for p in (argv[0], *(a for a in argv if a.endswith("/build/classes")))
+    missing = [p for p in (argv[0], *(part for a in argv for part in a.split(":")
+                                      if part.endswith("/build/classes")))
                if not Path(p).exists()]
     if missing:
         pytest.skip(f"{impl}/{model}: missing {missing[0]}")

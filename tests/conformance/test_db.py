@@ -1,18 +1,20 @@
-"""GET /db (servers/PROTOCOL.md) in every bundled server that has one: bad parameters are 400,
-no database is 503 with the reason and a connection that stays usable, and against a real
+"""GET /db (servers/PROTOCOL.md) in every bundled HTTP server that has one: bad parameters are
+400, no database is 503 with the reason and a connection that stays usable, and against a real
 PostgreSQL (a `postgresql` service, run/services.py) point, range and insert answer with the
-rows and a Server-Timing `db` entry inside `svc`."""
+rows and a Server-Timing `db` entry inside `svc`. (The RMI models' /db: a call to "/db",
+tests/run/test_services_postgresql.py.)"""
 from __future__ import annotations
 
 import pytest
-from conformance_client import Conn, Server, get, server_argv
+from conformance_client import Conn, Server, build_error, get, server_argv
 
-from orchestrator.experiment.catalogue import CONCURRENCY_MODELS, STACK_MODELS, has_db
+from orchestrator.experiment.catalogue import CONCURRENCY_MODELS, RMI_MODELS, STACK_MODELS, has_db
 from orchestrator.experiment.services import PostgresService
 from orchestrator.run import process
 from orchestrator.run.services import PostgresRunner, find_pg_bin
 
-DB_MODELS = [(i, m) for i, models in CONCURRENCY_MODELS.items() for m in models if has_db(i, m)]
+DB_MODELS = [(i, m) for i, models in CONCURRENCY_MODELS.items() for m in models
+             if has_db(i, m) and m not in RMI_MODELS]
 IDS = [f"{i}-{m}" for i, m in DB_MODELS]
 BAD = ["/db", "/db?query=", "/db?query=delete", "/db?query=POINT", "/db?query=range&rows=0",
        "/db?query=range&rows=1001", "/db?query=range&rows=x", "/db?query=point&rows=-1",
@@ -33,6 +35,11 @@ def database(tmp_path_factory):
 
 
 def _server(impl: str, model: str, *extra: str) -> Server:
+    if impl == "java":
+        # the plain Java models take the PostgreSQL JDBC driver from the stacks build
+        err = build_error("java", "servlet")
+        if err:
+            pytest.skip(f"the Java stacks (and the JDBC driver jar) did not build: {err}")
     try:
         return Server(impl, model, server_argv(impl, model) + list(extra), startup_timeout=60)
     except RuntimeError as e:
@@ -82,14 +89,15 @@ def test_db_queries_against_postgresql(impl, model, database):
 
 
 def test_a_database_that_stops_and_comes_back_is_503_then_200(tmp_path):
-    """The reason reaches the client, and the server reconnects by itself (C and Python)."""
+    """The reason reaches the client, and the server reconnects by itself (C, Python, Java)."""
     if find_pg_bin() is None:
         pytest.skip("PostgreSQL is not installed (make setup installs it)")
     config = PostgresService(kind="postgresql", data={"participants": 50})
     first = PostgresRunner("db", config, "test_db.py")
     first.start(tmp_path / "a")
     servers = [_server("python", "pool", "--db", first.endpoints["dsn"]),
-               _server("c", "pool", "--db", first.endpoints["dsn"])]
+               _server("c", "pool", "--db", first.endpoints["dsn"]),
+               _server("java", "pool", "--db", first.endpoints["dsn"])]
     second = None
     try:
         for srv in servers:

@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator import experiment
 from orchestrator.errors import PerfctlError
-from orchestrator.experiment import matrix
+from orchestrator.experiment import catalogue, matrix
 from orchestrator.experiment.cells import server_dump
 from orchestrator.experiment.services import fill
 
@@ -71,12 +71,26 @@ def test_a_bad_service_entry_names_its_key(write_yaml, change, words):
     assert "services.db" in str(e.value) and "Fix:" in str(e.value)
 
 
-def test_db_on_a_server_without_a_db_endpoint_is_refused(write_yaml):
+@pytest.mark.parametrize("model", ["pool", "thread", "single", "rmi", "rmi-single", "servlet"])
+def test_every_java_model_takes_db(write_yaml, model):
+    """/db is in every Java server (one JDBC class: the plain models, RMI and the stacks)."""
+    text = BASE.replace("SCOPE", "run").replace("DSN", "{services.db.dsn}").replace(
+        "impl: python, model: pool", f"impl: java, model: {model}")
+    if model.startswith("rmi"):
+        text = text.replace("\nload: {", "\nload: {driver: rmi, ")
+    (cell,) = experiment.load_plan(write_yaml(text)).cells
+    assert cell.server.db == "{services.db.dsn}"
+
+
+def test_db_on_a_server_without_a_db_endpoint_is_refused(write_yaml, monkeypatch):
+    # every bundled server has /db now; the check stays for one that has not (a new impl)
+    monkeypatch.setitem(catalogue.DB_MODELS, "java", ("servlet", "spring"))
     text = BASE.replace("SCOPE", "run").replace("DSN", "{services.db.dsn}").replace(
         "impl: python, model: pool", "impl: java, model: pool")
     with pytest.raises(PerfctlError) as e:
         experiment.load_plan(write_yaml(text))
     assert "servers.py" in str(e.value) and "no /db endpoint" in str(e.value)
+    assert "impl java (models servlet, spring)" in str(e.value)
 
 
 def test_fill_replaces_only_running_services():

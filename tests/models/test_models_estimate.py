@@ -187,3 +187,99 @@ def test_worker_gap_is_recovered_from_the_completions_of_requests_that_queued():
     r = queues.mm1(700.0, 1 / e.mean_s)
     measured = (df["done_ns"] - df["intended_ns"]).mean() / 1e9
     assert r.mean_response + e.overhead_for_mean_s == pytest.approx(measured, rel=0.1)
+
+
+# --- database time (db_ms): the split of S and the database station -------------------------------
+def _closed_tandem_sim(n, rest, d, c_app, c_db, completions, seed):
+    """Throughput and mean response of n closed-loop users (no think time) through a server
+    station (c_app servers, Exp(rest)) then a database station (c_db servers, Exp(d)): a small
+    event simulation, the ground truth for the tandem model."""
+    import heapq
+    rng = np.random.default_rng(seed)
+    events, t = [], 0.0
+    free, waiting, started = [c_app, c_db], [[], []], {}
+    demand = (rest, d)
+
+    def arrive(u, k, now):
+        if free[k]:
+            free[k] -= 1
+            heapq.heappush(events, (now + rng.exponential(demand[k]), u, k))
+        else:
+            waiting[k].append(u)
+    for u in range(n):
+        started[u] = 0.0
+        arrive(u, 0, 0.0)
+    done, resp, t_first = 0, [], None
+    while done < completions:
+        t, u, k = heapq.heappop(events)
+        if waiting[k]:
+            heapq.heappush(events, (t + rng.exponential(demand[k]), waiting[k].pop(0), k))
+        else:
+            free[k] += 1
+        if k == 0:
+            arrive(u, 1, t)
+        else:
+            done += 1
+            if done > completions // 10:          # skip the start-up
+                t_first = t if t_first is None else t_first
+                resp.append(t - started[u])
+            started[u] = t
+            arrive(u, 0, t)
+    return (len(resp) - 1) / (t - t_first), float(np.mean(resp))
+
+
+def test_estimate_service_splits_the_database_time():
+    rng = np.random.default_rng(11)
+    n = 4000
+    app, db = rng.exponential(0.001, n), rng.exponential(0.003, n)
+    on_db = np.arange(n) % 2 == 0                     # a mixed workload: half the requests /db
+    svc = app + np.where(on_db, db, 0.0)
+    df = pd.DataFrame({"status": 200, "error": 0, "svc_ms": svc * 1e3, "queue_ms": 0.0,
+                       "db_ms": np.where(on_db, db * 1e3, np.nan)})
+    e = estimate.estimate_service(df)
+    assert e.has_db and e.db_mean_s == pytest.approx(np.where(on_db, db, 0.0).mean())
+    assert e.db_share == pytest.approx(e.db_mean_s / svc.mean())
+    no_db = estimate.estimate_service(df.drop(columns="db_ms"))
+    assert not no_db.has_db and math.isnan(no_db.db_share)
+
+
+def test_a_database_bottleneck_is_predicted_at_the_database_station():
+    """16 users, a thread each on 8 cores (c = 8), S = 4 ms of which D = 3 ms in a database reached over
+    2 connections: the database caps throughput at 2 / 3 ms = 667/s, the server alone would
+    allow 2000/s. The tandem model (mva_db) matches a simulation of that network; the
+    one-station model that ignores db_ms is far off."""
+    rest, d = 0.001, 0.003
+    svc = ServiceEstimate(mean_s=rest + d, scv=1.0, source="server_timing", db_mean_s=d)
+    row = dict(load_mode="closed", connections=16, think_time_s=0.0, server_model="thread",
+               server_threads=4, server_cores=8, work_spin_us=0, work_sleep_us=0,
+               server_backlog=128, db_connections=2)
+    p = estimate.predict_cell(row, svc)
+    assert p["key"] == "mva_db" and p["db_servers"] == 2 and p["servers"] == 8
+    ref = closed.mva([rest, d, 0.0], 16, 0.0, delay_stations=[2], servers=[8, 2, 1])
+    assert p["mean_ms"] == pytest.approx(ref.response_time[-1] * 1e3)
+    x_sim, r_sim = _closed_tandem_sim(16, rest, d, 8, 2, 40_000, seed=3)
+    assert p["throughput_rps"] == pytest.approx(x_sim, rel=0.05)
+    assert p["throughput_rps"] <= 2 / d + 1e-9
+    assert p["mean_ms"] == pytest.approx(r_sim * 1e3, rel=0.05)
+    one_station = p["candidates"]["mva"]
+    assert one_station["throughput_rps"] > 2 * x_sim       # ignoring the database: way off
+    # a database with a connection per thread is not the bottleneck: the model is unchanged
+    q = estimate.predict_cell({**row, "db_connections": 16}, svc)
+    assert q["key"] == "mva" and "mva_db" not in q["candidates"]
+    # cores cap the database station too (PostgreSQL runs a process per connection)
+    assert estimate.predict_cell({**row, "db_connections": 16, "db_cores": 2},
+                                 svc)["key"] == "mva_db"
+    assert estimate.db_servers_for({"server_threads": 4}) == 4     # the default pool
+
+
+def test_open_load_on_a_database_bottleneck_is_a_tandem():
+    rest, d = 0.001, 0.003
+    svc = ServiceEstimate(mean_s=rest + d, scv=1.0, source="server_timing", db_mean_s=d)
+    row = dict(load_mode="open", target_rate=500.0, server_threads=8, server_cores=8,
+               work_spin_us=0, work_sleep_us=0, db_connections=2)
+    p = estimate.predict_cell(row, svc)
+    assert p["key"] == "tandem_db"
+    want = queues.mmc(500.0, 1 / d, 2).mean_response + queues.mmc(500.0, 1 / rest, 8).mean_response
+    assert p["mean_ms"] == pytest.approx(want * 1e3)
+    assert p["utilization"] == pytest.approx(500.0 * d / 2)
+    assert estimate.predict_cell({**row, "target_rate": 700.0}, svc)["mean_ms"] == math.inf

@@ -105,6 +105,70 @@ def test_db_cells_of_two_languages_against_one_service(write_yaml, tmp_path):
     assert not _postgres_of(os.getpid())
 
 
+JAVA_EXPERIMENT = """
+name: db-java
+services:
+  db: {kind: postgresql, scope: run, data: {participants: 2000}}
+servers:
+  jv: {impl: java, model: pool, threads: 2, db: "{services.db.dsn}"}
+  rmi: {impl: java, model: rmi, threads: 2, db: "{services.db.dsn}"}
+  rmi-nodb: {impl: java, model: rmi, threads: 2}
+workload: {path: /db, params: {query: "{query}"}}
+load: {driver: "{protocol}", mode: closed, connections: 2, duration: 1s, warmup: 0.3s}
+matrix: {server: [jv], protocol: [http], query: [point, range]}
+include:
+  - {server: rmi, protocol: rmi, query: point}
+  - {server: rmi, protocol: rmi, query: insert}
+  - {server: rmi, protocol: rmi, query: delete}       # bad input: 400 answers
+  - {server: rmi-nodb, protocol: rmi, query: point}   # no database: 503 with the reason
+"""
+
+
+def test_db_cells_of_the_plain_java_server_and_of_rmi(write_yaml, tmp_path):
+    """The plain Java HTTP server and the RMI server (driven by the rmi driver) answer /db from
+    the same PostgreSQL over JDBC; RMI carries the db time back (db_ms) like Server-Timing."""
+    from orchestrator.run import bundled
+    if bundled.find_jdk(17) is None:
+        pytest.skip("no JDK >= 17")
+    plan = experiment.load_plan(write_yaml(JAVA_EXPERIMENT))
+    run_dir = _run_dir(plan, tmp_path)
+    try:
+        outcome = execute_plan(plan, run_dir)
+    finally:
+        process.stop_all()
+    t = outcome.trials.set_index(["server", "query"])
+    assert len(t) == 6
+    good = t.loc[[("jv", "point"), ("jv", "range"), ("rmi", "point"), ("rmi", "insert")]]
+    why = good["invalid_reasons"].fillna("")
+    assert not why.str.contains("server|service|requests failed|error rate").any(), why.tolist()
+    assert (good["errors"] == 0).all() and (good["requests"] > 20).all()
+    assert good["service_db_cpu_pct"].notna().all()     # sampled (a 1 s point-query trial may round to 0)
+
+    def requests(server, query):
+        row = t.loc[(server, query)]
+        return pd.read_parquet(run_dir / "cells" / row["cell_id"] / f"trial-{row['trial']}"
+                               / "requests.parquet")
+
+    for key in good.index:
+        req = requests(*key)
+        ok = req[req["status"] == 200]
+        assert len(ok) > 0.98 * len(req), key
+        assert ok["db_ms"].notna().mean() > 0.9, key
+        both = ok.dropna(subset=["db_ms", "svc_ms"])
+        assert (both["db_ms"] <= both["svc_ms"] + 0.002).all(), key
+        assert (both["db_ms"] > 0).mean() > 0.9, key
+    # RMI bad input: every call answered 400, no db time; no database: 503, the reason logged
+    bad = requests("rmi", "delete")
+    assert len(bad) > 0 and set(bad["status"]) == {400} and bad["db_ms"].isna().all()
+    assert t.loc[("rmi", "delete"), "errors"] > 0
+    down = t.loc[("rmi-nodb", "point")]
+    assert not down["valid"] and down["errors"] > 0
+    assert set(requests("rmi-nodb", "point")["status"]) == {503}
+    log = (run_dir / "cells" / down["cell_id"] / f"trial-{down['trial']}" / "loadgen.log")
+    assert "/db answered 503: database unavailable: no database configured" in log.read_text()
+    assert not _postgres_of(os.getpid())
+
+
 def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(write_yaml,
                                                                               tmp_path):
     text = _experiment("trial", "3s").replace("matrix: {server: [py, c], query: [point, insert]}",

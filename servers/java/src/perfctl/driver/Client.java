@@ -149,6 +149,10 @@ final class Client implements RMIClientSocketFactory {
                 rows.bytes[i] = reply.body == null ? 0 : reply.body.length;
                 rows.svcMs[i] = reply.svcNs / 1e6;
                 rows.queueMs[i] = reply.queueNs < 0 ? Double.NaN : reply.queueNs / 1e6;
+                rows.dbMs[i] = reply.dbNs < 0 ? Double.NaN : reply.dbNs / 1e6;
+                if (reply.status >= 500) {
+                    serverFailed(target, reply);
+                }
             }
             long t = System.nanoTime();
             rows.firstByte[i] = t;
@@ -163,6 +167,21 @@ final class Client implements RMIClientSocketFactory {
             rows.done[i] = t;
         } catch (RemoteException e) {
             rows.fail(i, classify(e), System.nanoTime());
+        }
+    }
+
+    private static final java.util.Set<String> REPORTED = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    /** The first few distinct reasons the server gave for a 5xx (e.g. /db: "database
+     * unavailable: ...") go to stderr, the driver's log, once each: the rows carry the status,
+     * the log says why. */
+    private static void serverFailed(String target, RmiReply reply) {
+        int q = target.indexOf('?');
+        String path = q < 0 ? target : target.substring(0, q);
+        String why = reply.body == null ? "" : new String(reply.body, StandardCharsets.UTF_8).strip();
+        String line = path + " answered " + reply.status + ": " + (why.length() > 300 ? why.substring(0, 300) : why);
+        if (REPORTED.size() < 5 && REPORTED.add(line)) {
+            System.err.println("rmi driver: " + line);
         }
     }
 

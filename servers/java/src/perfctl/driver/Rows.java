@@ -28,6 +28,7 @@ final class Rows {
     int[] conn;
     double[] svcMs;
     double[] queueMs;
+    double[] dbMs;
     int n;
 
     Rows(int capacity) {
@@ -42,9 +43,11 @@ final class Rows {
         conn = new int[c];
         svcMs = new double[c];
         queueMs = new double[c];
+        dbMs = new double[c];
         Arrays.fill(conn, -1);
         Arrays.fill(svcMs, Double.NaN);
         Arrays.fill(queueMs, Double.NaN);
+        Arrays.fill(dbMs, Double.NaN);
     }
 
     /** A new row intended at `intendedNs`; its index. */
@@ -69,9 +72,11 @@ final class Rows {
         int old = svcMs.length;
         svcMs = Arrays.copyOf(svcMs, c);
         queueMs = Arrays.copyOf(queueMs, c);
+        dbMs = Arrays.copyOf(dbMs, c);
         Arrays.fill(conn, old, c, -1);
         Arrays.fill(svcMs, old, c, Double.NaN);
         Arrays.fill(queueMs, old, c, Double.NaN);
+        Arrays.fill(dbMs, old, c, Double.NaN);
     }
 
     /** Ends row i with an error class at t (no answer). */
@@ -98,7 +103,7 @@ final class Rows {
         Path tmp = out.resolveSibling(out.getFileName() + ".tmp");
         long total = 0;
         try (BufferedWriter w = Files.newBufferedWriter(tmp, StandardCharsets.US_ASCII)) {
-            w.write("intended_ns,sent_ns,first_byte_ns,done_ns,status,error,bytes,conn,svc_ms,queue_ms\n");
+            w.write("intended_ns,sent_ns,first_byte_ns,done_ns,status,error,bytes,conn,svc_ms,queue_ms,db_ms\n");
             StringBuilder b = new StringBuilder(128);
             for (Rows r : parts) {
                 for (int i = 0; i < r.n; i++) {
@@ -113,6 +118,10 @@ final class Rows {
                     b.append(',');
                     if (!Double.isNaN(r.queueMs[i])) {
                         b.append(r.queueMs[i]);
+                    }
+                    b.append(',');
+                    if (!Double.isNaN(r.dbMs[i])) {
+                        b.append(r.dbMs[i]);
                     }
                     b.append('\n');
                     w.append(b);

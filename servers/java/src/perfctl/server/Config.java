@@ -29,7 +29,7 @@ final class Config {
     Path corpus;
     long seed = 1;
     int idleTimeoutMs = 10_000;
-    String db;      // --db URI for /db (servlet and spring), or null
+    String db;      // --db URI for /db (every model: Db), or null
     int dbPool;     // --db-pool: JDBC pool size; 0 means --threads
 
     static final String USAGE = "usage: java perfctl.server.Main --port P [--host 127.0.0.1] "

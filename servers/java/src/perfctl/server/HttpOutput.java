@@ -33,6 +33,10 @@ final class HttpOutput implements Flushable {
         millis(queueNs);
         ascii(", svc;dur=");
         millis(svcNs);
+        if (r.dbNanos >= 0) { // /db: the part of svc spent in the database
+            ascii(", db;dur=");
+            millis(r.dbNanos);
+        }
         if (r.allow != null) {
             ascii("\r\nAllow: ");
             ascii(r.allow);

@@ -20,15 +20,17 @@ public final class Main {
         Config config;
         Model model;
         Search search;
+        Db db;
         try {
             config = Config.parse(args);
             HttpInput.idleTimeoutMs = config.idleTimeoutMs;
             if (config.model.startsWith("rmi")) { // Java RMI instead of HTTP (RmiServer)
-                RmiServer.run(config, Search.load(config.corpus, config.byType));
+                RmiServer.run(config, Search.load(config.corpus, config.byType), Db.plain(config));
                 return;
             }
             model = Model.create(config); // `virtual` on a JVM < 21 fails here
             search = Search.load(config.corpus, config.byType);
+            db = Db.plain(config);
         } catch (Config.Error e) {
             System.err.println("perfctl-server: " + e.getMessage());
             System.exit(2);
@@ -63,7 +65,7 @@ public final class Main {
         Stats stats = new Stats(config.model, config.buckets);
         Registry registry = new Registry();
         stats.attach(model, registry);
-        Router router = new Router(new Work(stats, config.seed), search, registry, stats);
+        Router router = new Router(new Work(stats, config.seed), search, registry, stats, db);
 
         System.out.println("perfctl-server listening on " + config.host + ":" + listener.getLocalPort()
                 + " impl=java model=" + config.model + " threads=" + config.threads + " backlog=" + config.backlog);

@@ -22,8 +22,9 @@ import java.util.concurrent.Future;
 /**
  * The Java RMI server (models `rmi` and `rmi-single`): an RMI registry and the {@link RmiService}
  * object on one port, behind {@link RmiServerSockets}. Requests go through the same {@link Router}
- * as HTTP, so /work, /search, /health and /stats mean what servers/PROTOCOL.md says; POST
- * /register binds the user's name in the RMI registry.
+ * as HTTP, so /work, /search, /health, /stats and /db mean what servers/PROTOCOL.md says (/db: the
+ * same {@link Db} over JDBC as the plain HTTP models, its time in the database in
+ * {@link RmiReply#dbNs}); POST /register binds the user's name in the RMI registry.
  *
  * The object is exported under a well-known object number with the JDK's own export machinery
  * (sun.rmi.server.UnicastServerRef, as the registry itself is exported), reached by reflection:
@@ -37,7 +38,7 @@ final class RmiServer {
     private RmiServer() {
     }
 
-    static void run(Config config, Search search) {
+    static void run(Config config, Search search, Db db) {
         int slots = config.model.equals("rmi-single") ? 1 : config.threads;
         RmiServerSockets sockets = new RmiServerSockets(config.host, config.backlog, slots);
         Stats stats = new Stats(config.model, config.buckets);
@@ -57,7 +58,7 @@ final class RmiServer {
                 return sockets.waiting();
             }
         }, new perfctl.server.Registry());
-        Router router = new Router(new Work(stats, config.seed), search, new perfctl.server.Registry(), stats);
+        Router router = new Router(new Work(stats, config.seed), search, new perfctl.server.Registry(), stats, db);
         int port;
         Registry registry;
         Service service;
@@ -131,6 +132,7 @@ final class RmiServer {
             long t0 = System.nanoTime();
             int status;
             byte[] out;
+            long dbNs = -1;
             try {
                 if (target.equals("/register") || target.startsWith("/register?")) {
                     status = method.equals("POST") ? register(body) : 405;
@@ -140,13 +142,14 @@ final class RmiServer {
                             body == null ? HttpRequest.NO_BODY : body));
                     status = r.status;
                     out = Arrays.copyOf(r.body, r.bodyLength);
+                    dbNs = r.dbNanos;
                 }
             } catch (HttpError e) {
                 status = e.status;
                 out = (e.getMessage() + "\n").getBytes(StandardCharsets.UTF_8);
             }
             stats.responded();
-            return new RmiReply(status, out, System.nanoTime() - t0, -1);
+            return new RmiReply(status, out, System.nanoTime() - t0, -1, dbNs);
         }
 
         /** 201 when `user` was bound in the RMI registry now, 409 when it was already. */

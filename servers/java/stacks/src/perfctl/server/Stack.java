@@ -50,7 +50,7 @@ final class Stack {
                 return queue.getAsInt();
             }
         }, registry);
-        Db db = new Db(config.db, config.dbPool > 0 ? config.dbPool : config.threads);
+        Db db = HikariConnections.endpoint(config);
         this.router = new Router(new Work(stats, config.seed), search, registry, stats, db);
     }
 

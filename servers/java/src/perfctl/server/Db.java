@@ -1,7 +1,5 @@
 package perfctl.server;
 
-import com.zaxxer.hikari.HikariConfig;
-import com.zaxxer.hikari.HikariDataSource;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
@@ -13,9 +11,11 @@ import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
 
 /**
- * GET /db (servers/PROTOCOL.md) over JDBC (the PostgreSQL driver) with a HikariCP pool of
- * --db-pool connections (default --threads), opened lazily: the server starts even while the
- * database is down, and answers 503 with the reason until it is up.
+ * GET /db (servers/PROTOCOL.md) over JDBC, shared by every Java server: the plain HTTP models
+ * and the RMI server take their connections from {@link DbPool} (java.sql only, the PostgreSQL
+ * driver jar on the runtime classpath), the servers on real stacks from HikariCP
+ * (stacks/HikariConnections). Connections are opened lazily: a server starts even while the
+ * database is down, and /db answers 503 with the reason until it is up.
  */
 final class Db implements Router.DbEndpoint {
     static final int MAX_ROWS = 1000;
@@ -24,34 +24,37 @@ final class Db implements Router.DbEndpoint {
     private static final String RANGE = "SELECT " + COLUMNS + " FROM participants WHERE id >= ? ORDER BY id LIMIT ?";
     private static final String INSERT = "INSERT INTO registrations (participant_id, note) VALUES (?, 'perfctl /db insert') RETURNING id";
 
-    private final HikariDataSource pool; // null: no --db
-    private volatile int participants;   // read once from perfctl_meta
+    /** Where /db gets a connection for one query, and gives it back. */
+    interface Connections {
+        /** A connection (autocommit) for one request; SQLException (with the reason) when none. */
+        Connection take() throws SQLException;
 
-    Db(String uri, int poolSize) throws Config.Error {
-        if (uri == null) {
-            pool = null;
-            return;
+        /** Hand c back; broken: a query on it failed, so drop it (the next take opens a new one). */
+        void give(Connection c, boolean broken);
+    }
+
+    private final Connections source; // null: no --db
+    private volatile int participants; // read once from perfctl_meta
+
+    Db(Connections source) {
+        this.source = source;
+    }
+
+    /** The plain servers' /db: a {@link DbPool} of --db-pool (default --threads) connections. */
+    static Db plain(Config config) throws Config.Error {
+        if (config.db == null) {
+            return new Db(null);
         }
-        HikariConfig c = new HikariConfig();
-        c.setJdbcUrl(jdbcUrl(uri));
-        String user = user(uri);
-        if (user != null) {
-            c.setUsername(user);
-        }
-        c.setMaximumPoolSize(poolSize);
-        c.setMinimumIdle(poolSize);
-        c.setConnectionTimeout(2000);
-        c.setInitializationFailTimeout(-1); // start without the database; /db says 503
-        c.setAutoCommit(true);
-        c.setPoolName("perfctl-db");
-        pool = new HikariDataSource(c);
+        DbPool pool = new DbPool(jdbcUrl(config.db), user(config.db), config.dbPool > 0 ? config.dbPool : config.threads);
+        pool.warm();
+        return new Db(pool);
     }
 
     /** postgresql://USER@HOST:PORT/DB -> jdbc:postgresql://HOST:PORT/DB (pgjdbc takes no user there). */
     static String jdbcUrl(String uri) throws Config.Error {
         try {
             URI u = new URI(uri);
-            if (!"postgresql".equals(u.getScheme()) && !"postgres".equals(u.getScheme())) {
+            if (!"postgresql".equals(u.getScheme()) && !"postgres".equals(u.getScheme()) || u.getHost() == null) {
                 throw new Config.Error("bad value for --db: " + uri + " (expected postgresql://USER@HOST:PORT/DB)");
             }
             String port = u.getPort() > 0 ? ":" + u.getPort() : "";
@@ -62,7 +65,7 @@ final class Db implements Router.DbEndpoint {
         }
     }
 
-    private static String user(String uri) {
+    static String user(String uri) {
         try {
             String info = new URI(uri).getUserInfo();
             return info == null ? null : info.split(":", 2)[0];
@@ -83,11 +86,18 @@ final class Db implements Router.DbEndpoint {
         if (raw != null) {
             rows = rowsOf(raw);
         }
-        if (pool == null) {
+        if (source == null) {
             return HttpResponse.unavailable("no database configured (start the server with --db URI)", -1);
         }
+        Connection conn;
+        try {
+            conn = source.take();
+        } catch (SQLException e) {
+            return HttpResponse.unavailable(reason(e), -1);
+        }
         long t0 = System.nanoTime();
-        try (Connection conn = pool.getConnection()) {
+        boolean broken = true;
+        try {
             int n = participants(conn);
             ThreadLocalRandom rnd = ThreadLocalRandom.current();
             int got;
@@ -103,14 +113,22 @@ final class Db implements Router.DbEndpoint {
                     got = count(conn, INSERT, 1 + rnd.nextInt(n), -1);
             }
             long dbNanos = System.nanoTime() - t0;
+            broken = false;
             byte[] body = ("{\"query\": \"" + kind + "\", \"rows\": " + got + "}\n").getBytes(StandardCharsets.US_ASCII);
             HttpResponse r = new HttpResponse(200, HttpResponse.JSON, body, body.length, null, false);
             r.dbNanos = dbNanos;
             return r;
         } catch (SQLException e) {
-            String why = e.getMessage() == null ? e.toString() : e.getMessage().split("\n", 2)[0];
-            return HttpResponse.unavailable(why.length() > 200 ? why.substring(0, 200) : why, System.nanoTime() - t0);
+            return HttpResponse.unavailable(reason(e), System.nanoTime() - t0);
+        } finally {
+            source.give(conn, broken);
         }
+    }
+
+    /** The first line of the driver's message, at most 200 characters. */
+    static String reason(SQLException e) {
+        String why = e.getMessage() == null ? e.toString() : e.getMessage().split("\n", 2)[0];
+        return why.length() > 200 ? why.substring(0, 200) : why;
     }
 
     private static int rowsOf(String raw) throws HttpError {
