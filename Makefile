@@ -45,10 +45,10 @@ run: setup
 	$(BIN)/perfctl report results/latest
 
 test: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 test-fast: setup
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q --durations=25 -m "not slow"
 
 clean:
 	rm -rf $(VENV) servers/c/build servers/java/build servers/java/stacks/build orchestrator/netem/build *.egg-info

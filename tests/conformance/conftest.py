@@ -44,10 +44,12 @@ def srv(server):
 SHORT_IDLE_TIMEOUT_MS = 500
 
 
-@pytest.fixture(params=IMPL_MODELS, ids=[f"{i}-{m}" for i, m in IMPL_MODELS])
+@pytest.fixture(scope="module", params=IMPL_MODELS, ids=[f"{i}-{m}" for i, m in IMPL_MODELS])
 def short_timeout_server(request):
-    """A fresh server of every impl x model with --idle-timeout-ms SHORT_IDLE_TIMEOUT_MS, so
-    timeout behaviour is checked in make test without waiting the default 10 s."""
+    """A server of every impl x model with --idle-timeout-ms SHORT_IDLE_TIMEOUT_MS, so timeout
+    behaviour is checked in make test without waiting the default 10 s. One per impl x model
+    for the module (its tests end with the server healthy and no connection of theirs open;
+    Spring and Tomcat take seconds to start)."""
     impl, model = request.param
     argv = server_argv(impl, model) + ["--idle-timeout-ms", str(SHORT_IDLE_TIMEOUT_MS)]
     try:

@@ -74,7 +74,10 @@ def _descendants(pid):
 
 
 def test_sigint_keeps_trials_and_resume_finishes(write_yaml, perfctl_env, tmp_path):
-    text = TWO_CELLS.replace("matrix: {mode: [closed, open]}", "matrix: {mode: [closed]}\nrepeats: 3")
+    # three short closed trials: the test is about the interrupt and --resume, not the numbers
+    text = (TWO_CELLS.replace("matrix: {mode: [closed, open]}", "matrix: {mode: [closed]}\nrepeats: 3")
+            .replace("duration: 2s, warmup: 500ms", "duration: 1s, warmup: 200ms"))
+    assert "duration: 1s" in text
     exp = write_yaml(text)
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(exp),

@@ -12,15 +12,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def run_quick_profile(tmp_path_factory):
-    """run_quick_profile(study) -> the results dir of `perfctl run experiments/<study>.yaml
-    --profile quick` (asserts the run succeeded)."""
-    def run(study: str) -> Path:
+    """run_quick_profile(study, *overrides) -> the results dir of `perfctl run
+    experiments/<study>.yaml --profile quick [--set OVERRIDE ...]` (asserts the run succeeded).
+    The overrides shorten a trial's load to what the study's assertions need (make test's time
+    goes to trials); they never change the quick profile's matrix, so every cell still runs."""
+    def run(study: str, *overrides: str) -> Path:
         out = tmp_path_factory.mktemp(study) / "run"
         env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
+        sets = [a for o in overrides for a in ("--set", o)]
         proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run",
-                               f"experiments/{study}.yaml", "--profile", "quick", "--out",
-                               str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=420)
+                               f"experiments/{study}.yaml", "--profile", "quick", *sets,
+                               "--out", str(out)], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=420)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return out
     return run
