@@ -34,7 +34,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import psutil
 import pyarrow.parquet as pq
 

@@ -1,10 +1,10 @@
 """The layout's import rules, checked by reading every module's imports with `ast`.
 
     cli        -> anything
-    run        -> experiment, netem, results, loadgen (spec, stats, contract, digest, hdr), errors
+    run        -> experiment, netem, results, loadgen (spec, stats, contract, digest, hdr, records), errors
     netem      -> experiment, run.process, run.build, errors
     cluster    -> run, experiment, netem, results, loadgen (spec, stats, parallel, digest, hdr), errors
-    analysis   -> results, models, loadgen (digest, hdr), errors
+    analysis   -> results, models, loadgen (digest, hdr, records), errors
     results    -> errors
     experiment -> loadgen.spec, errors
     loadgen, models -> nothing of orchestrator
@@ -28,7 +28,8 @@ ALLOWED = {
     "orchestrator.cli": ("orchestrator", "loadgen", "models"),
     "orchestrator.run": ("orchestrator.run", "orchestrator.experiment", "orchestrator.netem",
                          "orchestrator.results", "orchestrator.errors", "loadgen.spec",
-                         "loadgen.stats", "loadgen.contract", "loadgen.digest", "loadgen.hdr"),
+                         "loadgen.stats", "loadgen.contract", "loadgen.digest", "loadgen.hdr",
+                         "loadgen.records"),
     "orchestrator.cluster": ("orchestrator.cluster", "orchestrator.run", "orchestrator.experiment",
                              "orchestrator.netem", "orchestrator.results", "orchestrator.errors",
                              "loadgen.spec", "loadgen.stats", "loadgen.parallel", "loadgen.digest",
@@ -37,7 +38,8 @@ ALLOWED = {
                            "orchestrator.run.process", "orchestrator.run.build",
                            "orchestrator.errors"),
     "orchestrator.analysis": ("orchestrator.analysis", "orchestrator.results",
-                              "orchestrator.errors", "models", "loadgen.digest", "loadgen.hdr"),
+                              "orchestrator.errors", "models", "loadgen.digest", "loadgen.hdr",
+                              "loadgen.records"),
     "orchestrator.results": ("orchestrator.results", "orchestrator.errors"),
     "orchestrator.experiment": ("orchestrator.experiment", "orchestrator.errors",
                                 "loadgen.spec"),
