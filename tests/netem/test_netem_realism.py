@@ -6,7 +6,6 @@ rto), so its delay is its own and not its predecessor's."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import struct
 import threading
@@ -59,6 +58,15 @@ class Sink:
         self.ls.close()
 
 
+def _await_frames(sink: Sink, s: socket.socket, n: int) -> None:
+    """Wait (bounded) until the sink has all n frames, then close the sender."""
+    deadline = time.monotonic() + 5
+    while len(sink.owd) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.close()
+    assert len(sink.owd) == n, f"{len(sink.owd)} of {n} frames arrived"
+
+
 def one_way_ms(port: int, sink: Sink, n: int, gap_s: float) -> np.ndarray:
     """Send n frames gap_s apart to port; their one-way delays (ms) in send order."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -66,11 +74,7 @@ def one_way_ms(port: int, sink: Sink, n: int, gap_s: float) -> np.ndarray:
     for i in range(n):
         s.sendall(FRAME.pack(i, time.perf_counter_ns()))
         time.sleep(gap_s)
-    deadline = time.monotonic() + 5
-    while len(sink.owd) < n and time.monotonic() < deadline:
-        time.sleep(0.01)
-    s.close()
-    assert len(sink.owd) == n, f"{len(sink.owd)} of {n} frames arrived"
+    _await_frames(sink, s, n)
     return np.array([sink.owd[i] for i in range(n)])
 
 
@@ -234,11 +238,7 @@ def test_netem_schedule_steps_up_and_down_hold_nothing_past_its_due_time(run_pro
         s.sendall(FRAME.pack(n, time.perf_counter_ns()))
         n += 1
         time.sleep(gap_s)
-    deadline = time.monotonic() + 5
-    while len(sink.owd) < n and time.monotonic() < deadline:
-        time.sleep(0.01)
-    s.close()
-    assert len(sink.owd) == n, f"{len(sink.owd)} of {n} frames arrived"
+    _await_frames(sink, s, n)
     changes = [dict(kv.split("=") for kv in ln.split()[2:])
                for ln in _stderr_lines(p, "perfctl-proxy change")]
     assert len(changes) == 2, p.stderr()
