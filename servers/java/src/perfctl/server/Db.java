@@ -89,6 +89,10 @@ final class Db implements Router.DbEndpoint {
         if (source == null) {
             return HttpResponse.unavailable("no database configured (start the server with --db URI)", -1);
         }
+        return query(kind, rows, true);
+    }
+
+    private HttpResponse query(String kind, int rows, boolean retry) {
         Connection conn;
         try {
             conn = source.take();
@@ -119,9 +123,18 @@ final class Db implements Router.DbEndpoint {
             r.dbNanos = dbNanos;
             return r;
         } catch (SQLException e) {
+            if (retry) {
+                // the connection may have been left over from before the database restarted:
+                // drop it (and the idle ones with it) and try once more on a fresh one
+                source.give(conn, true);
+                conn = null;
+                return query(kind, rows, false);
+            }
             return HttpResponse.unavailable(reason(e), System.nanoTime() - t0);
         } finally {
-            source.give(conn, broken);
+            if (conn != null) {
+                source.give(conn, broken);
+            }
         }
     }
 

@@ -131,6 +131,22 @@ final class DbPool implements Db.Connections {
                 // dropping it anyway
             }
             slots.add(EMPTY);
+            // a broken connection mostly means the database went away: every idle one is stale
+            // too, so they are dropped now and reopened on their next use
+            for (int i = 0; i < size; i++) {
+                Object idle = slots.poll();
+                if (idle == null) {
+                    break;
+                }
+                if (idle != EMPTY) {
+                    try {
+                        ((Connection) idle).close();
+                    } catch (SQLException ignored) {
+                        // dropping it anyway
+                    }
+                }
+                slots.add(EMPTY);
+            }
         } else {
             slots.add(c);
         }
