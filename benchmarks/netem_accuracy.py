@@ -305,6 +305,7 @@ def gilbert_elliott(binary, q, row):
         t_end = time.monotonic() + 5
         while len(owd) < n and time.monotonic() < t_end:
             time.sleep(0.01)
+        held = p.stats().get("held_up")
         s.close()
     finally:
         p.stop()
@@ -313,11 +314,19 @@ def gilbert_elliott(binary, q, row):
     edges = np.diff(np.r_[0, lost.astype(int), 0])
     runs = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
     rate, burst = lost.mean(), runs.mean() if runs.size else 0.0
+    # the verdict: is the measurement one that n chunks of the configured chain show 99% of
+    # the time? (a fixed tolerance around the long-run value fails a correct chain often:
+    # n=3000 here holds only ~55 bad spells)
+    (r_lo, r_hi), (b_lo, b_hi) = ge.sampling_interval(n)
     row(f"Gilbert-Elliott loss rate (n={n} one-way chunks)",
-        f"{rate * 100:.2f}% vs {ge.loss_rate() * 100:.2f}%", "within 25%",
-        abs(rate / ge.loss_rate() - 1) <= 0.25)
-    row("Gilbert-Elliott mean burst length", f"{burst:.2f} vs {ge.mean_burst():.2f} chunks",
-        "within 25%", abs(burst / ge.mean_burst() - 1) <= 0.25)
+        f"{rate * 100:.2f}% vs {ge.loss_rate() * 100:.2f}% (n={n}: 99% in {r_lo * 100:.2f}-{r_hi * 100:.2f}%)",
+        "in the 99% band", r_lo <= rate <= r_hi)
+    row("Gilbert-Elliott mean burst length",
+        f"{burst:.2f} vs {ge.mean_burst():.2f} chunks (99% in {b_lo:.2f}-{b_hi:.2f})",
+        "in the 99% band", b_lo <= burst <= b_hi)
+    if held is not None:
+        row("Gilbert-Elliott: chunks the proxy held vs seen held", f"{held} vs {int(lost.sum())}",
+            "(info)", True)
 
 
 SCHEDULE_YAML = """

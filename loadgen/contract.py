@@ -22,7 +22,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from . import schedule
-from .records import COLUMNS, ERROR_NAMES, stream_batches
+from .records import COLUMNS, ERROR_NAMES, parquet_options, stream_batches
 from .spec import LoadSpec
 
 SCHEDULE_FILE = "schedule.bin"      # little-endian int64 ns offsets from the start instant
@@ -156,7 +156,7 @@ def _check_requests(path: Path, summary: dict) -> list[str]:
     canonical = path.suffix == ".parquet" and all(
         c in schema.names and schema.field(c).type == _SCHEMA.field(c).type for c in COLUMNS)
     tmp = path.with_name("requests.parquet.tmp")
-    writer = None if canonical else pq.ParquetWriter(tmp, _SCHEMA)
+    writer = None if canonical else pq.ParquetWriter(tmp, _SCHEMA, **parquet_options(_SCHEMA.names))
     rows, bad_error, disorder, nulls = 0, 0, 0, 0
     try:
         for batch in batches:

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from .digest import Digest, merge_files
 from .live import LiveStats
 from .modes import Mode, mode_for
-from .records import stream_batches
+from .records import parquet_options, stream_batches
 from .sink import ParquetSink
 from .spec import LoadSpec
 
@@ -93,7 +93,9 @@ def _generate_in_processes(mode: Mode, out: Path) -> dict:
         raise RuntimeError(f"load-generator worker(s) failed: {', '.join(missing)}")
     summaries = [json.loads(p.with_suffix(".json").read_text()) for p in parts]
     if spec.keep_fraction > 0:
-        with pq.ParquetWriter(out / "requests.parquet.tmp", pq.read_schema(parts[0])) as writer:
+        schema = pq.read_schema(parts[0])
+        with pq.ParquetWriter(out / "requests.parquet.tmp", schema,
+                              **parquet_options(schema.names)) as writer:
             for p in parts:
                 for batch in stream_batches(p):
                     writer.write_batch(batch)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .digest import Digest
-from .records import COLUMNS, Chunk, Records
+from .records import COLUMNS, Chunk, Records, parquet_options
 
 
 class ParquetSink:
@@ -45,7 +45,8 @@ class ParquetSink:
         self.writer = None
         if path is not None:
             self._table(Chunk(1).frame())       # warm pyarrow up
-            self.writer = pq.ParquetWriter(self.path, self.schema)
+            self.writer = pq.ParquetWriter(self.path, self.schema,
+                                             **parquet_options(self.schema.names))
 
     def _table(self, cols: dict[str, np.ndarray]) -> pa.Table:
         n = len(next(iter(cols.values())))

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from loadgen import digest as ldigest
 from loadgen import stats as lstats
 from loadgen.parallel import merge_summaries
+from loadgen.records import parquet_options
 
 from ..run import noise
 
@@ -59,7 +60,7 @@ def _merge_records(files: list[tuple[str, Path]], shifts: dict[str, int], out: P
     first = pq.read_schema(files[0][1])
     schema = first.append(pa.field("host", pa.string()))
     tmp = out.with_name(out.name + ".tmp")
-    with pq.ParquetWriter(tmp, schema) as writer:
+    with pq.ParquetWriter(tmp, schema, **parquet_options(schema.names)) as writer:
         for host, path in files:
             shift = shifts[host]
             for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):

@@ -147,6 +147,23 @@ def test_netem_gilbert_elliott_rate_and_burst_formulas_match_the_chain():
     assert GilbertElliott(p=0.02, r=0.25).mean_burst() == pytest.approx(4.0)   # simple Gilbert: 1/r
 
 
+def test_netem_gilbert_elliott_sampling_interval_holds_the_long_run_value_and_its_spread():
+    """The band the benchmark judges a measured chain by: it holds the long-run values, is as
+    wide as the chain's own spread at that n (an independent simulation lands in it ~99% of
+    the time), and narrows as n grows."""
+    import numpy as np
+    from orchestrator.experiment.network import GilbertElliott
+    ge = GilbertElliott(p=0.02, r=0.25, loss_bad=0.9, loss_good=0.005)
+    (r_lo, r_hi), (b_lo, b_hi) = ge.sampling_interval(3000, reps=2000)
+    assert r_lo < ge.loss_rate() < r_hi and b_lo < ge.mean_burst() < b_hi
+    assert 0.15 < (r_hi - r_lo) / ge.loss_rate() < 1.5      # bursty: wide at n=3000
+    rng = np.random.default_rng(7)
+    inside = sum(r_lo <= _simulate_ge(ge, 3000, rng).mean() <= r_hi for _ in range(200))
+    assert inside >= 190
+    (w_lo, w_hi), _ = ge.sampling_interval(30000, reps=500)
+    assert (w_hi - w_lo) < 0.5 * (r_hi - r_lo)
+
+
 def test_netem_spec_realism_keys_validate_and_describe():
     s = Network.from_config({"delay": "10ms", "jitter": "2ms", "jitter_correlation": "25%",
                              "loss_burst": {"p": "1%", "r": "25%"}, "reorder": "5%",
