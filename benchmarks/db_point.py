@@ -4,8 +4,10 @@
 
 One `perfctl run` of a generated experiment: a `postgresql` service (scope: run, so every cell
 queries the same database with the same data), and one cell per server: C `pool`, Python
-`async` and `pool`, Java `servlet` and `spring` (4 threads / 4 database connections each),
-GET /db?query=point, closed load with 16 connections, server on CPU 0, load generator on CPU 1
+`async` and `pool`, Java `pool`, `servlet` and `spring` (4 threads / 4 database connections
+each), GET /db?query=point, closed load with 16 connections; and Java `rmi` (16 connection
+slots, one per client, since an RMI connection holds its slot; 4 JDBC connections, `db_pool`)
+driven by the `rmi` driver with the same call ("/db", query=point), server on CPU 0, load generator on CPU 1
 (PostgreSQL unpinned: it gets what the server leaves). Trials are interleaved over `--repeats`
 rounds, so a drift of the host spreads over all servers.
 
@@ -29,19 +31,27 @@ from _common import ROOT, perfctl
 SERVERS = {"c-pool": "{impl: c, model: pool, threads: 4, db: \"{services.db.dsn}\"}",
            "python-async": "{impl: python, model: async, threads: 4, db: \"{services.db.dsn}\"}",
            "python-pool": "{impl: python, model: pool, threads: 4, db: \"{services.db.dsn}\"}",
+           "java-pool": "{impl: java, model: pool, threads: 4, db: \"{services.db.dsn}\"}",
            "java-servlet": "{impl: java, model: servlet, threads: 4, db: \"{services.db.dsn}\"}",
-           "java-spring": "{impl: java, model: spring, threads: 4, db: \"{services.db.dsn}\"}"}
+           "java-spring": "{impl: java, model: spring, threads: 4, db: \"{services.db.dsn}\"}",
+           "java-rmi": "{impl: java, model: rmi, threads: 16, db_pool: 4, db: \"{services.db.dsn}\"}"}
 
 
 def experiment(duration: int, repeats: int, participants: int) -> str:
     servers = "\n".join(f"  {k}: {v}" for k, v in SERVERS.items())
+    excludes = "\n".join(f"  - {{protocol: {'http' if k == 'java-rmi' else 'rmi'}, server: {k}}}"
+                         for k in SERVERS)
     return f"""name: db_point
 services:
   db: {{kind: postgresql, scope: run, data: {{participants: {participants}}}}}
 servers:
 {servers}
 workload: {{path: /db, params: {{query: point}}}}
-load: {{mode: closed, connections: 16, duration: {duration}s, warmup: 2s, timeout: 5s}}
+load: {{driver: "{{protocol}}", mode: closed, connections: 16, duration: {duration}s, warmup: 2s,
+        timeout: 5s}}
+matrix: {{protocol: [http, rmi]}}
+exclude:
+{excludes}
 repeats: {repeats}
 order: interleaved
 placement: {{server_cpus: [0], loadgen_cpus: [1]}}

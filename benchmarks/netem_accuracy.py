@@ -1,6 +1,6 @@
 """How accurate and how lean is the network emulation? One run, one table.
 
-    .venv/bin/python benchmarks/netem_accuracy.py [--rounds 5] [--quick]
+    .venv/bin/python benchmarks/netem_accuracy.py [--rounds 5] [--quick] [--only delay0,loss,...]
 
 Measures, on this host, in one run:
   * release precision, over --rounds alternating rounds (1 ms, 10 ms, 50 ms, 1 ms, ...): the
@@ -389,7 +389,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1 round, fewer samples, shorter load runs")
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 5; 1 with --quick)")
+    ap.add_argument("--only", default="", help="comma-separated parts to run: precision, jitter, "
+                    "bandwidth, delay0, loss, schedule (default: all)")
     args = ap.parse_args()
+    parts = set(filter(None, args.only.split(",")))
+    unknown = parts - {"precision", "jitter", "bandwidth", "delay0", "loss", "schedule"}
+    if unknown:
+        ap.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}")
+
+    def want(part: str) -> bool:
+        return not parts or part in parts
     q = args.quick
     rounds = args.rounds or (1 if q else 5)
     binary = str(build_proxy())
@@ -405,99 +414,123 @@ def main() -> None:
     started: list[Proc] = []
     try:
         # ---- release precision and delay accuracy
-        release_precision(binary, echo.port, rounds, q, row)
+        if want("precision"):
+            release_precision(binary, echo.port, rounds, q, row)
         # ---- jitter KS
-        n = 60 if q else 200
-        for dist in ("uniform", "normal", "pareto"):
-            ref = proxy(binary, echo.port, "--delay", "10ms", echo=True)
-            jp = proxy(binary, echo.port, "--delay", "10ms", "--jitter", "2ms", "--distribution", dist,
-                       "--seed", "3", echo=True)
-            started += [ref, jp]
-            jit, plain = interleaved(jp.echo_port, ref.echo_port, n)
-            ref.stop()
-            jp.stop()
-            rng = np.random.default_rng(1)
-            model = sum(np.maximum(0.0, 10.0 + jitter_samples_ms(rng, 100_000, 2.0, dist)) for _ in range(2))
-            p_raw = stats.ks_2samp(jit - (np.median(plain) - 20.0), model).pvalue
-            p_conv = stats.ks_2samp(jit, model + rng.choice(plain - 20.0, model.size)).pvalue
-            row(f"jitter 2ms {dist} on 10ms: KS p (n={n})", f"{p_conv:.3f} (raw {p_raw:.3f})", "p > 0.001",
-                p_conv > 0.001)
-
+        if want("jitter"):
+            n = 60 if q else 200
+            for dist in ("uniform", "normal", "pareto"):
+                ref = proxy(binary, echo.port, "--delay", "10ms", echo=True)
+                jp = proxy(binary, echo.port, "--delay", "10ms", "--jitter", "2ms", "--distribution", dist,
+                           "--seed", "3", echo=True)
+                started += [ref, jp]
+                jit, plain = interleaved(jp.echo_port, ref.echo_port, n)
+                ref.stop()
+                jp.stop()
+                rng = np.random.default_rng(1)
+                model = sum(np.maximum(0.0, 10.0 + jitter_samples_ms(rng, 100_000, 2.0, dist)) for _ in range(2))
+                p_raw = stats.ks_2samp(jit - (np.median(plain) - 20.0), model).pvalue
+                p_conv = stats.ks_2samp(jit, model + rng.choice(plain - 20.0, model.size)).pvalue
+                row(f"jitter 2ms {dist} on 10ms: KS p (n={n})", f"{p_conv:.3f} (raw {p_raw:.3f})", "p > 0.001",
+                    p_conv > 0.001)
         # ---- bandwidth
-        for bw in (10e6, 100e6):
-            p = proxy(binary, echo.port, "--bandwidth", f"{int(bw)}bit")
-            started.append(p)
-            got = echo_throughput_bps("127.0.0.1", p.port, int(bw / 8 * (0.5 if q else 1.0)))
-            p.stop()
-            err = got / bw - 1
-            row(f"proxy bandwidth {bw / 1e6:g}mbit: bulk throughput", f"{got / 1e6:.2f} Mbit/s ({err * 100:+.1f}%)",
-                "|err| <= 10%", abs(err) <= 0.10)
-        if backend_status("tbf")[0]:
-            for bw in ("10mbit", "100mbit"):
-                spec = Network(backend="tbf", bandwidth=bw)
-                with make_injector(spec) as inj:
-                    inj.prepare()
-                    res = inj.probe(samples=3)
-                err = res.throughput_bps / spec.bandwidth_bps - 1
-                row(f"tbf bandwidth {bw}: bulk goodput", f"{res.throughput_bps / 1e6:.2f} Mbit/s ({err * 100:+.1f}%)",
+        if want("bandwidth"):
+            for bw in (10e6, 100e6):
+                p = proxy(binary, echo.port, "--bandwidth", f"{int(bw)}bit")
+                started.append(p)
+                got = echo_throughput_bps("127.0.0.1", p.port, int(bw / 8 * (0.5 if q else 1.0)))
+                p.stop()
+                err = got / bw - 1
+                row(f"proxy bandwidth {bw / 1e6:g}mbit: bulk throughput", f"{got / 1e6:.2f} Mbit/s ({err * 100:+.1f}%)",
                     "|err| <= 10%", abs(err) <= 0.10)
-
+            if backend_status("tbf")[0]:
+                for bw in ("10mbit", "100mbit"):
+                    spec = Network(backend="tbf", bandwidth=bw)
+                    with make_injector(spec) as inj:
+                        inj.prepare()
+                        res = inj.probe(samples=3)
+                    err = res.throughput_bps / spec.bandwidth_bps - 1
+                    row(f"tbf bandwidth {bw}: bulk goodput", f"{res.throughput_bps / 1e6:.2f} Mbit/s ({err * 100:+.1f}%)",
+                        "|err| <= 10%", abs(err) <= 0.10)
         # ---- delay 0: added latency and throughput, alternating with direct
-        p0 = proxy(binary, echo.port)
-        started.append(p0)
-        m = 3000 if not q else 500
-        d_s, v_s = [], []
-        for _ in range(max(3, rounds)):   # interleave blocks so both see the same host noise
-            d_s += echo_rtt_samples("127.0.0.1", echo.port, samples=m // 3, warmup=20)
-            v_s += echo_rtt_samples("127.0.0.1", p0.port, samples=m // 3, warmup=20)
-        p0.stop()
-        added_us = (p50(v_s) - p50(d_s)) * 1e3
-        row(f"delay 0: proxy added RTT p50 (1 conn, n={len(v_s)})", f"{added_us:.1f} us (direct {p50(d_s) * 1e3:.0f} us)",
-            "<= 30 us", added_us <= 30)
+        if want("delay0"):
+            p0 = proxy(binary, echo.port)
+            started.append(p0)
+            m = 3000 if not q else 500
+            d_s, v_s = [], []
+            for _ in range(max(3, rounds)):   # interleave blocks so both see the same host noise
+                d_s += echo_rtt_samples("127.0.0.1", echo.port, samples=m // 3, warmup=20)
+                v_s += echo_rtt_samples("127.0.0.1", p0.port, samples=m // 3, warmup=20)
+            p0.stop()
+            added_us = (p50(v_s) - p50(d_s)) * 1e3
+            row(f"delay 0: proxy added RTT p50 (1 conn, n={len(v_s)})", f"{added_us:.1f} us (direct {p50(d_s) * 1e3:.0f} us)",
+                "<= 30 us", added_us <= 30)
+            # the same with the idle poll on (--poll 50us): a worker keeps polling 50 us after I/O,
+            # so the next segment of a ping-pong skips the sleep/wake-up; its CPU is the price
+            p1 = proxy(binary, echo.port, "--poll", "50us")
+            started.append(p1)
+            d_s, v_s, busy = [], [], 0.0
+            for _ in range(max(3, rounds)):
+                d_s += echo_rtt_samples("127.0.0.1", echo.port, samples=m // 3, warmup=20)
+                c0, t0 = proc_cpu_s(p1.p.pid), time.perf_counter()
+                v_s += echo_rtt_samples("127.0.0.1", p1.port, samples=m // 3, warmup=20)
+                busy += (proc_cpu_s(p1.p.pid) - c0) / (time.perf_counter() - t0)
+            p1.stop()
+            added_poll = (p50(v_s) - p50(d_s)) * 1e3
+            row(f"delay 0, --poll 50us: added RTT p50 (1 conn)",
+                f"{added_poll:.1f} us (proxy CPU {busy / max(3, rounds) * 100:.0f}% of a core)", "(info: <= 30 us)",
+                True)
 
-        name, hport, hproc = start_http_server(tmp)
-        use_wrk = os.path.exists("/usr/bin/wrk")
-        load = wrk_rps if use_wrk else py_rps
-        secs = 2 if q else 5
-        p0 = proxy(binary, hport)
-        started.append(p0)
-        direct_r, via_r = [], []
-        cpu = {"direct_host": 0.0, "direct_req": 0.0, "via_host": 0.0, "via_proxy": 0.0, "via_req": 0.0}
-        for _ in range(rounds):
-            h0 = host_busy_s()
-            direct_r.append(load(hport, 50, secs))
-            cpu["direct_host"] += host_busy_s() - h0
-            cpu["direct_req"] += direct_r[-1][0] * secs
-            h0, c0 = host_busy_s(), proc_cpu_s(p0.p.pid)
-            via_r.append(load(p0.port, 50, secs))
-            cpu["via_host"] += host_busy_s() - h0
-            cpu["via_proxy"] += proc_cpu_s(p0.p.pid) - c0
-            cpu["via_req"] += via_r[-1][0] * secs
-        p0.stop()
-        terminate(hproc, grace_s=5.0)
-        ratios = [v / d for (v, _), (d, _) in zip(via_r, direct_r)]
-        d_rps = p50([r for r, _ in direct_r])
-        v_rps = p50([r for r, _ in via_r])
-        d_lat = p50([lat for _, lat in direct_r])
-        v_lat = p50([lat for _, lat in via_r])
-        tool = f"{'wrk' if use_wrk else 'python client'} -c50 vs {name}"
-        row(f"delay 0: req/s via proxy / direct ({tool})",
-            f"{p50(ratios):.2f} (rounds {' '.join(f'{x:.2f}' for x in ratios)})", ">= 0.80",
-            min(ratios) >= 0.8)
-        # what limits the ratio: CPU. Both paths saturate the host's CPUs; the proxy's own CPU per
-        # request comes on top of the client's and the server's.
-        d_us = cpu["direct_host"] / max(cpu["direct_req"], 1) * 1e6
-        v_us = cpu["via_host"] / max(cpu["via_req"], 1) * 1e6
-        px_us = cpu["via_proxy"] / max(cpu["via_req"], 1) * 1e6
-        row("delay 0: host CPU per request, direct / via (proxy's share)",
-            f"{d_us:.1f} / {v_us:.1f} us ({px_us:.1f} us in the proxy); CPU-bound ceiling "
-            f"{d_us / max(v_us, 1e-9):.2f}", f"(info: {os.cpu_count()} CPUs)", True)
-        row("delay 0: p50 latency under load, via - direct", f"{(v_lat - d_lat) * 1e3:+.0f} us "
-            f"({v_lat * 1e3:.0f} vs {d_lat * 1e3:.0f} us; {v_rps:,.0f} vs {d_rps:,.0f} req/s)", "(info)", True)
-
+            name, hport, hproc = start_http_server(tmp)
+            use_wrk = os.path.exists("/usr/bin/wrk")
+            load = wrk_rps if use_wrk else py_rps
+            secs = 2 if q else 5
+            p0 = proxy(binary, hport)
+            pp = proxy(binary, hport, "--poll", "50us")
+            started += [p0, pp]
+            direct_r, via_r, poll_r = [], [], []
+            cpu = {"direct_host": 0.0, "direct_req": 0.0, "via_host": 0.0, "via_proxy": 0.0, "via_req": 0.0}
+            for _ in range(rounds):
+                h0 = host_busy_s()
+                direct_r.append(load(hport, 50, secs))
+                cpu["direct_host"] += host_busy_s() - h0
+                cpu["direct_req"] += direct_r[-1][0] * secs
+                h0, c0 = host_busy_s(), proc_cpu_s(p0.p.pid)
+                via_r.append(load(p0.port, 50, secs))
+                cpu["via_host"] += host_busy_s() - h0
+                cpu["via_proxy"] += proc_cpu_s(p0.p.pid) - c0
+                cpu["via_req"] += via_r[-1][0] * secs
+                poll_r.append(load(pp.port, 50, secs))
+            p0.stop()
+            pp.stop()
+            terminate(hproc, grace_s=5.0)
+            ratios = [v / d for (v, _), (d, _) in zip(via_r, direct_r)]
+            d_rps = p50([r for r, _ in direct_r])
+            v_rps = p50([r for r, _ in via_r])
+            d_lat = p50([lat for _, lat in direct_r])
+            v_lat = p50([lat for _, lat in via_r])
+            tool = f"{'wrk' if use_wrk else 'python client'} -c50 vs {name}"
+            row(f"delay 0: req/s via proxy / direct ({tool})",
+                f"{p50(ratios):.2f} (rounds {' '.join(f'{x:.2f}' for x in ratios)})", ">= 0.80",
+                min(ratios) >= 0.8)
+            pratios = [v / d for (v, _), (d, _) in zip(poll_r, direct_r)]
+            row("delay 0, --poll 50us: req/s via proxy / direct",
+                f"{p50(pratios):.2f} (rounds {' '.join(f'{x:.2f}' for x in pratios)})", "(info)", True)
+            # what limits the ratio: CPU. Both paths saturate the host's CPUs; the proxy's own CPU per
+            # request comes on top of the client's and the server's.
+            d_us = cpu["direct_host"] / max(cpu["direct_req"], 1) * 1e6
+            v_us = cpu["via_host"] / max(cpu["via_req"], 1) * 1e6
+            px_us = cpu["via_proxy"] / max(cpu["via_req"], 1) * 1e6
+            row("delay 0: host CPU per request, direct / via (proxy's share)",
+                f"{d_us:.1f} / {v_us:.1f} us ({px_us:.1f} us in the proxy); CPU-bound ceiling "
+                f"{d_us / max(v_us, 1e-9):.2f}", f"(info: {os.cpu_count()} CPUs)", True)
+            row("delay 0: p50 latency under load, via - direct", f"{(v_lat - d_lat) * 1e3:+.0f} us "
+                f"({v_lat * 1e3:.0f} vs {d_lat * 1e3:.0f} us; {v_rps:,.0f} vs {d_rps:,.0f} req/s)", "(info)", True)
         # ---- realism
-        gilbert_elliott(binary, q, row)
-        schedule_end_to_end(tmp, row)
+        if want("loss"):
+            gilbert_elliott(binary, q, row)
+        if want("schedule"):
+            schedule_end_to_end(tmp, row)
     finally:
         for p in started:
             try:

@@ -3,7 +3,7 @@
     cli        -> anything
     run        -> experiment, netem, results, loadgen (spec, stats, contract, digest, hdr, records), errors
     netem      -> experiment, run.process, run.build, errors
-    cluster    -> run, experiment, netem, results, loadgen (spec, stats, parallel, digest, hdr), errors
+    cluster    -> run, experiment, netem, results, loadgen (spec, stats, parallel, digest, hdr, records), errors
     analysis   -> results, models, loadgen (digest, hdr, records), errors
     results    -> errors
     experiment -> loadgen.spec, errors
@@ -33,7 +33,7 @@ ALLOWED = {
     "orchestrator.cluster": ("orchestrator.cluster", "orchestrator.run", "orchestrator.experiment",
                              "orchestrator.netem", "orchestrator.results", "orchestrator.errors",
                              "loadgen.spec", "loadgen.stats", "loadgen.parallel", "loadgen.digest",
-                             "loadgen.hdr"),
+                             "loadgen.hdr", "loadgen.records"),
     "orchestrator.netem": ("orchestrator.netem", "orchestrator.experiment",
                            "orchestrator.run.process", "orchestrator.run.build",
                            "orchestrator.errors"),

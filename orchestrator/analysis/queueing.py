@@ -54,11 +54,14 @@ def service_of(row: pd.Series) -> estimate.ServiceEstimate | None:
     if not (isinstance(m, (int, float)) and m == m and m > 0):
         return None
     oh_mean = row.get("overhead_mean_ms", math.nan)
+    db = row.get("db_mean_ms", math.nan)      # /db: the figures predict the tandem the table did
     return estimate.ServiceEstimate(m / 1e3, float(row.get("service_scv", 1.0)),
                                     str(row.get("service_source", "")),
                                     float(row.get("overhead_ms", 0.0) or 0.0) / 1e3,
                                     overhead_mean_s=float(oh_mean) / 1e3 if oh_mean == oh_mean
-                                    else math.nan)
+                                    else math.nan,
+                                    db_mean_s=float(db) / 1e3 if isinstance(db, (int, float))
+                                    and db == db else math.nan)
 
 
 def usl_fits(table: pd.DataFrame) -> list[dict]:

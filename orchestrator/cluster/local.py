@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..netem.commands import netns_exec
+from ..run import noise
 from ..run.bundled import ROOT
 from ..run.ports import free_port
 from ..run.process import spawn, tail, terminate
@@ -43,7 +44,8 @@ class LocalProcesses:
     def start(self) -> str:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.net = LocalHosts.create(self.names)
-        env = {**os.environ, **QUIET_WORKER_ENV}
+        # one machine: every process of the run is ours to the hosts' noise probes
+        env = {**os.environ, **QUIET_WORKER_ENV, noise.RUN_ROOT_ENV: str(os.getpid())}
         port = free_port(self.net.bridge_ip)
         self.address = f"tcp://{self.net.bridge_ip}:{port}"
         self.scheduler = spawn([sys.executable, "-m", "distributed.cli.dask_scheduler",

@@ -154,11 +154,13 @@ def _check_driver_speaks_to(server: ServerConfig, load: Load, source: str, key: 
                    f"({server.label}) speaks HTTP (in cell {label})",
                    "use an RMI server (impl: java, model: rmi or rmi-single) with driver rmi")
 def server_dump(server: ServerConfig) -> dict:
-    """The server's fields as the cell id hashes them: a bundled server without `db` hashes as
-    it did before `db` existed, so cell ids stay stable across versions."""
+    """The server's fields as the cell id hashes them: a bundled server without `db` (or
+    `db_pool`) hashes as it did before they existed, so cell ids stay stable across versions."""
     out = server.model_dump()
-    if isinstance(server, BundledServer) and server.db is None:
-        out.pop("db")
+    if isinstance(server, BundledServer):
+        for key in ("db", "db_pool"):
+            if getattr(server, key) is None:
+                out.pop(key)
     return out
 
 

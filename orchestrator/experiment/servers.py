@@ -30,6 +30,8 @@ class BundledServer(FrozenModel):
     variant: Literal["", "asan"] = ""
     db: str | None = Field(None, description="PostgreSQL connection URI for /db, usually "
                            "\"{services.db.dsn}\" (services.py); without it /db answers 503")
+    db_pool: int | None = Field(None, ge=1, le=10_000, description="database connections in "
+                                "/db's pool (Java models and Python async; default: threads)")
     startup_timeout_s: Seconds = Field(30.0, alias="startup_timeout")
 
     @model_validator(mode="after")
@@ -40,6 +42,13 @@ class BundledServer(FrozenModel):
         if self.db is not None and not has_db(self.impl, self.concurrency_model):
             raise ValueError(f"{self.impl} model {self.concurrency_model!r} has no /db endpoint; "
                              f"`db:` works with {db_servers()}")
+        if self.db_pool is not None:
+            if self.db is None:
+                raise ValueError("db_pool sizes /db's connection pool: give `db:` too")
+            if not (self.impl == "java" or (self.impl, self.concurrency_model) == ("python", "async")):
+                raise ValueError(f"{self.impl} model {self.concurrency_model!r} has one database "
+                                 "connection per worker thread: set `threads`, not db_pool (db_pool "
+                                 "works with every Java model and python async)")
         return self
 
     @property

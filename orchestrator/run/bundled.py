@@ -116,15 +116,17 @@ def check_impl(impl: str, model: str | None = None) -> None:
 def command(impl: str, model: str, port: int, threads: int = 4, backlog: int = 128,
             buckets: int = 1024, layout: str = "flat", corpus: Path | None = None,
             seed: int = 1, variant: str = "", host: str = "127.0.0.1",
-            db: str | None = None) -> list[str]:
+            db: str | None = None, db_pool: int | None = None) -> list[str]:
     """The argv that starts one bundled server (see servers/PROTOCOL.md). Does not build.
-    db: the PostgreSQL URI /db uses (`--db`), e.g. a service's dsn."""
+    db: the PostgreSQL URI /db uses (`--db`), e.g. a service's dsn; db_pool: `--db-pool`."""
     check_impl(impl, model)
     flags = ["--port", str(port), "--host", host, "--model", model, "--threads", str(threads),
              "--backlog", str(backlog), "--buckets", str(buckets), "--layout", layout,
              "--corpus", str(corpus or CORPUS), "--seed", str(seed)]
     if db:
         flags += ["--db", db]
+    if db_pool:
+        flags += ["--db-pool", str(db_pool)]
     if impl == "c":
         name = "perfctl-server-asan" if variant == "asan" else "perfctl-server"
         return [str(SERVERS_DIR / "c" / "build" / name), *flags]

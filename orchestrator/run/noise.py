@@ -90,19 +90,47 @@ def sum_ticks(ticks: dict[int, CpuTicks], cpus: set[int]) -> CpuTicks:
                     irq=sum(t.irq for t in sel))
 
 
+# Set by a local cluster (cluster/local.py) in its scheduler's and workers' environment: the
+# pid of the perfctl that started them. Its whole process tree is the run's own work, on this
+# one machine: another "host's" load generator is not foreign CPU.
+RUN_ROOT_ENV = "PERFCTL_RUN_ROOT"
+
+
+def own_root() -> int:
+    """The process whose tree counts as ours: $PERFCTL_RUN_ROOT when it names a live process
+    above this one, else this process."""
+    try:
+        root = int(os.environ.get(RUN_ROOT_ENV, ""))
+    except ValueError:
+        return os.getpid()
+    pid = os.getpid()
+    for _ in range(64):                 # walk up the parents: a stale value names a stranger
+        if pid == root:
+            return root
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if pid <= 1:
+            break
+    return os.getpid()
+
+
 class NoiseProbe:
     """Takes NoiseSamples of the server's and the load generator's processes on `cpus`."""
 
     def __init__(self, cpus: set[int]) -> None:
         self.cpus = set(cpus)
+        self.root = own_root()
         self.server, self.loadgen, self.own = ThreadTotals(), ThreadTotals(), ThreadTotals()
 
     def sample(self, t_ns: int, server_pids, loadgen_pids) -> NoiseSample:
         self.server.update(server_pids)
         self.loadgen.update(loadgen_pids)
         trial = set(server_pids) | set(loadgen_pids)
-        self.own.update([os.getpid(), *(p for p in descendants(os.getpid()) or []
-                                        if p not in trial)])
+        self.own.update([p for p in (self.root, *(descendants(self.root) or []))
+                         if p not in trial])
         return NoiseSample(t_ns, self.server.totals(), self.loadgen.totals(),
                            self.own.totals()[0], sum_ticks(read_cpu_ticks(), self.cpus))
 

@@ -59,7 +59,8 @@ class ServerProcess:
             self.argv = bundled.command(config.impl, config.concurrency_model, self.port, config.threads,
                                         config.backlog, config.buckets, config.layout,
                                         variant=config.variant, host=self.host,
-                                        db=fill(config.db, self.services) if config.db else None)
+                                        db=fill(config.db, self.services) if config.db else None,
+                                        db_pool=config.db_pool)
         else:
             root = self.workdir.resolve()
             for rel, content in config.files.items():

@@ -50,3 +50,17 @@ def test_measured_requests_drop_the_warmup(small_run):
 def test_model_on_a_non_run_is_an_error(tmp_path, analysis):
     r = analysis("model", tmp_path)
     assert r.code == 2 and "run.json" in r.output
+
+
+def test_the_figures_service_estimate_keeps_the_database_time_the_table_used():
+    """model_figures draws curves from service_of(table row): with db_mean_ms in the row the
+    estimate has the database's part, so a /db cell's curve is the tandem its row predicted."""
+    import math
+    import pandas as pd
+    from orchestrator.analysis.queueing import service_of
+    row = pd.Series({"service_mean_ms": 2.0, "service_scv": 1.0, "service_source": "server_timing",
+                     "overhead_ms": 0.1, "db_mean_ms": 1.5})
+    s = service_of(row)
+    assert s.has_db and math.isclose(s.db_mean_s, 0.0015) and math.isclose(s.db_share, 0.75)
+    assert not service_of(row.drop("db_mean_ms")).has_db
+    assert not service_of(pd.Series({**row, "db_mean_ms": float("nan")})).has_db

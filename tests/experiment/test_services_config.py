@@ -97,3 +97,22 @@ def test_fill_replaces_only_running_services():
     text = "x {services.db.dsn} {services.db.port} {services.other.host} {port}"
     got = fill(text, {"db": {"dsn": "postgresql://u@127.0.0.1:5/d", "port": "5"}})
     assert got == "x postgresql://u@127.0.0.1:5/d 5 {services.other.host} {port}"
+
+
+def test_db_pool_sizes_the_pool_where_a_server_has_one_and_is_refused_elsewhere(write_yaml):
+    """db_pool: `--db-pool N` for the Java models and python async (a pool apart from the
+    threads); the servers with a connection per worker thread, or no `db:`, refuse it by name."""
+    from orchestrator.run import bundled
+    text = BASE.replace("SCOPE", "run").replace("DSN", "{services.db.dsn}")
+    java = text.replace("impl: python, model: pool, db:", "impl: java, model: rmi, threads: 16, db_pool: 4, db:")
+    (cell,) = experiment.load_plan(write_yaml(java.replace("\nload: {", "\nload: {driver: rmi, "))).cells
+    assert cell.server.db_pool == 4
+    argv = bundled.command("java", "rmi", 9999, threads=16, db="postgresql://x", db_pool=4)
+    assert argv[argv.index("--db-pool") + 1] == "4" and argv[argv.index("--threads") + 1] == "16"
+    assert "--db-pool" not in bundled.command("java", "pool", 9999, db="postgresql://x")
+    for bad, words in ((text.replace("model: pool, db:", "model: pool, db_pool: 2, db:"), "set `threads`"),
+                       (text.replace('model: pool, db: "{services.db.dsn}"', "model: async, db_pool: 2"),
+                        "give `db:` too")):
+        with pytest.raises(PerfctlError) as e:
+            experiment.load_plan(write_yaml(bad))
+        assert "db_pool" in str(e.value) and words in str(e.value), str(e.value)

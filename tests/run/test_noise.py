@@ -1,10 +1,12 @@
 """Host-noise readings from /proc (run/schedstat.py, run/noise.py) on synthetic text and samples,
 and the `quiet` verdict's thresholds."""
 import math
+import os
 
 import pytest
 
 from orchestrator.run import noise, schedstat
+from orchestrator.run.bundled import ROOT
 from orchestrator.run.noise import NoiseSample
 from orchestrator.run.schedstat import USER_HZ, CpuTicks
 
@@ -126,3 +128,28 @@ def test_the_readers_work_on_this_machine():
     threads = schedstat.read_threads(os.getpid())
     assert os.getpid() in threads and threads[os.getpid()][0] > 0
     assert schedstat.read_threads(2 ** 22 + 12345) == {}
+
+
+def test_a_local_cluster_counts_the_whole_run_tree_as_ours(tmp_path):
+    """cluster/local.py sets PERFCTL_RUN_ROOT: a probe in a worker (a grandchild here) counts a
+    sibling's busy loop (another "host's" load generator on this machine) as ours, not foreign;
+    a value naming a process that is not above the probe is ignored."""
+    import subprocess
+    import sys
+    code = ("import os, sys, time; from orchestrator.run import noise\n"
+            "p = noise.NoiseProbe({0}); a = p.sample(0, [], [])\n"
+            "time.sleep(0.6); b = p.sample(1, [], [])\n"
+            "print(p.root == int(os.environ.get('PERFCTL_RUN_ROOT', '0')), (b.own_run_ns - a.own_run_ns) / 1e9)\n")
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time() + 5\nwhile time.time() < t: pass"])
+    try:
+        env = {**os.environ, noise.RUN_ROOT_ENV: str(os.getpid())}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             cwd=ROOT, timeout=30, check=True).stdout.split()
+        assert out[0] == "True" and float(out[1]) > 0.2, out      # the sibling's CPU is ours
+        env[noise.RUN_ROOT_ENV] = str(spin.pid)                   # alive, but not an ancestor
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             cwd=ROOT, timeout=30, check=True).stdout.split()
+        assert out[0] == "False" and float(out[1]) < 0.2, out
+    finally:
+        spin.kill()
+        spin.wait()

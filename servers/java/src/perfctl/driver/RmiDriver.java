@@ -1,6 +1,7 @@
 package perfctl.driver;
 
 import java.io.IOException;
+import java.nio.LongBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -56,7 +57,7 @@ public final class RmiDriver {
             System.exit(2);
         }
         Spec spec;
-        long[] schedule = null;
+        LongBuffer schedule = null;
         try {
             spec = new Spec(Paths.get(args[0]));
             if (spec.mode.equals("open")) {
@@ -107,7 +108,7 @@ public final class RmiDriver {
         System.exit(0);
     }
 
-    private void run(long[] schedule) throws InterruptedException {
+    private void run(LongBuffer schedule) throws InterruptedException {
         checks.start();
         // burst: the first release's clients exist before the start instant is chosen
         Release first = spec.mode.equals("burst") ? new Release(0) : null;
@@ -235,8 +236,8 @@ public final class RmiDriver {
     }
 
     // --- open: arrivals on perfctl's schedule, a pool of clients --------------------------------
-    private void open(long[] offsets) throws InterruptedException {
-        int n = (int) Math.min(offsets.length, spec.maxRequests);
+    private void open(LongBuffer offsets) throws InterruptedException {
+        int n = (int) Math.min(offsets.limit(), spec.maxRequests);
         Rows rows = new Rows(n);
         parts.add(rows);
         long[] lateNs = new long[n];
@@ -270,7 +271,7 @@ public final class RmiDriver {
         pool.forEach(Thread::start);
         int dropped = 0;
         for (int k = 0; k < n; k++) {
-            long intended = startNs + offsets[k];
+            long intended = startNs + offsets.get(k);
             sleepUntil(intended);
             long now = System.nanoTime();
             int i = rows.add(intended);   // k == i: rows are the schedule, in order
@@ -294,15 +295,14 @@ public final class RmiDriver {
             queue.add(-1);
         }
         joinUntil(pool, endNs + attemptBoundNs() + GRACE_NS);
-        int scheduled = 0;
-        long[] window = new long[n];
+        int scheduled = 0;                 // the window's lateness, compacted in place
         for (int k = 0; k < n; k++) {
-            long t = startNs + offsets[k];
+            long t = startNs + offsets.get(k);
             if (t >= measureStartNs && t < endNs) {
-                window[scheduled++] = lateNs[k];
+                lateNs[scheduled++] = lateNs[k];
             }
         }
-        long[] late = Arrays.copyOf(window, scheduled);
+        long[] late = Arrays.copyOf(lateNs, scheduled);
         Arrays.sort(late);
         summary.put("scheduled_in_window", scheduled);
         summary.put("dropped", dropped);

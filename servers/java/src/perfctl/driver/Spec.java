@@ -1,11 +1,13 @@
 package perfctl.driver;
 
 import java.io.IOException;
-import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.LongBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.Map;
 
 /** The keys of spec.json the RMI driver reads (loadgen/DRIVER.md), in seconds and counts. */
@@ -69,15 +71,19 @@ final class Spec {
         return mode.equals("burst") ? bursts * burstIntervalS : durationS;
     }
 
-    /** The open-load schedule perfctl wrote: ns offsets from the start instant. */
-    long[] schedule() throws IOException {
+    /** The open-load schedule perfctl wrote: ns offsets from the start instant, memory-mapped
+     *  (read from the page cache as the dispatcher walks it, not copied onto the heap). */
+    LongBuffer schedule() throws IOException {
         if (scheduleFile == null) {
             throw new IllegalArgumentException("open mode needs `schedule_file` in the spec (perfctl writes it)");
         }
-        ByteBuffer b = ByteBuffer.wrap(Files.readAllBytes(scheduleFile)).order(ByteOrder.LITTLE_ENDIAN);
-        long[] out = new long[b.remaining() / 8];
-        b.asLongBuffer().get(out);
-        return out;
+        try (FileChannel ch = FileChannel.open(scheduleFile, StandardOpenOption.READ)) {
+            long size = ch.size();
+            if (size % 8 != 0 || size / 8 > Integer.MAX_VALUE) {
+                throw new IllegalArgumentException(scheduleFile + " is not a whole number of int64 offsets");
+            }
+            return ch.map(FileChannel.MapMode.READ_ONLY, 0, size).order(ByteOrder.LITTLE_ENDIAN).asLongBuffer();
+        }
     }
 
     private static String str(Map<String, Object> m, String k, String dflt) {
