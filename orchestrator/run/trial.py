@@ -138,14 +138,19 @@ def stopped_accepting(host: str, port: int) -> bool:
         return False
 
 
-def _watched_cpus(cell: Cell, loadgen_cpus: tuple[int, ...]) -> tuple[set[int], bool]:
+def _watched_cpus(cell: Cell, loadgen_cpus: tuple[int, ...],
+                  services_running: bool = False) -> tuple[set[int], bool]:
     """The CPUs the server and the load generator may run on, and whether the load
-    generator has CPUs of its own (pinned apart from the server, one worker per CPU)."""
+    generator has CPUs of its own: pinned apart from the server, one worker per CPU, each
+    worker one busy thread (the HTTP generator's event loop; another driver's threads, the RMI
+    driver's pool of clients, wait behind each other), and no service of the trial (PostgreSQL,
+    unpinned) running beside it. Only then is its run-queue wait someone else's doing."""
     allowed = set(os.sched_getaffinity(0))
     server = set(cell.placement.server_cpu_list or allowed)
     loadgen = set(loadgen_cpus or allowed)
     own = (bool(loadgen_cpus) and cell.placement.server_cpu_list is not None
-           and not server & loadgen and cell.load.processes <= len(loadgen))
+           and not server & loadgen and cell.load.processes <= len(loadgen)
+           and cell.load.driver == "http" and not services_running)
     return server | loadgen, own
 
 
@@ -252,7 +257,7 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
             spec = dataclasses.replace(spec, start_at_ns=time.perf_counter_ns() + SCHEDULE_LEAD_NS)
             injector.start_schedule(spec.start_at_ns)
         (tdir / "spec.json").write_text(spec.to_json())
-        cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus)
+        cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus, bool(services.pids()))
         counters = kernel_tcp.TrialCounters(server.pid, server.port).start()
         if plan.experiment.profile:
             prof = profiler.for_server(server.pid, tdir, server.argv,

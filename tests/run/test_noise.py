@@ -153,3 +153,23 @@ def test_a_local_cluster_counts_the_whole_run_tree_as_ours(tmp_path):
     finally:
         spin.kill()
         spin.wait()
+
+
+def test_load_generator_wait_is_judged_only_when_nothing_of_the_trial_shares_its_cpu(write_yaml):
+    """The wait rule's premise (nothing of the trial competes for the load generator's CPU)
+    holds for the HTTP generator pinned apart from the server; not for a driver whose own
+    threads queue behind each other (rmi), nor beside an unpinned service (PostgreSQL)."""
+    from orchestrator import experiment
+    from orchestrator.run.trial import _watched_cpus
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs for a split placement")
+    text = ("name: w\nservers: {j: {impl: java, model: SERVER}}\n"
+            "load: {driver: DRIVER, mode: closed, connections: 4, duration: 1s}\n"
+            "placement: {server_cpus: [0], loadgen_cpus: [1]}\n")
+    http = experiment.load_plan(write_yaml(text.replace("DRIVER", "http").replace("SERVER", "pool"),
+                                           "h.yaml")).cells[0]
+    rmi = experiment.load_plan(write_yaml(text.replace("DRIVER", "rmi").replace("SERVER", "rmi"),
+                                          "r.yaml")).cells[0]
+    assert _watched_cpus(http, (1,)) == ({0, 1}, True)
+    assert _watched_cpus(http, (1,), services_running=True) == ({0, 1}, False)
+    assert _watched_cpus(rmi, (1,)) == ({0, 1}, False)
