@@ -37,10 +37,11 @@ SERVERS = {"c-pool": "{impl: c, model: pool, threads: 4, db: \"{services.db.dsn}
            "java-rmi": "{impl: java, model: rmi, threads: 16, db_pool: 4, db: \"{services.db.dsn}\"}"}
 
 
-def experiment(duration: int, repeats: int, participants: int) -> str:
-    servers = "\n".join(f"  {k}: {v}" for k, v in SERVERS.items())
+def experiment(duration: int, repeats: int, participants: int, only: list[str] | None = None) -> str:
+    chosen = {k: v for k, v in SERVERS.items() if not only or k in only}
+    servers = "\n".join(f"  {k}: {v}" for k, v in chosen.items())
     excludes = "\n".join(f"  - {{protocol: {'http' if k == 'java-rmi' else 'rmi'}, server: {k}}}"
-                         for k in SERVERS)
+                         for k in chosen)
     return f"""name: db_point
 services:
   db: {{kind: postgresql, scope: run, data: {{participants: {participants}}}}}
@@ -64,10 +65,15 @@ def main() -> None:
     ap.add_argument("--duration", type=int, default=5, help="measured seconds per trial")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--participants", type=int, default=10_000)
+    ap.add_argument("--only", default="", help=f"comma-separated servers (of {', '.join(SERVERS)})")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="perfctl-db-bench-") as tmp:
         exp = Path(tmp) / "db_point.yaml"
-        exp.write_text(experiment(args.duration, args.repeats, args.participants))
+        only = [x for x in args.only.split(",") if x]
+        unknown = set(only) - set(SERVERS)
+        if unknown:
+            ap.error(f"--only: unknown server(s) {', '.join(sorted(unknown))}")
+        exp.write_text(experiment(args.duration, args.repeats, args.participants, only))
         out = Path(tmp) / "run"
         done = perfctl("run", str(exp), "--out", str(out), "--no-plots", timeout=3600)
         if done.returncode != 0:
@@ -75,8 +81,13 @@ def main() -> None:
             sys.exit(done.returncode)
         trials = pd.read_csv(out / "trials.csv")
         rows = []
+        notes = []
         for server, g in trials.groupby("server", sort=False):
             use = g[g["valid"].astype(str) == "True"]
+            if use.empty:       # shown all the same, marked, with the first reason
+                use = g
+                notes.append(f"{server}: no valid trial, figures from all {len(g)} "
+                             f"(first reason: {g['invalid_reasons'].iloc[0]})")
             svc = db = 0.0
             n = 0
             for _, t in use.iterrows():
@@ -86,7 +97,8 @@ def main() -> None:
                 svc += req["svc_ms"].sum()
                 db += req["db_ms"].sum()
                 n += len(req)
-            rows.append({"server": server, "trials": f"{len(use)}/{len(g)}",
+            n_valid = int((g["valid"].astype(str) == "True").sum())
+            rows.append({"server": server, "trials": f"{n_valid}/{len(g)}",
                          "rps": statistics.median(use["throughput_rps"]) if len(use) else float("nan"),
                          "p50_ms": statistics.median(use["latency_p50_ms"]) if len(use) else float("nan"),
                          "p99_ms": statistics.median(use["latency_p99_ms"]) if len(use) else float("nan"),
@@ -104,6 +116,8 @@ def main() -> None:
             print(f"  {r['server']:<14} {r['trials']:>6} {r['quiet']:>6} {r['rps']:>9,.0f} "
                   f"{r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['db_share']:>7.0%} "
                   f"{r['db_ms']:>7.3f} {r['pg_cpu_pct']:>8.0f} {r['rps'] / ref:>9.2f}")
+        for n in notes:
+            print(f"  * {n}")
         print("\ndb/svc: the share of the server's own service time (Server-Timing svc) spent in "
               "the database (db); the rest is HTTP, routing and the driver. Numbers from a noisy "
               "host say little: run on a quiet one (see the quiet column).")

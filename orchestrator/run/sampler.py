@@ -34,6 +34,7 @@ class ResourceSampler:
         self.loadgen_pid = loadgen_pid
         self.interval_s = interval_s
         self.samples: list[tuple[float, float, float, int]] = []  # t, cpu_pct, rss_mb, threads
+        self.sample_ns: list[int] = []      # perf_counter_ns of each entry of samples
         self.noise: list[NoiseSample] = []
         self.watch = TreeWatch(pid)
         self.probe = NoiseProbe(cpus if cpus is not None else set())
@@ -72,6 +73,7 @@ class ResourceSampler:
                 pass
         t = time.monotonic() - self._t0
         self.samples.append((t, cpu, rss, threads))
+        self.sample_ns.append(t_ns)
         for name, pid in self.services.items():
             self.service_samples[name].append((t, *self._tree_usage(pid)))
 
@@ -100,20 +102,38 @@ class ResourceSampler:
         while not self._stop.wait(self.interval_s):
             self._tick()
 
-    def summary(self) -> dict:
-        """server_cpu_pct (mean of samples after the first), server_rss_mb (max), threads (max);
-        per service NAME: service_NAME_cpu_pct (mean) and service_NAME_rss_mb (max)."""
-        s = self.samples[1:] or self.samples
+    def _in_window(self, window_ns: tuple[int, int] | None) -> list[int]:
+        """Indexes of the samples whose interval (each CPU% covers the time since the sample
+        before it) lies in the measured window; every sample after the first when the window
+        is unknown or holds none (a window shorter than the interval)."""
+        n = len(self.samples)
+        if window_ns is not None:
+            lo, hi = window_ns
+            step = int(self.interval_s * 1e9)
+            got = [i for i in range(1, n) if self.sample_ns[i - 1] >= lo - step // 2
+                   and self.sample_ns[i] <= hi + step // 2]
+            if got:
+                return got
+        return list(range(1, n)) or list(range(n))
+
+    def summary(self, window_ns: tuple[int, int] | None = None) -> dict:
+        """server_cpu_pct (mean over the samples of the measured window, perf_counter_ns
+        (start, end), not the start-up, warm-up and drain around it), server_rss_mb (max),
+        threads (max); per service NAME: service_NAME_cpu_pct (mean, same window) and
+        service_NAME_rss_mb (max)."""
+        idx = self._in_window(window_ns)
         out = {"server_cpu_pct": math.nan, "server_rss_mb": math.nan, "server_threads_max": 0}
-        if s:
+        if idx:
+            s = [self.samples[i] for i in idx]
             out = {"server_cpu_pct": sum(x[1] for x in s) / len(s),
-                   "server_rss_mb": max(x[2] for x in s),
-                   "server_threads_max": max(x[3] for x in s)}
+                   "server_rss_mb": max(x[2] for x in self.samples),
+                   "server_threads_max": max(x[3] for x in self.samples)}
         for name, samples in self.service_samples.items():
-            got = [x for x in samples[1:] if x[1] == x[1]]
+            got = [samples[i] for i in idx if i < len(samples) and samples[i][1] == samples[i][1]]
             out[f"service_{name}_cpu_pct"] = (sum(x[1] for x in got) / len(got)
                                               if got else math.nan)
-            out[f"service_{name}_rss_mb"] = max((x[2] for x in got), default=math.nan)
+            out[f"service_{name}_rss_mb"] = max((x[2] for x in samples[1:] if x[2] == x[2]),
+                                                default=math.nan)
         return out
 
     def frame(self) -> pd.DataFrame:

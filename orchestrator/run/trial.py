@@ -339,7 +339,8 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
     if counters is not None:
         row.update(counters.row())
     if sampler is not None:
-        row.update(sampler.summary())
+        row.update(sampler.summary((int(summary["measure_start_ns"]), int(summary["measure_end_ns"]))
+                                   if summary else None))
         sampler.frame().to_parquet(tdir / "resources.parquet", index=False)
         load_start_ns = summary["start_ns"] if summary else sampler.noise[0].t_ns
         reasons += sampler.watch.reasons(load_start_ns)

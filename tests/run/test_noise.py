@@ -173,3 +173,21 @@ def test_load_generator_wait_is_judged_only_when_nothing_of_the_trial_shares_its
     assert _watched_cpus(http, (1,)) == ({0, 1}, True)
     assert _watched_cpus(http, (1,), services_running=True) == ({0, 1}, False)
     assert _watched_cpus(rmi, (1,)) == ({0, 1}, False)
+
+
+def test_cpu_columns_average_the_measured_window_not_the_start_up_and_drain():
+    """server_cpu_pct and service_NAME_cpu_pct: the mean of the samples inside the measured
+    window (a PostgreSQL idle through the load generator's start-up and drain read low)."""
+    from orchestrator.run.sampler import ResourceSampler
+    s = ResourceSampler(os.getpid(), services={"db": os.getpid()}, interval_s=0.25)
+    step = 250_000_000
+    cpu = [0, 5, 5, 80, 90, 100, 90, 5, 0]          # idle, start-up, load (3-6), drain
+    s.samples = [(i * 0.25, c, 100.0 + i, 4) for i, c in enumerate(cpu)]
+    s.sample_ns = [10**12 + i * step for i in range(len(cpu))]
+    s.service_samples["db"] = [(i * 0.25, c / 2, 50.0, 0) for i, c in enumerate(cpu)]
+    window = (10**12 + 2 * step, 10**12 + 6 * step)     # samples 3..6 cover it
+    out = s.summary(window)
+    assert out["server_cpu_pct"] == pytest.approx((80 + 90 + 100 + 90) / 4)
+    assert out["service_db_cpu_pct"] == pytest.approx((80 + 90 + 100 + 90) / 8)
+    assert out["server_rss_mb"] == 108.0                 # the peak of the whole trial
+    assert s.summary()["server_cpu_pct"] == pytest.approx(sum(cpu[1:]) / 8)
