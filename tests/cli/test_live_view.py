@@ -27,8 +27,8 @@ load: {mode: closed, connections: 2, duration: 3s, warmup: 1s}
 placement: {server_cpus: [0], loadgen_cpus: [1]}
 """
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
-LIVE = re.compile(r"measure \d+s +[\d.]+k? req/s +p50 [\d.]+k? +p99 [\d.]+k? ms +\d+ err +"
-                  r"cpu [\d.k-]+% +late [\d.k-]+ ms +(quiet|NOISY|noise \?)")
+LIVE = re.compile(r"measure \d+s +(quiet|NOISY|noise \?) +[\d.]+k? req/s +p50 [\d.]+k? +"
+                  r"p99 [\d.]+k? ms +\d+ err +cpu [\d.k-]+% +late [\d.k-]+ ms")
 
 
 def _env(columns: int) -> dict:

@@ -63,3 +63,17 @@ def test_tail_reports_a_second_once_every_worker_wrote_it(tmp_path):
     assert (s.second, s.ok, s.errors, s.p99_ms, s.lateness_p99_ms) == (2, 170, 1, 5.0, 0.2)
     assert tail.poll() == []
     assert "170 req/s" in s.line() and "p99 5 ms" in s.line()
+
+
+def test_the_live_lines_verdict_survives_an_80_column_cut():
+    """rich cuts the line at the terminal's width: the host's verdict comes before the numbers
+    (an 80-column CI terminal showed `... late 0.00157 ms NOIS…`)."""
+    from orchestrator.run.live import LiveSecond
+    s = LiveSecond(second=123, phase="measure", ok=139_000, errors=10_000, p50_ms=123.4,
+                   p99_ms=4567.0, lateness_p99_ms=0.00157, server_cpu_pct=100.0,
+                   noisy="load generator waited 103 ms/s for its own CPU (> 50 ms/s)")
+    assert s.line()[:79].startswith("measure 123s NOISY 139k req/s")
+    assert s.line().endswith(": load generator waited 103 ms/s for its own CPU (> 50 ms/s)")
+    quiet = LiveSecond(second=1, phase="warmup", ok=5, errors=0, p50_ms=1.0, p99_ms=2.0,
+                       lateness_p99_ms=0.1, noisy="")
+    assert quiet.line() == "warmup 1s quiet 5 req/s p50 1 p99 2 ms 0 err cpu -% late 0.1 ms"

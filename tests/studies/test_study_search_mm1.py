@@ -1,8 +1,8 @@
 """Study search_mm1 (seed 002): the quick profile end to end, its table, then its notebook.
 
 Only robust orderings are asserted (the host is shared and noisy): the injected 50 ms delay
-adds about its 100 ms round trip at low load, latency grows with the arrival rate, and the
-low-rate cells are served at the offered rate."""
+adds about its 100 ms round trip at low load, the server's utilization grows in proportion to
+the arrival rate, and the low-rate cells are served at the offered rate."""
 from pathlib import Path
 
 import numpy as np
@@ -38,9 +38,13 @@ def test_quick_table(quick_run):
     d = lowest.pivot_table(index="layout", columns="delay", values="latency_mean_ms")
     assert ((d["50ms"] - d["0ms"]) > 60).all(), d
     assert (lowest.loc[lowest["delay"] == "50ms", "rtt_expected_ms"] == 100).all()
-    # queueing: on average over layout x delay, the highest rate waits longer than the lowest
-    m = t.pivot_table(index=["layout", "delay"], columns="rate", values="latency_mean_ms")
-    assert m[m.columns.max()].mean() > m[m.columns.min()].mean()
+    # the utilization law U = lambda S: the server's CPU grows with the rate, in proportion.
+    # (Latency itself need not: at the quick rates rho stays below ~0.3 on a quiet host, and a
+    # VM's slower wake-ups at the lowest rate outweighed the queueing there: 2.8 vs 2.1 ms.)
+    u = t.groupby("rate")["server_cpu_pct"].mean()
+    assert u.is_monotonic_increasing and u.iloc[-1] > 2 * u.iloc[0], u
+    per_request = u / u.index.to_series()                 # ~S, in % of a CPU per (req/s)
+    assert per_request.max() < 2.5 * per_request.min(), per_request
     # the server reported its service time (Server-Timing svc) on the requests
     cid, k = t.iloc[0]["cell_id"], int(t.iloc[0]["trial"])
     req = pd.read_parquet(quick_run / "cells" / cid / f"trial-{k}" / "requests.parquet")

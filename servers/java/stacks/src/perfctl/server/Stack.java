@@ -142,11 +142,14 @@ final class Stack {
             millis(timing.append(", db;dur="), r.dbNanos);
         }
         resp.setHeader("Server-Timing", timing.toString());
+        // counted before the body goes out: once the declared Content-Length is written Tomcat
+        // may complete the response, and a client's next /stats could overtake a later count
+        // (seen: 10000 of 10001 counted right after 200 clients finished)
+        stats.responded();
         if (!"HEAD".equals(req.getMethod())) {
             OutputStream out = resp.getOutputStream();
             out.write(r.body, 0, r.bodyLength);
         }
-        stats.responded();
     }
 
     /** ns as milliseconds with three decimals (rounded to the microsecond). */
