@@ -34,6 +34,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from . import procfs
 from .schedstat import USER_HZ, CpuTicks, descendants, read_cpu_ticks, read_threads
 
 # Measured on a 2-vCPU VM (server on CPU 0, load generator on CPU 1, closed and open load):
@@ -103,16 +104,12 @@ def own_root() -> int:
         root = int(os.environ.get(RUN_ROOT_ENV, ""))
     except ValueError:
         return os.getpid()
-    pid = os.getpid()
+    pid: int | None = os.getpid()
     for _ in range(64):                 # walk up the parents: a stale value names a stranger
         if pid == root:
             return root
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-        if pid <= 1:
+        pid = procfs.ppid(pid)
+        if pid is None or pid <= 1:
             break
     return os.getpid()
 

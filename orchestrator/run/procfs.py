@@ -27,6 +27,11 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19]) if fields else None
 
 
+def ppid(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields else None
+
+
 def pgid(pid: int) -> int | None:
     fields = _stat_fields(pid)
     return int(fields[2]) if fields else None
