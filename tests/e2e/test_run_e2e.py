@@ -74,8 +74,8 @@ def _descendants(pid):
 
 
 def test_sigint_keeps_trials_and_resume_finishes(write_yaml, perfctl_env, tmp_path):
-    # three short closed trials: the test is about the interrupt and --resume, not the numbers
-    text = (TWO_CELLS.replace("matrix: {mode: [closed, open]}", "matrix: {mode: [closed]}\nrepeats: 3")
+    # five short closed trials: the test is about the interrupt and --resume, not the numbers
+    text = (TWO_CELLS.replace("matrix: {mode: [closed, open]}", "matrix: {mode: [closed]}\nrepeats: 5")
             .replace("duration: 2s, warmup: 500ms", "duration: 1s, warmup: 200ms"))
     assert "duration: 1s" in text
     exp = write_yaml(text)
@@ -90,9 +90,12 @@ def test_sigint_keeps_trials_and_resume_finishes(write_yaml, perfctl_env, tmp_pa
             for p in _descendants(proc.pid):
                 seen[p.pid] = p
             csv = out / "trials.csv"
-            if csv.is_file() and len(pd.read_csv(csv)) >= 1 and len(_descendants(proc.pid)) >= 2:
+            # the first trial is recorded: interrupt now, four trials before the end (waiting
+            # also for the next trial's processes to show up let one fresh-clone CI run reach
+            # the end of the run before the interrupt landed: exit 0, not 130)
+            if csv.is_file() and len(pd.read_csv(csv)) >= 1:
                 break
-            time.sleep(0.1)
+            time.sleep(0.05)
         else:
             pytest.fail("the first trial never finished")
         for p in _descendants(proc.pid):
@@ -107,11 +110,11 @@ def test_sigint_keeps_trials_and_resume_finishes(write_yaml, perfctl_env, tmp_pa
     survivors = [p for p in seen.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not survivors, f"processes outlived perfctl: {[p.cmdline() for p in survivors]}"
     first = pd.read_csv(out / "trials.csv")
-    assert 1 <= len(first) < 3
+    assert 1 <= len(first) < 5
 
     done = perfctl(["run", "--resume", str(out)], perfctl_env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     final = pd.read_csv(out / "trials.csv")
-    assert sorted(final["trial"]) == [1, 2, 3]
-    assert f"{3 - len(first)} run, {len(first)} already recorded" in done.stdout
+    assert sorted(final["trial"]) == [1, 2, 3, 4, 5]
+    assert f"{5 - len(first)} run, {len(first)} already recorded" in done.stdout
     pd.testing.assert_frame_equal(final.iloc[: len(first)], first, check_dtype=False)
