@@ -34,14 +34,15 @@ class LiveSecond:
 
     def line(self) -> str:
         """The one-line view, the host's verdict first so that a narrow terminal, which cuts
-        the line's end, never cuts it; a noise reason last:
-        `measure 3s quiet 1.02k req/s p50 0.412 p99 2.31 ms 0 err cpu 97% late 0.051 ms`."""
+        the line's end, never cuts it; a noise reason last. The send lateness is in µs, its
+        scale on a working generator (a typical line fits an 80-column terminal with rich's
+        indent): `measure 3s quiet 1.02k req/s p50 0.412 p99 2.31ms 0 err cpu 97% late 51µs`."""
         verdict = "noise ?" if self.noisy is None else "NOISY" if self.noisy else "quiet"
         cpu = "-" if math.isnan(self.server_cpu_pct) else f"{self.server_cpu_pct:.0f}"
         return (f"{self.phase} {self.second}s {verdict} {_short(self.ok)} req/s "
-                f"p50 {_short(self.p50_ms)} p99 {_short(self.p99_ms)} ms "
+                f"p50 {_short(self.p50_ms)} p99 {_short(self.p99_ms)}ms "
                 f"{_short(self.errors)} err cpu {cpu}% "
-                f"late {_short(self.lateness_p99_ms)} ms" + (f": {self.noisy}" if self.noisy else ""))
+                f"late {_short(self.lateness_p99_ms * 1000)}µs" + (f": {self.noisy}" if self.noisy else ""))
 
 
 def _short(v) -> str:

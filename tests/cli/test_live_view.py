@@ -28,7 +28,7 @@ placement: {server_cpus: [0], loadgen_cpus: [1]}
 """
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 LIVE = re.compile(r"measure \d+s +(quiet|NOISY|noise \?) +[\d.]+k? req/s +p50 [\d.]+k? +"
-                  r"p99 [\d.]+k? ms +\d+ err +cpu [\d.k-]+% +late [\d.k-]+ ms")
+                  r"p99 [\d.]+k?ms +\d+ err +cpu [\d.k-]+% +late [\d.k-]+µs")
 
 
 def _env(columns: int) -> dict:
