@@ -124,7 +124,10 @@ def test_established_peers_sees_the_client_address_of_a_connection():
     cli = socket.create_connection(("127.0.0.1", port))
     conn, _ = srv.accept()
     try:
-        assert tasks.established_peers(port) == {"127.0.0.1"}
+        assert tasks.established_peers(port) == {"127.0.0.1"}            # /proc
+        from orchestrator.run.sock_diag import SockDiag
+        with SockDiag() as diag:
+            assert tasks.established_peers(port, diag) == {"127.0.0.1"}  # netlink
     finally:
         for s in (cli, conn, srv):
             s.close()
