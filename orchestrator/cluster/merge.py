@@ -95,11 +95,12 @@ def noise_rollup(server: tuple[str, dict, list[str]] | None,
     row = noise.not_measured()
 
     def worst(col: str, among) -> float:
-        vals = [r[col] for _, r, _ in among if r.get(col) == r.get(col)]
+        vals = [r[col] for _, r, _ in among if r.get(col, math.nan) == r.get(col, math.nan)]
         return max(vals) if vals else math.nan
     for col in ("noise_steal_pct", "noise_foreign_cpu_pct"):
         row[col] = worst(col, hosts)
-    for col in ("noise_loadgen_runqueue_wait_ms_per_s", "noise_loadgen_involuntary_switches_per_s"):
+    for col in ("noise_loadgen_runqueue_wait_ms_per_s", "noise_loadgen_involuntary_switches_per_s",
+                "noise_loadgen_cpu_others_pct"):
         row[col] = worst(col, shards)
     if server:
         for col in ("noise_server_runqueue_wait_ms_per_s",

@@ -301,7 +301,7 @@ def run_shard(token: str, spec_json: str, start_wall_ns: int, cpus: list[int] | 
         with _lock:
             _procs.setdefault(token, []).append(proc)
         watched = set(cpus or spec.cpus or os.sched_getaffinity(0))
-        probe = noise.NoiseProbe(watched)
+        probe = noise.NoiseProbe(watched, loadgen_cpus=watched)   # the host's load generator
         samples = [probe.sample(time.perf_counter_ns(), [], tree_pids(proc.pid))]
         limit = max(0.0, lead_ms / 1e3) + spec.warmup_s + spec.window_s + spec.timeout_s \
             + SHARD_GRACE_S

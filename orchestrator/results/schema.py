@@ -85,7 +85,7 @@ SELF_CHECK_COLUMNS = [
     "noise_steal_pct", "noise_foreign_cpu_pct", "noise_server_runqueue_wait_ms_per_s",
     "noise_loadgen_runqueue_wait_ms_per_s", "noise_runqueue_wait_us_per_request",
     "noise_server_involuntary_switches_per_s", "noise_loadgen_involuntary_switches_per_s",
-    "noise_cpus",
+    "noise_loadgen_cpu_others_pct", "noise_cpus",
     # with `precision:`: the cell's precision after this trial (run/precision.py)
     "precision_metric", "precision_target_pct", "precision_trials", "precision_half_width_pct",
     "precision_reached",

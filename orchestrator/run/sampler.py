@@ -24,8 +24,10 @@ class ResourceSampler:
 
     def __init__(self, pid: int, loadgen_pid: int | None = None, cpus: set[int] | None = None,
                  interval_s: float = SAMPLE_INTERVAL_S,
-                 services: dict[str, int] | None = None) -> None:
-        """services: name -> pid of each running service's main process."""
+                 services: dict[str, int] | None = None,
+                 loadgen_cpus: set[int] | None = None) -> None:
+        """services: name -> pid of each running service's main process; loadgen_cpus: the
+        load generator's own CPUs, when it has some (noise.py)."""
         self.pid = pid
         self.services = dict(services or {})
         self.service_samples: dict[str, list[tuple[float, float, float]]] = {
@@ -37,7 +39,7 @@ class ResourceSampler:
         self.sample_ns: list[int] = []      # perf_counter_ns of each entry of samples
         self.noise: list[NoiseSample] = []
         self.watch = TreeWatch(pid)
-        self.probe = NoiseProbe(cpus if cpus is not None else set())
+        self.probe = NoiseProbe(cpus if cpus is not None else set(), loadgen_cpus)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="resource-sampler", daemon=True)
         self._t0 = time.monotonic()

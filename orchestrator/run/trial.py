@@ -267,8 +267,9 @@ def execute_trial(plan: Plan, cell: Cell, trial: int, run_dir: Path,
         loadgen_proc = spawn(driver.argv(cell.load.driver, tdir / "spec.json", tdir),
                              tdir / "loadgen.log", cwd=ROOT,
                              cpus=None if cell.load.driver == "http" else list(spec.cpus))
-        sampler = ResourceSampler(server.pid, loadgen_proc.pid, cpus,
-                                  services=services.pids()).start()
+        sampler = ResourceSampler(server.pid, loadgen_proc.pid, cpus, services=services.pids(),
+                                  loadgen_cpus=set(spec.cpus) if loadgen_own_cpus else None
+                                  ).start()
         limit = spec.warmup_s + spec.window_s + spec.timeout_s + LOADGEN_GRACE_S
         live_tail = live.LiveTail(tdir) if on_second is not None else None
 

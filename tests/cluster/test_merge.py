@@ -1,5 +1,6 @@
 """Shards into one trial (cluster/merge.py) and the host-side helpers that need no cluster."""
 import json
+import math
 import socket
 import threading
 import types
@@ -114,6 +115,11 @@ def test_noise_rolls_up_to_the_worst_host_and_names_it():
     assert row["noise_steal_pct"] == 7.0 and row["noise_loadgen_runqueue_wait_ms_per_s"] == 9.0
     assert row["noise_server_runqueue_wait_ms_per_s"] == 2.0
     assert not row["quiet"] and row["noise_reasons"] == "h2: CPU steal 7.0% > 5%"
+    assert math.isnan(row["noise_loadgen_cpu_others_pct"])      # no host measured it
+    row = merge.noise_rollup(None, [("h2", {**reading(0, 3.0), "noise_loadgen_cpu_others_pct": 4.0}, []),
+                                    ("h3", {**reading(0, 9.0), "noise_loadgen_cpu_others_pct": 2.0}, [])],
+                             requests=1000, window_s=2.0)
+    assert row["noise_loadgen_cpu_others_pct"] == 4.0 and row["quiet"]
 
 
 def test_established_peers_sees_the_client_address_of_a_connection():
