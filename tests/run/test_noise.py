@@ -187,6 +187,38 @@ def test_a_local_cluster_counts_the_whole_run_tree_as_ours(tmp_path):
         spin.wait()
 
 
+def test_others_on_the_load_generators_cpu_are_read_from_this_machine():
+    """A process busy on the load generator's CPU is time others ran there; the generator's
+    own busy threads are not."""
+    import subprocess
+    import sys
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 CPUs")
+    lg = cpus[-1]
+    busy = "import time\nt = time.time() + 10\nwhile time.time() < t: pass"
+    probe = noise.NoiseProbe(set(cpus), loadgen_cpus={lg})
+
+    def others_pct(as_loadgen: bool) -> float:
+        """The column over 1.5 s of a busy process on the load generator's CPU, sampled while
+        it runs (as the trial's sampler does)."""
+        import time
+        spin = subprocess.Popen(["taskset", "-c", str(lg), sys.executable, "-c", busy])
+        try:
+            pids = [spin.pid] if as_loadgen else []
+            a = probe.sample(time.perf_counter_ns(), [], pids)
+            time.sleep(1.5)                            # the measured window
+            b = probe.sample(time.perf_counter_ns(), [], pids)
+        finally:
+            spin.kill()
+            spin.wait()
+        assert (a.loadgen_cpu_count, b.loadgen_cpu_count) == (1, 1)
+        row = noise.readings(a, b, requests=1, window_s=1.5, cpus=set(cpus))
+        return row["noise_loadgen_cpu_others_pct"]
+    assert others_pct(as_loadgen=False) > 50.0       # a stranger spun there for ~1.5 s
+    assert others_pct(as_loadgen=True) < 30.0        # the load generator itself spinning
+
+
 def test_load_generator_wait_is_judged_only_when_nothing_of_the_trial_shares_its_cpu(write_yaml):
     """The wait rule's premise (nothing of the trial competes for the load generator's CPU)
     holds for the HTTP generator pinned apart from the server; not for a driver whose own
