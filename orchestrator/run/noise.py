@@ -141,7 +141,8 @@ class NoiseProbe:
         self.server.update(server_pids)
         self.loadgen.update(loadgen_pids)
         trial = set(server_pids) | set(loadgen_pids)
-        self.own.update([p for p in (self.root, *(descendants(self.root) or []))
+        # the trial's trees are known: the walk of ours does not go below them again
+        self.own.update([p for p in (self.root, *(descendants(self.root, trial) or []))
                          if p not in trial])
         ticks = read_cpu_ticks()
         lg = self.loadgen_cpus

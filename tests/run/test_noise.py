@@ -3,6 +3,7 @@ and the `quiet` verdict's thresholds."""
 import dataclasses
 import math
 import os
+import time
 
 import pytest
 
@@ -255,3 +256,26 @@ def test_cpu_columns_average_the_measured_window_not_the_start_up_and_drain():
     assert out["service_db_cpu_pct"] == pytest.approx((80 + 90 + 100 + 90) / 8)
     assert out["server_rss_mb"] == 108.0                 # the peak of the whole trial
     assert s.summary()["server_cpu_pct"] == pytest.approx(sum(cpu[1:]) / 8)
+
+
+def test_the_walk_of_our_tree_stops_at_the_trials_trees():
+    """descendants(prune=...) lists a pruned process but not what is below it: the noise
+    probe's walk of perfctl's tree skips the server's (a 200-thread JVM is 200 reads a walk)."""
+    import subprocess
+    sh = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(schedstat.descendants(sh.pid) or []) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)                       # until sh has started both
+        below = schedstat.descendants(sh.pid)
+        assert len(below) == 2, below
+        everything = schedstat.descendants(os.getpid())
+        assert sh.pid in everything and set(below) <= set(everything)
+        pruned = schedstat.descendants(os.getpid(), prune={sh.pid})
+        assert sh.pid in pruned and not set(below) & set(pruned)
+        assert schedstat.descendants(sh.pid, prune={sh.pid}) == below   # the root is walked
+    finally:
+        for p in schedstat.descendants(sh.pid) or []:
+            os.kill(p, 9)
+        sh.kill()
+        sh.wait()
