@@ -11,7 +11,7 @@ APT_PACKAGES := gcc make libc6-dev iproute2 nginx-light wrk clang libclang-rt-14
                 postgresql libpq-dev maven openjdk-17-jdk-headless linux-perf tmux
 EXPERIMENT ?= experiments.yaml
 
-.PHONY: setup apt servers run test test-fast clean
+.PHONY: setup apt servers run lint test test-fast clean
 
 setup: apt $(STAMP) servers
 
@@ -44,7 +44,11 @@ run: setup
 	$(BIN)/perfctl run $(EXPERIMENT)
 	$(BIN)/perfctl report results/latest
 
-test: setup
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: setup lint
 	$(BIN)/pytest -q --durations=25
 
 test-fast: setup

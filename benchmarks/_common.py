@@ -2,6 +2,7 @@
 
 Benchmarks print ratios measured side by side in one run; they assert nothing about time.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,17 +18,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.run import bundled, ports, procfs, process  # noqa: E402
+from orchestrator.run import bundled, ports, process, procfs  # noqa: E402
 
 
 def need(tool: str, package: str) -> str:
-    path = shutil.which(tool) or (f"/usr/sbin/{tool}" if Path(f"/usr/sbin/{tool}").exists() else None)
+    path = shutil.which(tool) or (
+        f"/usr/sbin/{tool}" if Path(f"/usr/sbin/{tool}").exists() else None
+    )
     if path:
         return path
     if os.geteuid() == 0:
-        subprocess.run(["apt-get", "install", "-y", "-qq", package], check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        path = shutil.which(tool) or (f"/usr/sbin/{tool}" if Path(f"/usr/sbin/{tool}").exists() else None)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", package],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        path = shutil.which(tool) or (
+            f"/usr/sbin/{tool}" if Path(f"/usr/sbin/{tool}").exists() else None
+        )
     if not path:
         sys.exit(f"{tool} is needed (Debian package {package}); run make setup as root")
     return path
@@ -69,8 +78,9 @@ http {{
            location / {{ try_files /index.html =404; }} }}
 }}
 """)
-        self.proc = process.spawn([exe, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")],
-                                  cpus=cpus)
+        self.proc = process.spawn(
+            [exe, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")], cpus=cpus
+        )
         wait_port(self.port)
 
     def url(self, path: str = "/") -> str:
@@ -85,9 +95,10 @@ class Bundled:
     def __init__(self, impl: str, model: str, cpus: list[int], threads: int = 1, **kw) -> None:
         bundled.build(impl, model=model)
         self.port = ports.free_port()
-        self.proc = process.spawn(bundled.command(impl, model, self.port, threads=threads, **kw),
-                                  cpus=cpus)
-        wait_port(self.port, timeout=90.0)      # Spring Boot on a busy host takes a while
+        self.proc = process.spawn(
+            bundled.command(impl, model, self.port, threads=threads, **kw), cpus=cpus
+        )
+        wait_port(self.port, timeout=90.0)  # Spring Boot on a busy host takes a while
 
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -121,8 +132,13 @@ def run_processes(run_dir: Path, marks: set[str] = frozenset()) -> list[str]:
         except OSError:
             cwd = ""
         mark = procfs.env_value(pid, "PERFCTL_SUPERVISOR")
-        if (any(run_dir in a for a in argv) or cwd == run_dir or cwd.startswith(run_dir + "/")
-                or mark in marks or any(m in argv for m in marks)):
+        if (
+            any(run_dir in a for a in argv)
+            or cwd == run_dir
+            or cwd.startswith(run_dir + "/")
+            or mark in marks
+            or any(m in argv for m in marks)
+        ):
             found.append(f"{pid} {' '.join(argv)[:120]}")
     return found
 
@@ -135,7 +151,7 @@ def descendants(pid: int) -> dict[tuple[int, int], str]:
         try:
             with open(f"/proc/{p}/stat", "rb") as f:
                 raw = f.read()
-            children.setdefault(int(raw[raw.rfind(b")") + 2:].split()[1]), []).append(p)
+            children.setdefault(int(raw[raw.rfind(b")") + 2 :].split()[1]), []).append(p)
         except (OSError, ValueError, IndexError):
             continue
     found, todo = {}, list(children.get(pid, []))
@@ -169,9 +185,22 @@ _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 def wrk(url: str, connections: int, duration_s: int, cpu: int, threads: int = 1) -> dict:
     """Run wrk pinned to one CPU; returns requests/s and latency percentiles in ms."""
     exe = need("wrk", "wrk")
-    out = subprocess.run(["taskset", "-c", str(cpu), exe, f"-t{threads}", f"-c{connections}",
-                          f"-d{duration_s}s", "--latency", url], capture_output=True, text=True,
-                         timeout=duration_s + 30).stdout
+    out = subprocess.run(
+        [
+            "taskset",
+            "-c",
+            str(cpu),
+            exe,
+            f"-t{threads}",
+            f"-c{connections}",
+            f"-d{duration_s}s",
+            "--latency",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=duration_s + 30,
+    ).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     pct = {}
     for q, v, u in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)", out, re.M):
@@ -181,12 +210,14 @@ def wrk(url: str, connections: int, duration_s: int, cpu: int, threads: int = 1)
 
 def perfctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """`perfctl ARGS` with this checkout's code, output captured."""
-    return subprocess.run(perfctl_argv(*args), cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        perfctl_argv(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def perfctl_load(url: str, *args: str) -> dict:
     import json
+
     out = perfctl("load", url, *args, "--json")
     if out.returncode != 0:
         raise RuntimeError(out.stderr)

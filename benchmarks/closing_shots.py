@@ -11,6 +11,7 @@ Chromium screenshot it. Prints where each file went. Needs tmux and chromium (ma
 installs both). Asserts nothing about speed: a quiet host only makes the numbers worth
 reading.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,15 +31,32 @@ def tmux(*args: str, check: bool = True) -> str:
     return subprocess.run(["tmux", *args], capture_output=True, text=True, check=check).stdout
 
 
-def capture_terminal(argv: list[str], out: Path, session: str, columns: int = 80,
-                     rows: int = 24, timeout_s: float = 900) -> tuple[Path, Path]:
+def capture_terminal(
+    argv: list[str],
+    out: Path,
+    session: str,
+    columns: int = 80,
+    rows: int = 24,
+    timeout_s: float = 900,
+) -> tuple[Path, Path]:
     """Run argv in tmux; save the pane mid-trial and at the end. Returns both files."""
     env = {"PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
     shell = " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(map(_quote, argv))
     shell += "; echo PERFCTL-EXIT=$?; sleep 3600"
     tmux("kill-session", "-t", session, check=False)
-    tmux("new-session", "-d", "-s", session, "-x", str(columns), "-y", str(rows), "-c",
-         str(ROOT), shell)
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        str(columns),
+        "-y",
+        str(rows),
+        "-c",
+        str(ROOT),
+        shell,
+    )
     tmux("set-option", "-t", session, "history-limit", "5000")
     mid = out / f"terminal-{columns}col-mid-trial.txt"
     end = out / f"terminal-{columns}col-end.txt"
@@ -50,7 +68,8 @@ def capture_terminal(argv: list[str], out: Path, session: str, columns: int = 80
             if not got_mid and LIVE.search(screen):
                 mid.write_text(screen)
                 (out / f"terminal-{columns}col-mid-trial.ansi").write_text(
-                    tmux("capture-pane", "-p", "-e", "-t", session))
+                    tmux("capture-pane", "-p", "-e", "-t", session)
+                )
                 got_mid = True
             if "PERFCTL-EXIT=" in screen:
                 break
@@ -68,11 +87,22 @@ def _quote(a: str) -> str:
 
 
 def screenshot(html: Path, png: Path, width: int = 1280, height: int = 3000) -> Path:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    exe = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
+        or shutil.which("google-chrome")
+    )
     if exe is None:
         raise SystemExit("chromium is not installed (make apt installs it)")
-    argv = [exe, "--headless", "--disable-gpu", "--hide-scrollbars", f"--screenshot={png}",
-            f"--window-size={width},{height}", html.resolve().as_uri()]
+    argv = [
+        exe,
+        "--headless",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--screenshot={png}",
+        f"--window-size={width},{height}",
+        html.resolve().as_uri(),
+    ]
     if os.geteuid() == 0:
         argv.insert(1, "--no-sandbox")
     subprocess.run(argv, capture_output=True, timeout=120, check=True)
@@ -83,16 +113,25 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--experiment", default="experiments.yaml")
     ap.add_argument("--profile", default="quick", help="named profile ('' for none)")
-    ap.add_argument("--out", default=None, help="run directory (default: a new one under "
-                                                "results/closing-shots/)")
-    ap.add_argument("--profile-server", action="store_true",
-                    help="also record server profiles (flame graphs in the report)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="run directory (default: a new one under results/closing-shots/)",
+    )
+    ap.add_argument(
+        "--profile-server",
+        action="store_true",
+        help="also record server profiles (flame graphs in the report)",
+    )
     args = ap.parse_args()
     for tool in ("tmux",):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed (make apt installs it)")
-    out = Path(args.out) if args.out else ROOT / "results" / "closing-shots" / time.strftime(
-        "%Y%m%d-%H%M%S")
+    out = (
+        Path(args.out)
+        if args.out
+        else ROOT / "results" / "closing-shots" / time.strftime("%Y%m%d-%H%M%S")
+    )
     out = out.resolve()
     shots = out.parent / (out.name + "-shots")
     shots.mkdir(parents=True, exist_ok=True)
@@ -104,9 +143,13 @@ def main() -> int:
     mid, end = capture_terminal(argv, shots, session=f"perfctl-shots-{os.getpid()}")
     if "PERFCTL-EXIT=0" not in end.read_text():
         raise SystemExit(f"perfctl run failed; see {end}")
-    subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", str(out)], cwd=ROOT,
-                   env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "report", str(out)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        check=True,
+        capture_output=True,
+    )
     png = screenshot(out / "report.html", shots / "report.png")
     print(f"terminal mid-trial (80 columns): {mid}")
     print(f"terminal at the end (80 columns, with scrollback): {end}")

@@ -12,6 +12,7 @@ Prints, for load-generator shards on h2 alone vs on h2 and h3:
 Each figure is the median over valid trials, with valid/quiet counts beside it (a number is
 only as good as the trials behind it). Prints figures only; asserts nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,6 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-
 from _common import perfctl
 
 EXPERIMENT = """
@@ -59,8 +59,10 @@ def _counts(df: pd.DataFrame) -> str:
     q = (df["quiet"].astype(str) == "True").sum()
     out = f"{v}/{len(df)} valid, {q}/{len(df)} quiet"
     if not v:
-        out += (" - NO VALID TRIAL, figures from invalid ones; first reason: "
-                + str(df["invalid_reasons"].iloc[0])[:160])
+        out += (
+            " - NO VALID TRIAL, figures from invalid ones; first reason: "
+            + str(df["invalid_reasons"].iloc[0])[:160]
+        )
     return out
 
 
@@ -77,31 +79,41 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="perfctl-bench-cluster-"))
     closed = run("closed", a.duration, a.repeats, work)
     opened = run("open", a.duration, a.repeats, work)
-    print(f"local 3-host cluster, C epoll server on h1, {a.duration:g} s windows, "
-          f"{a.repeats} repeat(s) per cell, {os.cpu_count()} CPUs shared by all hosts")
+    print(
+        f"local 3-host cluster, C epoll server on h1, {a.duration:g} s windows, "
+        f"{a.repeats} repeat(s) per cell, {os.cpu_count()} CPUs shared by all hosts"
+    )
     print("\nclosed loop, 64 connections")
     tput = {}
     for lg, g in closed.groupby("loadgen_hosts", sort=False):
         tput[lg] = _median(g, "throughput_rps")
-        print(f"  shards on {lg:6}: {tput[lg]:10,.0f} req/s  server CPU "
-              f"{_median(g, 'server_cpu_pct'):5.0f}%  load generator CPU (worst shard) "
-              f"{_median(g, 'loadgen_cpu_pct'):5.0f}%  ({_counts(g)})")
+        print(
+            f"  shards on {lg:6}: {tput[lg]:10,.0f} req/s  server CPU "
+            f"{_median(g, 'server_cpu_pct'):5.0f}%  load generator CPU (worst shard) "
+            f"{_median(g, 'loadgen_cpu_pct'):5.0f}%  ({_counts(g)})"
+        )
     if len(tput) == 2:
         one, two = tput.values()
-        print(f"  ratio 2 hosts / 1 host: {two / one:.2f} (the hosts share the machine's CPUs "
-              "with the server: the ratio is bounded by CPU; above, the side near 100% per "
-              "core is the one that limits it)")
+        print(
+            f"  ratio 2 hosts / 1 host: {two / one:.2f} (the hosts share the machine's CPUs "
+            "with the server: the ratio is bounded by CPU; above, the side near 100% per "
+            "core is the one that limits it)"
+        )
     print("\nopen loop, 5000/s")
     for lg, g in opened.groupby("loadgen_hosts", sort=False):
         err = 100 * (_median(g, "achieved_rate") - 5000) / 5000
-        print(f"  shards on {lg:6}: rate error {err:+.2f}%  send lateness p99 "
-              f"{_median(g, 'send_lateness_p99_ms'):.3f} ms  latency p99 "
-              f"{_median(g, 'latency_p99_ms'):.3f} ms  ({_counts(g)})")
+        print(
+            f"  shards on {lg:6}: rate error {err:+.2f}%  send lateness p99 "
+            f"{_median(g, 'send_lateness_p99_ms'):.3f} ms  latency p99 "
+            f"{_median(g, 'latency_p99_ms'):.3f} ms  ({_counts(g)})"
+        )
     both = pd.concat([closed, opened])
-    print(f"\nclock-offset uncertainty (worst host per trial): median "
-          f"{both['clock_uncertainty_ms_max'].median():.3f} ms, max "
-          f"{both['clock_uncertainty_ms_max'].max():.3f} ms over {len(both)} trials "
-          f"(bound {5:g} ms: cluster.max_clock_uncertainty)")
+    print(
+        f"\nclock-offset uncertainty (worst host per trial): median "
+        f"{both['clock_uncertainty_ms_max'].median():.3f} ms, max "
+        f"{both['clock_uncertainty_ms_max'].max():.3f} ms over {len(both)} trials "
+        f"(bound {5:g} ms: cluster.max_clock_uncertainty)"
+    )
     print(f"\nresults: {work}")
 
 

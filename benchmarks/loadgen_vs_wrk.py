@@ -16,6 +16,7 @@ stacks); at the end it prints, for the worst round, where the load generator's t
 loop) beside that round's CPU readings of the client core (the load generator's own CPU and
 everyone's), so what limited it is read off a profile, not guessed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
-
 from _common import ROOT, Nginx, perfctl_argv, perfctl_load, wrk
+from scipy import stats as sps
 
 SERVER_CPU, CLIENT_CPU = 0, 1
 RESOLUTION_S = 50e-6
@@ -51,14 +51,39 @@ def locust_python() -> str:
 def locust_rps(url: str, duration_s: int) -> float | None:
     """Locust FastHttpUser, one process pinned to the client CPU, 50 users; None if absent."""
     locustfile = Path(tempfile.mkdtemp()) / "lf.py"
-    locustfile.write_text("from locust import FastHttpUser, task, constant\n"
-                          "class U(FastHttpUser):\n    wait_time = constant(0)\n"
-                          "    @task\n    def get(self):\n        self.client.get('/')\n")
+    locustfile.write_text(
+        "from locust import FastHttpUser, task, constant\n"
+        "class U(FastHttpUser):\n    wait_time = constant(0)\n"
+        "    @task\n    def get(self):\n        self.client.get('/')\n"
+    )
     csv = locustfile.parent / "out"
-    p = subprocess.run(["taskset", "-c", str(CLIENT_CPU), locust_python(), "-m", "locust", "-f",
-                        str(locustfile), "--headless", "-u", "50", "-r", "50", "-t",
-                        f"{duration_s}s", "-H", url, "--csv", str(csv), "--only-summary"],
-                       capture_output=True, text=True, timeout=duration_s + 60)
+    p = subprocess.run(
+        [
+            "taskset",
+            "-c",
+            str(CLIENT_CPU),
+            locust_python(),
+            "-m",
+            "locust",
+            "-f",
+            str(locustfile),
+            "--headless",
+            "-u",
+            "50",
+            "-r",
+            "50",
+            "-t",
+            f"{duration_s}s",
+            "-H",
+            url,
+            "--csv",
+            str(csv),
+            "--only-summary",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=duration_s + 60,
+    )
     stats_csv = Path(f"{csv}_stats.csv")
     if p.returncode not in (0, 1) or not stats_csv.is_file():
         print(f"  locust did not run: {p.stderr.strip()[-300:]}")
@@ -75,8 +100,9 @@ def py_spy() -> str:
     exe = PROFILE_VENV / "bin" / "py-spy"
     if not exe.exists():
         subprocess.run([sys.executable, "-m", "venv", str(PROFILE_VENV)], check=True)
-        subprocess.run([str(PROFILE_VENV / "bin" / "python"), "-m", "pip", "install", "-q",
-                        PY_SPY], check=True)
+        subprocess.run(
+            [str(PROFILE_VENV / "bin" / "python"), "-m", "pip", "install", "-q", PY_SPY], check=True
+        )
     return str(exe)
 
 
@@ -99,11 +125,29 @@ def closed_round(url: str, d: int, profile: Path | None, k: int) -> dict:
     else:
         # --nonblocking: py-spy reads the process's memory without stopping it; by default it
         # pauses the process for every sample, which costs the round a good part of its rate
-        argv = [py_spy(), "record", "--nonblocking", "--subprocesses", "--idle", "-r", "200", "-f", "raw",
-                "-o", str(profile / f"round-{k}.txt"), "--",
-                *perfctl_argv("load", url, *args, "--json")]
-        p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=d + 120,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        argv = [
+            py_spy(),
+            "record",
+            "--nonblocking",
+            "--subprocesses",
+            "--idle",
+            "-r",
+            "200",
+            "-f",
+            "raw",
+            "-o",
+            str(profile / f"round-{k}.txt"),
+            "--",
+            *perfctl_argv("load", url, *args, "--json"),
+        ]
+        p = subprocess.run(
+            argv,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=d + 120,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         line = next((x for x in reversed(p.stdout.splitlines()) if x.startswith("{")), None)
         if p.returncode != 0 or line is None:
             raise RuntimeError(p.stderr[-2000:])
@@ -127,13 +171,15 @@ def profile_summary(path: Path, top: int = 15) -> list[str]:
         frames = stack.split(";")
         name = frames[-1]
         if name.startswith("generate (") and "worker.py" in name:
-            idle += n       # inside uvloop's C loop: waiting in epoll, or libuv's own work
+            idle += n  # inside uvloop's C loop: waiting in epoll, or libuv's own work
         leaf[name] = leaf.get(name, 0) + n
     if not total:
         return ["  (no load-generator samples in the profile)"]
-    out = [f"  {total:,} samples of the load generator (all its threads); inside uvloop's C "
-           f"loop with no Python callback running (epoll wait, libuv's own work): "
-           f"{100 * idle / total:.1f}%"]
+    out = [
+        f"  {total:,} samples of the load generator (all its threads); inside uvloop's C "
+        f"loop with no Python callback running (epoll wait, libuv's own work): "
+        f"{100 * idle / total:.1f}%"
+    ]
     for name, n in sorted(leaf.items(), key=lambda kv: -kv[1])[:top]:
         out.append(f"  {100 * n / total:5.1f}%  {name}")
     return out
@@ -141,12 +187,27 @@ def profile_summary(path: Path, top: int = 15) -> list[str]:
 
 def open_accuracy(url: str, rate: int, duration_s: int) -> dict:
     out = Path(tempfile.mkdtemp())
-    res = perfctl_load(url, "--rate", str(rate), "-c", "64", "-d", f"{duration_s}s",
-                       "--warmup", "1s", "--cpus", str(CLIENT_CPU), "--out", str(out))
+    res = perfctl_load(
+        url,
+        "--rate",
+        str(rate),
+        "-c",
+        "64",
+        "-d",
+        f"{duration_s}s",
+        "--warmup",
+        "1s",
+        "--cpus",
+        str(CLIENT_CPU),
+        "--out",
+        str(out),
+    )
     df = pd.read_parquet(out / "requests.parquet")
     summary = json.loads((out / "summary.json").read_text())
-    win = df[(df.intended_ns >= summary["measure_start_ns"]) &
-             (df.intended_ns < summary["measure_end_ns"])]
+    win = df[
+        (df.intended_ns >= summary["measure_start_ns"])
+        & (df.intended_ns < summary["measure_end_ns"])
+    ]
     gaps = np.diff(np.sort(win.sent_ns.to_numpy())) / 1e9
     planned = np.diff(np.sort(win.intended_ns.to_numpy())) / 1e9
     # One writer cannot send twice within one send's CPU time (~6 us here), so the sent gaps
@@ -154,25 +215,35 @@ def open_accuracy(url: str, rate: int, duration_s: int) -> dict:
     # cut-off, less the cut-off, are exponential with the same rate. That tests the shape of
     # the sent stream above the writer's resolution.
     above = gaps[gaps > RESOLUTION_S] - RESOLUTION_S
-    return {"achieved": res["achieved_rate"], "error_pct": 100 * (res["achieved_rate"] - rate) / rate,
-            "ks_p": sps.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue,
-            "ks_p_planned": sps.kstest(planned, "expon", args=(0, 1 / rate)).pvalue,
-            "ks_p_above": sps.kstest(above, "expon", args=(0, 1 / rate)).pvalue,
-            "n_gaps": len(gaps),
-            "min_gap_us": gaps.min() * 1e6, "short_planned": float((planned < 5e-6).mean()),
-            "lateness_p50_us": float(np.percentile(win.sent_ns - win.intended_ns, 50) / 1e3),
-            "lateness_p99_ms": summary["send_lateness_p99_ms"],
-            "valid": res["valid"], "reasons": res["invalid_reasons"]}
+    return {
+        "achieved": res["achieved_rate"],
+        "error_pct": 100 * (res["achieved_rate"] - rate) / rate,
+        "ks_p": sps.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue,
+        "ks_p_planned": sps.kstest(planned, "expon", args=(0, 1 / rate)).pvalue,
+        "ks_p_above": sps.kstest(above, "expon", args=(0, 1 / rate)).pvalue,
+        "n_gaps": len(gaps),
+        "min_gap_us": gaps.min() * 1e6,
+        "short_planned": float((planned < 5e-6).mean()),
+        "lateness_p50_us": float(np.percentile(win.sent_ns - win.intended_ns, 50) / 1e3),
+        "lateness_p99_ms": summary["send_lateness_p99_ms"],
+        "valid": res["valid"],
+        "reasons": res["invalid_reasons"],
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--duration", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--locust", action="store_true", help="also run Locust (installs it)")
-    ap.add_argument("--profile", type=Path, default=None,
-                    help="sample each closed round with py-spy into this directory and "
-                         "explain the worst round")
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="sample each closed round with py-spy into this directory and explain the worst round",
+    )
     args = ap.parse_args()
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -183,7 +254,7 @@ def main() -> None:
         print(f"nginx 1 worker on CPU {SERVER_CPU}; clients on CPU {CLIENT_CPU}; {d}s each\n")
         ratios, rounds = [], []
         print(f"closed, 50 connections, 1 process ({args.rounds} alternating rounds):")
-        for r in range(args.rounds):      # the order alternates: drift hits both alike
+        for r in range(args.rounds):  # the order alternates: drift hits both alike
             if r % 2:
                 p = closed_round(url, d, args.profile, r + 1)
                 w = wrk(url, 50, d, CLIENT_CPU)
@@ -192,43 +263,63 @@ def main() -> None:
                 p = closed_round(url, d, args.profile, r + 1)
             ratios.append(p["throughput_rps"] / w["rps"])
             rounds.append(p)
-            print(f"  round {r + 1}: wrk {w['rps']:>9,.0f} req/s   perfctl "
-                  f"{p['throughput_rps']:>9,.0f} req/s   ratio {ratios[-1]:.2f}   "
-                  f"load generator CPU {p['selfcheck'].get('loadgen_cpu_pct') or 0:.0f}%, "
-                  f"client core busy {p['client_cpu_busy_pct']:.0f}%")
-        print(f"  median ratio perfctl/wrk = {np.median(ratios):.2f}, worst "
-              f"{min(ratios):.2f}  (goal >= 0.90 in every round)")
+            print(
+                f"  round {r + 1}: wrk {w['rps']:>9,.0f} req/s   perfctl "
+                f"{p['throughput_rps']:>9,.0f} req/s   ratio {ratios[-1]:.2f}   "
+                f"load generator CPU {p['selfcheck'].get('loadgen_cpu_pct') or 0:.0f}%, "
+                f"client core busy {p['client_cpu_busy_pct']:.0f}%"
+            )
+        print(
+            f"  median ratio perfctl/wrk = {np.median(ratios):.2f}, worst "
+            f"{min(ratios):.2f}  (goal >= 0.90 in every round)"
+        )
         if args.profile is not None:
             worst = int(np.argmin(ratios))
-            print(f"\nworst round: {worst + 1} (ratio {ratios[worst]:.2f}); load generator CPU "
-                  f"{rounds[worst]['selfcheck'].get('loadgen_cpu_pct') or 0:.0f}%, loop lag p99 "
-                  f"{rounds[worst]['selfcheck'].get('loop_lag_p99_ms') or 0:.2f} ms, client "
-                  f"core busy {rounds[worst]['client_cpu_busy_pct']:.0f}% (everyone)")
+            print(
+                f"\nworst round: {worst + 1} (ratio {ratios[worst]:.2f}); load generator CPU "
+                f"{rounds[worst]['selfcheck'].get('loadgen_cpu_pct') or 0:.0f}%, loop lag p99 "
+                f"{rounds[worst]['selfcheck'].get('loop_lag_p99_ms') or 0:.2f} ms, client "
+                f"core busy {rounds[worst]['client_cpu_busy_pct']:.0f}% (everyone)"
+            )
             print("\n".join(profile_summary(args.profile / f"round-{worst + 1}.txt")))
         if args.locust:
-            lr = locust_rps(url.rstrip("/"), d)   # Locust wants a host without a path
+            lr = locust_rps(url.rstrip("/"), d)  # Locust wants a host without a path
             if lr:
-                print(f"  locust     {lr:>10,.0f} req/s   ratio perfctl/locust = "
-                      f"{p['throughput_rps'] / lr:.1f}  (goal >= 10)")
+                print(
+                    f"  locust     {lr:>10,.0f} req/s   ratio perfctl/locust = "
+                    f"{p['throughput_rps'] / lr:.1f}  (goal >= 10)"
+                )
         w1 = wrk(url, 1, d, CLIENT_CPU)
-        p1 = perfctl_load(url, "-c", "1", "-d", f"{d}s", "--warmup", "1s", "--cpus", str(CLIENT_CPU))
+        p1 = perfctl_load(
+            url, "-c", "1", "-d", f"{d}s", "--warmup", "1s", "--cpus", str(CLIENT_CPU)
+        )
         diff_us = (p1["latency_ms"]["p50"] - w1["p50"]) * 1e3
         print("\n1 connection (closed, back to back):")
-        print(f"  p50 wrk {w1['p50'] * 1e3:.1f} us, perfctl {p1['latency_ms']['p50'] * 1e3:.1f} us, "
-              f"difference {diff_us:+.1f} us  (goal |diff| <= 30 us)")
+        print(
+            f"  p50 wrk {w1['p50'] * 1e3:.1f} us, perfctl {p1['latency_ms']['p50'] * 1e3:.1f} us, "
+            f"difference {diff_us:+.1f} us  (goal |diff| <= 30 us)"
+        )
         for rate in (10000,):
             acc = open_accuracy(url, rate, d)
             print(f"\nopen Poisson at {rate:,}/s:")
             print(f"  achieved {acc['achieved']:,.1f}/s ({acc['error_pct']:+.2f}%, goal within 1%)")
-            print(f"  inter-send KS vs exponential p = {acc['ks_p']:.3g} (goal > 0.01); the planned "
-                  f"schedule's p = {acc['ks_p_planned']:.3f}")
-            print(f"  ({100 * acc['short_planned']:.1f}% of planned gaps are < 5 us, but no two "
-                  f"sends were closer than {acc['min_gap_us']:.1f} us: one writer's dead time)")
-            print(f"  sent gaps above {RESOLUTION_S * 1e6:.0f} us, less {RESOLUTION_S * 1e6:.0f} us "
-                  f"(memoryless): KS p = {acc['ks_p_above']:.3g} (n = {acc['n_gaps']:,})")
+            print(
+                f"  inter-send KS vs exponential p = {acc['ks_p']:.3g} (goal > 0.01); the planned "
+                f"schedule's p = {acc['ks_p_planned']:.3f}"
+            )
+            print(
+                f"  ({100 * acc['short_planned']:.1f}% of planned gaps are < 5 us, but no two "
+                f"sends were closer than {acc['min_gap_us']:.1f} us: one writer's dead time)"
+            )
+            print(
+                f"  sent gaps above {RESOLUTION_S * 1e6:.0f} us, less {RESOLUTION_S * 1e6:.0f} us "
+                f"(memoryless): KS p = {acc['ks_p_above']:.3g} (n = {acc['n_gaps']:,})"
+            )
             print(f"  send lateness p50 {acc['lateness_p50_us']:.1f} us")
-            print(f"  send lateness p99 {acc['lateness_p99_ms']:.3f} ms (goal <= 1 ms); "
-                  f"self-check {'ok' if acc['valid'] else acc['reasons']}")
+            print(
+                f"  send lateness p99 {acc['lateness_p99_ms']:.3f} ms (goal <= 1 ms); "
+                f"self-check {'ok' if acc['valid'] else acc['reasons']}"
+            )
     finally:
         nginx.stop()
 

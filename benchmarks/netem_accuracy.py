@@ -25,6 +25,7 @@ Measures, on this host, in one run:
 Goals (issue 20): release error within +/-0.1 ms; at delay 0 added p50 <= 30 us and >= 0.8 x
 direct requests/s (alternated over --rounds rounds). --quick: 1 round, fewer samples (a smoke run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,13 +48,19 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.experiment.network import Network  # noqa: E402
+from orchestrator.experiment.network import (
+    Network,  # noqa: E402
+    jitter_samples_ms,  # noqa: E402
+)
 from orchestrator.netem import backend_status, build_proxy, make_injector  # noqa: E402
+from orchestrator.netem.probe import (
+    ECHO_SERVER_CODE,
+    echo_rtt_samples,  # noqa: E402
+    echo_throughput_bps,
+    interleaved_rtt_ms,
+)
 from orchestrator.run.ports import free_port  # noqa: E402
 from orchestrator.run.process import spawn, spawn_until_line, terminate  # noqa: E402
-from orchestrator.netem.probe import (ECHO_SERVER_CODE, echo_rtt_samples,  # noqa: E402
-                                      echo_throughput_bps, interleaved_rtt_ms)
-from orchestrator.experiment.network import jitter_samples_ms  # noqa: E402
 
 HTTP_CODE = r"""
 import asyncio, signal
@@ -115,7 +122,9 @@ def interleaved(port_a, port_b, n, warmup=10):
 
 def start_http_server(tmp: Path):
     """nginx (1 worker, `return 200`) if installed, else a uvloop HTTP responder."""
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    nginx = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None
+    )
     if nginx:
         port = free_port()
         conf = tmp / "nginx.conf"
@@ -151,9 +160,19 @@ def proc_cpu_s(pid: int) -> float:
 
 def wrk_rps(port: int, conns: int, seconds: float) -> tuple[float, float]:
     """(requests/s, p50 latency ms) from wrk."""
-    out = subprocess.run(["/usr/bin/wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency",
-                          f"http://127.0.0.1:{port}/"], capture_output=True, text=True,
-                         timeout=seconds + 30).stdout
+    out = subprocess.run(
+        [
+            "/usr/bin/wrk",
+            "-t1",
+            f"-c{conns}",
+            f"-d{seconds}s",
+            "--latency",
+            f"http://127.0.0.1:{port}/",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 30,
+    ).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     m = re.search(r"50%\s+([\d.]+)(us|ms|s)", out)
     lat = float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)] if m else float("nan")
@@ -188,6 +207,7 @@ def py_rps(port: int, conns: int, seconds: float) -> tuple[float, float]:
 
     try:
         import uvloop
+
         uvloop.install()
     except ImportError:
         pass
@@ -204,7 +224,9 @@ class StatsProxy(Proc):
     """A proxy whose stats lines we can ask for (SIGUSR1) and read without moving its offset."""
 
     def __init__(self, argv):
-        self.p, self.line, self.err = spawn_until_line([str(a) for a in argv], 30.0, "perfctl-proxy")
+        self.p, self.line, self.err = spawn_until_line(
+            [str(a) for a in argv], 30.0, "perfctl-proxy"
+        )
         self.port = int(re.search(r"listening on [\d.]+:(\d+)", self.line).group(1))
         m2 = re.search(r"echo [\d.]+:(\d+)", self.line)
         self.echo_port = int(m2.group(1)) if m2 else None
@@ -230,20 +252,30 @@ def release_precision(binary, echo_port, rounds, q, row):
     """Alternating rounds of delay 1/10/50 ms: release-error p50/p99 and the external error."""
     delays = (1, 10, 50)
     per = {d: {"p50": [], "p99": [], "ext": [], "raw": []} for d in delays}
-    for r in range(rounds):
+    for _r in range(rounds):
         for d in delays:
             n = {1: 300, 10: 100, 50: 40}[d] // (3 if q else 1)
             # the reference path at the same cadence: a ping through the proxy finds the host
             # idle for ~2 x delay first, and a vCPU woken from idle answers later than a busy
             # one (measured here: +100..150 us on a loopback ping after a 10 ms gap). Back-to-
             # back direct pings would charge that wake-up to the proxy.
-            direct = echo_rtt_samples("127.0.0.1", echo_port, samples=n, warmup=10,
-                                      gap_s=2 * d / 1e3)
+            direct = echo_rtt_samples(
+                "127.0.0.1", echo_port, samples=n, warmup=10, gap_s=2 * d / 1e3
+            )
             hot = echo_rtt_samples("127.0.0.1", echo_port, samples=n, warmup=10)
-            p = StatsProxy([binary, "--listen", "127.0.0.1:0", "--to", f"127.0.0.1:{echo_port}",
-                            "--delay", f"{d}ms"])
+            p = StatsProxy(
+                [
+                    binary,
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--to",
+                    f"127.0.0.1:{echo_port}",
+                    "--delay",
+                    f"{d}ms",
+                ]
+            )
             try:
-                p.stats()   # opens the window
+                p.stats()  # opens the window
                 via = echo_rtt_samples("127.0.0.1", p.port, samples=n, warmup=5)
                 st = p.stats()
             finally:
@@ -254,20 +286,33 @@ def release_precision(binary, echo_port, rounds, q, row):
             per[d]["raw"].append((p50(via) - p50(hot) - 2 * d) * 1e3)
     for d in delays:
         v = per[d]
-        row(f"delay {d}ms: release error p50 / p99 ({rounds} rounds)",
-            f"{p50(v['p50']):+.1f} / {max(v['p99']):+.1f} us (worst round)", "|p99| <= 100 us",
-            max(abs(x) for x in v["p99"]) <= 100)
-        row(f"delay {d}ms: added RTT error, per round", " ".join(f"{x:+.0f}" for x in v["ext"]) + " us",
-            "|err| <= 100 us", max(abs(x) for x in v["ext"]) <= 100)
-        row(f"delay {d}ms: same, vs back-to-back direct pings", " ".join(f"{x:+.0f}" for x in v["raw"])
-            + " us", "(info: + host idle wake-up)", True)
+        row(
+            f"delay {d}ms: release error p50 / p99 ({rounds} rounds)",
+            f"{p50(v['p50']):+.1f} / {max(v['p99']):+.1f} us (worst round)",
+            "|p99| <= 100 us",
+            max(abs(x) for x in v["p99"]) <= 100,
+        )
+        row(
+            f"delay {d}ms: added RTT error, per round",
+            " ".join(f"{x:+.0f}" for x in v["ext"]) + " us",
+            "|err| <= 100 us",
+            max(abs(x) for x in v["ext"]) <= 100,
+        )
+        row(
+            f"delay {d}ms: same, vs back-to-back direct pings",
+            " ".join(f"{x:+.0f}" for x in v["raw"]) + " us",
+            "(info: + host idle wake-up)",
+            True,
+        )
 
 
 def gilbert_elliott(binary, q, row):
     """One-way frames through the proxy to a sink thread: loss rate and mean burst length."""
     import struct
     import threading
+
     from orchestrator.experiment.network import GilbertElliott
+
     ge = GilbertElliott(p=0.02, r=0.25, loss_bad=0.9, loss_good=0.005)
     frame = struct.Struct("!qq")
     ls = socket.socket()
@@ -287,15 +332,29 @@ def gilbert_elliott(binary, q, row):
             while len(buf) >= frame.size:
                 i, t0 = frame.unpack_from(buf)
                 owd[i] = (now - t0) / 1e6
-                buf = buf[frame.size:]
+                buf = buf[frame.size :]
 
     threading.Thread(target=sink, daemon=True).start()
     # spaced wider than delay + rto, so each frame's delay is its own; a frame is "held" when
     # it arrives more than rto/2 late (host stalls of a few ms stay below that)
     n = 300 if q else 3000
-    p = StatsProxy([binary, "--listen", "127.0.0.1:0", "--to", f"127.0.0.1:{ls.getsockname()[1]}",
-                    "--delay", "1ms", "--rto", "20ms", "--threads", "1",
-                    "--gemodel", f"{ge.p},{ge.r},{ge.loss_bad},{ge.loss_good}"])
+    p = StatsProxy(
+        [
+            binary,
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            f"127.0.0.1:{ls.getsockname()[1]}",
+            "--delay",
+            "1ms",
+            "--rto",
+            "20ms",
+            "--threads",
+            "1",
+            "--gemodel",
+            f"{ge.p},{ge.r},{ge.loss_bad},{ge.loss_good}",
+        ]
+    )
     try:
         s = socket.create_connection(("127.0.0.1", p.port))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -318,15 +377,25 @@ def gilbert_elliott(binary, q, row):
     # the time? (a fixed tolerance around the long-run value fails a correct chain often:
     # n=3000 here holds only ~55 bad spells)
     (r_lo, r_hi), (b_lo, b_hi) = ge.sampling_interval(n)
-    row(f"Gilbert-Elliott loss rate (n={n} one-way chunks)",
+    row(
+        f"Gilbert-Elliott loss rate (n={n} one-way chunks)",
         f"{rate * 100:.2f}% vs {ge.loss_rate() * 100:.2f}% (n={n}: 99% in {r_lo * 100:.2f}-{r_hi * 100:.2f}%)",
-        "in the 99% band", r_lo <= rate <= r_hi)
-    row("Gilbert-Elliott mean burst length",
+        "in the 99% band",
+        r_lo <= rate <= r_hi,
+    )
+    row(
+        "Gilbert-Elliott mean burst length",
         f"{burst:.2f} vs {ge.mean_burst():.2f} chunks (99% in {b_lo:.2f}-{b_hi:.2f})",
-        "in the 99% band", b_lo <= burst <= b_hi)
+        "in the 99% band",
+        b_lo <= burst <= b_hi,
+    )
     if held is not None:
-        row("Gilbert-Elliott: chunks the proxy held vs seen held", f"{held} vs {int(lost.sum())}",
-            "(info)", True)
+        row(
+            "Gilbert-Elliott: chunks the proxy held vs seen held",
+            f"{held} vs {int(lost.sum())}",
+            "(info)",
+            True,
+        )
 
 
 SCHEDULE_YAML = """
@@ -343,11 +412,25 @@ def schedule_end_to_end(tmp: Path, row):
     """perfctl run of a tiny experiment whose network changes at 2.5 s: the change in the
     timeline and the first request that crossed the new delay, vs 2.5 s."""
     import pandas as pd
+
     (tmp / "sched.yaml").write_text(SCHEDULE_YAML)
     out = tmp / "sched-run"
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(tmp / "sched.yaml"),
-                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            str(tmp / "sched.yaml"),
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if proc.returncode != 0:
         row("schedule: perfctl run", f"exit {proc.returncode}", "exit 0", False)
         print(proc.stdout[-2000:], proc.stderr[-2000:])
@@ -362,12 +445,24 @@ def schedule_end_to_end(tmp: Path, row):
     lat = (req["done_ns"] - req["sent_ns"]) / 1e6
     seen = sent_s[(lat >= 40 * 0.95) & (sent_s > 1.0)].min()
     err_tl = (float(in_tl.iloc[0]) - 2.5) * 1e3 if len(in_tl) else float("nan")
-    row("schedule at 2.5s: change in the timeline", f"{float(in_tl.iloc[0]):.4f} s ({err_tl:+.1f} ms)"
-        if len(in_tl) else "missing", "|err| <= 100 ms", abs(err_tl) <= 100)
-    row("schedule at 2.5s: first request over new delay", f"sent {seen:.4f} s ({(seen - 2.5) * 1e3:+.1f} ms)",
-        "|err| <= 100 ms", abs(seen - 2.5) <= 0.1)
-    row("schedule at 2.5s: applied vs due (proxy)", f"{(change['applied_s'] - change['due_s']) * 1e3:+.2f} ms",
-        "(info)", True)
+    row(
+        "schedule at 2.5s: change in the timeline",
+        f"{float(in_tl.iloc[0]):.4f} s ({err_tl:+.1f} ms)" if len(in_tl) else "missing",
+        "|err| <= 100 ms",
+        abs(err_tl) <= 100,
+    )
+    row(
+        "schedule at 2.5s: first request over new delay",
+        f"sent {seen:.4f} s ({(seen - 2.5) * 1e3:+.1f} ms)",
+        "|err| <= 100 ms",
+        abs(seen - 2.5) <= 0.1,
+    )
+    row(
+        "schedule at 2.5s: applied vs due (proxy)",
+        f"{(change['applied_s'] - change['due_s']) * 1e3:+.2f} ms",
+        "(info)",
+        True,
+    )
     # the step down at 4 s (issue 20: a +233 ms wait was once seen after a change, on a host
     # whose CPU pressure was ~90%): a request sent after it may wait behind what was sent
     # under 20 ms (at most until that is due), never longer. The bar is the worst
@@ -379,18 +474,31 @@ def schedule_end_to_end(tmp: Path, row):
     excess = lat[after] - np.maximum(held_until - sent_s[after], 0.0) * 1e3
     worst = float(excess.max()) if after.any() else float("nan")
     bar = float(steady.max()) if len(steady) else float("nan")
-    row("schedule step down at 4s: worst wait past the held requests",
-        f"{worst:.2f} ms (n={int(after.sum())})", f"<= steady max + 5 = {bar + 5:.2f} ms",
-        worst <= bar + 5)
+    row(
+        "schedule step down at 4s: worst wait past the held requests",
+        f"{worst:.2f} ms (n={int(after.sum())})",
+        f"<= steady max + 5 = {bar + 5:.2f} ms",
+        worst <= bar + 5,
+    )
 
 
 # --------------------------------------------------------------------------- main
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1 round, fewer samples, shorter load runs")
-    ap.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 5; 1 with --quick)")
-    ap.add_argument("--only", default="", help="comma-separated parts to run: precision, jitter, "
-                    "bandwidth, delay0, loss, schedule (default: all)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="1 round, fewer samples, shorter load runs"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=None, help="alternating rounds (default 5; 1 with --quick)"
+    )
+    ap.add_argument(
+        "--only",
+        default="",
+        help="comma-separated parts to run: precision, jitter, "
+        "bandwidth, delay0, loss, schedule (default: all)",
+    )
     args = ap.parse_args()
     parts = set(filter(None, args.only.split(",")))
     unknown = parts - {"precision", "jitter", "bandwidth", "delay0", "loss", "schedule"}
@@ -399,10 +507,11 @@ def main() -> None:
 
     def want(part: str) -> bool:
         return not parts or part in parts
+
     q = args.quick
     rounds = args.rounds or (1 if q else 5)
     binary = str(build_proxy())
-    rows: list[tuple[str, str, str, str]] = []   # (what, measured, target, verdict)
+    rows: list[tuple[str, str, str, str]] = []  # (what, measured, target, verdict)
 
     def row(what, measured, target, ok):
         rows.append((what, measured, target, "ok" if ok else "MISS"))
@@ -421,18 +530,36 @@ def main() -> None:
             n = 60 if q else 200
             for dist in ("uniform", "normal", "pareto"):
                 ref = proxy(binary, echo.port, "--delay", "10ms", echo=True)
-                jp = proxy(binary, echo.port, "--delay", "10ms", "--jitter", "2ms", "--distribution", dist,
-                           "--seed", "3", echo=True)
+                jp = proxy(
+                    binary,
+                    echo.port,
+                    "--delay",
+                    "10ms",
+                    "--jitter",
+                    "2ms",
+                    "--distribution",
+                    dist,
+                    "--seed",
+                    "3",
+                    echo=True,
+                )
                 started += [ref, jp]
                 jit, plain = interleaved(jp.echo_port, ref.echo_port, n)
                 ref.stop()
                 jp.stop()
                 rng = np.random.default_rng(1)
-                model = sum(np.maximum(0.0, 10.0 + jitter_samples_ms(rng, 100_000, 2.0, dist)) for _ in range(2))
+                model = sum(
+                    np.maximum(0.0, 10.0 + jitter_samples_ms(rng, 100_000, 2.0, dist))
+                    for _ in range(2)
+                )
                 p_raw = stats.ks_2samp(jit - (np.median(plain) - 20.0), model).pvalue
                 p_conv = stats.ks_2samp(jit, model + rng.choice(plain - 20.0, model.size)).pvalue
-                row(f"jitter 2ms {dist} on 10ms: KS p (n={n})", f"{p_conv:.3f} (raw {p_raw:.3f})", "p > 0.001",
-                    p_conv > 0.001)
+                row(
+                    f"jitter 2ms {dist} on 10ms: KS p (n={n})",
+                    f"{p_conv:.3f} (raw {p_raw:.3f})",
+                    "p > 0.001",
+                    p_conv > 0.001,
+                )
         # ---- bandwidth
         if want("bandwidth"):
             for bw in (10e6, 100e6):
@@ -441,8 +568,12 @@ def main() -> None:
                 got = echo_throughput_bps("127.0.0.1", p.port, int(bw / 8 * (0.5 if q else 1.0)))
                 p.stop()
                 err = got / bw - 1
-                row(f"proxy bandwidth {bw / 1e6:g}mbit: bulk throughput", f"{got / 1e6:.2f} Mbit/s ({err * 100:+.1f}%)",
-                    "|err| <= 10%", abs(err) <= 0.10)
+                row(
+                    f"proxy bandwidth {bw / 1e6:g}mbit: bulk throughput",
+                    f"{got / 1e6:.2f} Mbit/s ({err * 100:+.1f}%)",
+                    "|err| <= 10%",
+                    abs(err) <= 0.10,
+                )
             if backend_status("tbf")[0]:
                 for bw in ("10mbit", "100mbit"):
                     spec = Network(backend="tbf", bandwidth=bw)
@@ -450,21 +581,29 @@ def main() -> None:
                         inj.prepare()
                         res = inj.probe(samples=3)
                     err = res.throughput_bps / spec.bandwidth_bps - 1
-                    row(f"tbf bandwidth {bw}: bulk goodput", f"{res.throughput_bps / 1e6:.2f} Mbit/s ({err * 100:+.1f}%)",
-                        "|err| <= 10%", abs(err) <= 0.10)
+                    row(
+                        f"tbf bandwidth {bw}: bulk goodput",
+                        f"{res.throughput_bps / 1e6:.2f} Mbit/s ({err * 100:+.1f}%)",
+                        "|err| <= 10%",
+                        abs(err) <= 0.10,
+                    )
         # ---- delay 0: added latency and throughput, alternating with direct
         if want("delay0"):
             p0 = proxy(binary, echo.port)
             started.append(p0)
             m = 3000 if not q else 500
             d_s, v_s = [], []
-            for _ in range(max(3, rounds)):   # interleave blocks so both see the same host noise
+            for _ in range(max(3, rounds)):  # interleave blocks so both see the same host noise
                 d_s += echo_rtt_samples("127.0.0.1", echo.port, samples=m // 3, warmup=20)
                 v_s += echo_rtt_samples("127.0.0.1", p0.port, samples=m // 3, warmup=20)
             p0.stop()
             added_us = (p50(v_s) - p50(d_s)) * 1e3
-            row(f"delay 0: proxy added RTT p50 (1 conn, n={len(v_s)})", f"{added_us:.1f} us (direct {p50(d_s) * 1e3:.0f} us)",
-                "<= 30 us", added_us <= 30)
+            row(
+                f"delay 0: proxy added RTT p50 (1 conn, n={len(v_s)})",
+                f"{added_us:.1f} us (direct {p50(d_s) * 1e3:.0f} us)",
+                "<= 30 us",
+                added_us <= 30,
+            )
             # the same with the idle poll on (--poll 50us): a worker keeps polling 50 us after I/O,
             # so the next segment of a ping-pong skips the sleep/wake-up; its CPU is the price
             p1 = proxy(binary, echo.port, "--poll", "50us")
@@ -477,9 +616,12 @@ def main() -> None:
                 busy += (proc_cpu_s(p1.p.pid) - c0) / (time.perf_counter() - t0)
             p1.stop()
             added_poll = (p50(v_s) - p50(d_s)) * 1e3
-            row(f"delay 0, --poll 50us: added RTT p50 (1 conn)",
-                f"{added_poll:.1f} us (proxy CPU {busy / max(3, rounds) * 100:.0f}% of a core)", "(info: <= 30 us)",
-                True)
+            row(
+                "delay 0, --poll 50us: added RTT p50 (1 conn)",
+                f"{added_poll:.1f} us (proxy CPU {busy / max(3, rounds) * 100:.0f}% of a core)",
+                "(info: <= 30 us)",
+                True,
+            )
 
             name, hport, hproc = start_http_server(tmp)
             use_wrk = os.path.exists("/usr/bin/wrk")
@@ -489,7 +631,13 @@ def main() -> None:
             pp = proxy(binary, hport, "--poll", "50us")
             started += [p0, pp]
             direct_r, via_r, poll_r = [], [], []
-            cpu = {"direct_host": 0.0, "direct_req": 0.0, "via_host": 0.0, "via_proxy": 0.0, "via_req": 0.0}
+            cpu = {
+                "direct_host": 0.0,
+                "direct_req": 0.0,
+                "via_host": 0.0,
+                "via_proxy": 0.0,
+                "via_req": 0.0,
+            }
             for _ in range(rounds):
                 h0 = host_busy_s()
                 direct_r.append(load(hport, 50, secs))
@@ -510,22 +658,38 @@ def main() -> None:
             d_lat = p50([lat for _, lat in direct_r])
             v_lat = p50([lat for _, lat in via_r])
             tool = f"{'wrk' if use_wrk else 'python client'} -c50 vs {name}"
-            row(f"delay 0: req/s via proxy / direct ({tool})",
-                f"{p50(ratios):.2f} (rounds {' '.join(f'{x:.2f}' for x in ratios)})", ">= 0.80",
-                min(ratios) >= 0.8)
+            row(
+                f"delay 0: req/s via proxy / direct ({tool})",
+                f"{p50(ratios):.2f} (rounds {' '.join(f'{x:.2f}' for x in ratios)})",
+                ">= 0.80",
+                min(ratios) >= 0.8,
+            )
             pratios = [v / d for (v, _), (d, _) in zip(poll_r, direct_r)]
-            row("delay 0, --poll 50us: req/s via proxy / direct",
-                f"{p50(pratios):.2f} (rounds {' '.join(f'{x:.2f}' for x in pratios)})", "(info)", True)
+            row(
+                "delay 0, --poll 50us: req/s via proxy / direct",
+                f"{p50(pratios):.2f} (rounds {' '.join(f'{x:.2f}' for x in pratios)})",
+                "(info)",
+                True,
+            )
             # what limits the ratio: CPU. Both paths saturate the host's CPUs; the proxy's own CPU per
             # request comes on top of the client's and the server's.
             d_us = cpu["direct_host"] / max(cpu["direct_req"], 1) * 1e6
             v_us = cpu["via_host"] / max(cpu["via_req"], 1) * 1e6
             px_us = cpu["via_proxy"] / max(cpu["via_req"], 1) * 1e6
-            row("delay 0: host CPU per request, direct / via (proxy's share)",
+            row(
+                "delay 0: host CPU per request, direct / via (proxy's share)",
                 f"{d_us:.1f} / {v_us:.1f} us ({px_us:.1f} us in the proxy); CPU-bound ceiling "
-                f"{d_us / max(v_us, 1e-9):.2f}", f"(info: {os.cpu_count()} CPUs)", True)
-            row("delay 0: p50 latency under load, via - direct", f"{(v_lat - d_lat) * 1e3:+.0f} us "
-                f"({v_lat * 1e3:.0f} vs {d_lat * 1e3:.0f} us; {v_rps:,.0f} vs {d_rps:,.0f} req/s)", "(info)", True)
+                f"{d_us / max(v_us, 1e-9):.2f}",
+                f"(info: {os.cpu_count()} CPUs)",
+                True,
+            )
+            row(
+                "delay 0: p50 latency under load, via - direct",
+                f"{(v_lat - d_lat) * 1e3:+.0f} us "
+                f"({v_lat * 1e3:.0f} vs {d_lat * 1e3:.0f} us; {v_rps:,.0f} vs {d_rps:,.0f} req/s)",
+                "(info)",
+                True,
+            )
         # ---- realism
         if want("loss"):
             gilbert_elliott(binary, q, row)

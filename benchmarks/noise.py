@@ -18,6 +18,7 @@ and so are untouched trials flagged for CPU steal alone (noise the kernel measur
 from the hypervisor, not from the neighbour).
 Prints figures only; asserts nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
-
 from _common import perfctl
+
 from orchestrator.run.schedstat import USER_HZ, read_cpu_ticks
 
 SERVER = '''"""A tiny HTTP/1.1 keep-alive server: every request spins SPIN_US of CPU."""
@@ -76,7 +77,7 @@ placement: {{server_cpus: [0], loadgen_cpus: [1]}}
 """
 BASE_SPIN_US = 1000
 SLOWDOWN = 1.10
-OVERLAPPED = 0.25        # share of the window the neighbour must cover to count as overlapped
+OVERLAPPED = 0.25  # share of the window the neighbour must cover to count as overlapped
 MARGIN_S = 0.3
 
 
@@ -95,8 +96,17 @@ def neighbour(seed: int, cpus: list[int], log: str, stop) -> None:
                 while time.perf_counter() - t0 < duty * period:
                     pass
                 time.sleep(max(0.0, period - (time.perf_counter() - t0)))
-            f.write(json.dumps({"start_ns": start, "end_ns": time.perf_counter_ns(),
-                                "cpu": cpu, "duty": round(duty, 3)}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "start_ns": start,
+                        "end_ns": time.perf_counter_ns(),
+                        "cpu": cpu,
+                        "duty": round(duty, 3),
+                    }
+                )
+                + "\n"
+            )
             f.flush()
 
 
@@ -109,8 +119,10 @@ def run(exp: Path, out: Path) -> Path:
 
 def compare(a: Path, b: Path) -> tuple[int, str]:
     p = perfctl("compare", str(a), str(b), timeout=300)
-    verdict = next((v for v in ("slower", "faster", "inconclusive", "no significant change")
-                    if v in p.stdout), "?")
+    verdict = next(
+        (v for v in ("slower", "faster", "inconclusive", "no significant change") if v in p.stdout),
+        "?",
+    )
     return p.returncode, verdict if p.returncode != 2 else p.stdout[-300:] + p.stderr[-300:]
 
 
@@ -118,8 +130,11 @@ def changes(a: Path, b: Path) -> str:
     ta, tb = (pd.read_csv(d / "trials.csv") for d in (a, b))
     ua, ub = (t[t["valid"].astype(bool) & t["quiet"].astype(bool)] for t in (ta, tb))
     out = [f"trials used {len(ua)}/{len(ta)} vs {len(ub)}/{len(tb)}"]
-    for col, name in (("throughput_rps", "thr"), ("latency_p50_ms", "p50"),
-                      ("latency_p99_ms", "p99")):
+    for col, name in (
+        ("throughput_rps", "thr"),
+        ("latency_p50_ms", "p50"),
+        ("latency_p99_ms", "p99"),
+    ):
         if len(ua) and len(ub):
             out.append(f"{name} {100 * (ub[col].median() / ua[col].median() - 1):+.1f}%")
     return ", ".join(out)
@@ -168,21 +183,27 @@ def main() -> None:
     script = work / "server.py"
     exp = work / "exp.yaml"
     duration, warmup, max_repeats = ("1s", "300ms", 12) if args.quick else ("2s", "500ms", 20)
-    exp.write_text(EXPERIMENT.format(script=script, duration=duration, warmup=warmup,
-                                     max_repeats=max_repeats))
+    exp.write_text(
+        EXPERIMENT.format(script=script, duration=duration, warmup=warmup, max_repeats=max_repeats)
+    )
     fast = SERVER.format(spin_us=BASE_SPIN_US)
     slow = SERVER.format(spin_us=int(BASE_SPIN_US * SLOWDOWN))
     busy = host_busy_pct()
     if busy > 5:
-        print(f"warning: before the neighbour started, other work used {busy:.0f}% of a CPU on "
-              "CPUs 0-1; trials it disturbs count as 'untouched' below")
+        print(
+            f"warning: before the neighbour started, other work used {busy:.0f}% of a CPU on "
+            "CPUs 0-1; trials it disturbs count as 'untouched' below"
+        )
     log = work / "neighbour.jsonl"
     stop = mp.get_context("fork").Event()
-    neigh = mp.get_context("fork").Process(target=neighbour, args=(args.seed, [0, 1], str(log),
-                                                                  stop), daemon=True)
+    neigh = mp.get_context("fork").Process(
+        target=neighbour, args=(args.seed, [0, 1], str(log), stop), daemon=True
+    )
     neigh.start()
-    print(f"work dir {work}; neighbour seed {args.seed}; {args.pairs} pairs of "
-          f"{'quick ' if args.quick else ''}runs")
+    print(
+        f"work dir {work}; neighbour seed {args.seed}; {args.pairs} pairs of "
+        f"{'quick ' if args.quick else ''}runs"
+    )
     aa, ab, runs = [], [], []
     try:
         for i in range(1, args.pairs + 1):
@@ -205,21 +226,29 @@ def main() -> None:
     bursts = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     trials = [o for r in runs for o in overlaps(r, bursts)]
     hit = [flag for share, flag, _, _ in trials if share >= OVERLAPPED]
-    untouched = [(flag, steal) for share, flag, gap, steal in trials
-                 if share == 0 and gap > MARGIN_S]
+    untouched = [
+        (flag, steal) for share, flag, gap, steal in trials if share == 0 and gap > MARGIN_S
+    ]
     clear = [flag for flag, steal in untouched if not steal]
     stolen = sum(steal for _, steal in untouched)
-    part = [flag for share, flag, gap, _ in trials if 0 < share < OVERLAPPED or
-            (share == 0 and gap <= MARGIN_S)]
+    part = [
+        flag
+        for share, flag, gap, _ in trials
+        if 0 < share < OVERLAPPED or (share == 0 and gap <= MARGIN_S)
+    ]
     print(f"\nA/A: exit 0 in {pct(aa, 0):.0f}% of {len(aa)} pairs (goal >= 95%); exits {aa}")
     print(f"A/B: exit 1 in {pct(ab, 1):.0f}% of {len(ab)} pairs (goal >= 90%); exits {ab}")
-    print(f"noise flags: {pct(hit, True):.0f}% of {len(hit)} overlapped trials flagged (goal "
-          f">= 90%); {pct(clear, True):.0f}% of {len(clear)} untouched trials flagged (goal "
-          f"<= 5%); {sum(part)} of {len(part)} partly overlapped flagged; {stolen} untouched "
-          "trials flagged for CPU steal alone (the hypervisor's noise, not the neighbour's: "
-          "counted apart)")
-    print(f"neighbour: {len(bursts)} bursts, busy "
-          f"{sum(b['end_ns'] - b['start_ns'] for b in bursts) / 1e9:.0f} s")
+    print(
+        f"noise flags: {pct(hit, True):.0f}% of {len(hit)} overlapped trials flagged (goal "
+        f">= 90%); {pct(clear, True):.0f}% of {len(clear)} untouched trials flagged (goal "
+        f"<= 5%); {sum(part)} of {len(part)} partly overlapped flagged; {stolen} untouched "
+        "trials flagged for CPU steal alone (the hypervisor's noise, not the neighbour's: "
+        "counted apart)"
+    )
+    print(
+        f"neighbour: {len(bursts)} bursts, busy "
+        f"{sum(b['end_ns'] - b['start_ns'] for b in bursts) / 1e9:.0f} s"
+    )
     if os.environ.get("KEEP") != "1":
         shutil.rmtree(work, ignore_errors=True)
 

@@ -9,6 +9,7 @@ every round so a drifting host does not favour one side). Prints one line per se
 medians over the rounds' trials and the relative change, plus the profiler's own CPU (from
 profile.json). Asserts nothing: read it on a quiet host.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,10 +40,20 @@ placement: {{server_cpus: [0], loadgen_cpus: [1]}}
 
 
 def run_once(exp: Path, out: Path, profiled: bool) -> pd.DataFrame:
-    argv = [sys.executable, "-m", "orchestrator.cli", "run", str(exp), "--out", str(out),
-            "--no-plots", "--quiet"] + (["--profile-server"] if profiled else [])
-    p = subprocess.run(argv, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                       capture_output=True, text=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator.cli",
+        "run",
+        str(exp),
+        "--out",
+        str(out),
+        "--no-plots",
+        "--quiet",
+    ] + (["--profile-server"] if profiled else [])
+    p = subprocess.run(
+        argv, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True
+    )
     if p.returncode != 0:
         raise SystemExit(f"perfctl run failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
     t = pd.read_csv(out / "trials.csv")
@@ -73,8 +84,10 @@ def main() -> int:
             frames.append(run_once(exp, work / f"r{k}-{'on' if profiled else 'off'}", profiled))
     t = pd.concat(frames, ignore_index=True)
     t = t[t["valid"].astype(bool)]
-    print(f"{'server':8s} {'profiler':8s} {'req/s off':>10s} {'req/s on':>10s} {'change':>8s} "
-          f"{'p99 off':>9s} {'p99 on':>9s} {'change':>8s} {'profiler CPU':>13s}  trials")
+    print(
+        f"{'server':8s} {'profiler':8s} {'req/s off':>10s} {'req/s on':>10s} {'change':>8s} "
+        f"{'p99 off':>9s} {'p99 on':>9s} {'change':>8s} {'profiler CPU':>13s}  trials"
+    )
     tools = {"py": "py-spy", "c": "perf", "java": "jfr"}
     for server, g in t.groupby("server"):
         off, on = g[~g["profiled"]], g[g["profiled"]]
@@ -85,9 +98,11 @@ def main() -> int:
         p0, p1 = off["latency_p99_ms"].median(), on["latency_p99_ms"].median()
         cpu = [c for c in on.get("profiler_cpu_pct", []) if c == c and c is not None]
         cpu_text = f"{statistics.median(cpu):.1f}%" if cpu else "in server"
-        print(f"{server:8s} {tools.get(server, '?'):8s} {r0:10,.0f} {r1:10,.0f} "
-              f"{(r1 - r0) / r0:+8.1%} {p0:9.3f} {p1:9.3f} {(p1 - p0) / p0:+8.1%} "
-              f"{cpu_text:>13s}  {len(off)}/{len(on)}")
+        print(
+            f"{server:8s} {tools.get(server, '?'):8s} {r0:10,.0f} {r1:10,.0f} "
+            f"{(r1 - r0) / r0:+8.1%} {p0:9.3f} {p1:9.3f} {(p1 - p0) / p0:+8.1%} "
+            f"{cpu_text:>13s}  {len(off)}/{len(on)}"
+        )
     print(f"(medians over valid trials, {args.rounds} rounds of {args.duration}; runs in {work})")
     return 0
 

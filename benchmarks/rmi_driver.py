@@ -13,6 +13,7 @@ microseconds (loadgen_cpu_pct over the phase / calls in the phase: warm-up and w
 the server's CPU, how many trials were valid and how many quiet. Nothing is asserted; run it
 on a quiet host (nothing else running) and read the `quiet` column before believing a row.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,26 +61,47 @@ def main() -> int:
     rates = [int(r) for r in args.rates.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         exp = Path(tmp) / "rmi_driver.yaml"
-        exp.write_text(EXPERIMENT.format(duration=args.duration, repeats=args.repeats,
-                                         rates=", ".join(map(str, rates))))
+        exp.write_text(
+            EXPERIMENT.format(
+                duration=args.duration, repeats=args.repeats, rates=", ".join(map(str, rates))
+            )
+        )
         out = ROOT / "results" / "rmi_driver" / pd.Timestamp.now().strftime("%Y%m%d-%H%M%S")
-        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(exp),
-                               "--out", str(out), "--no-plots"], cwd=ROOT)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator.cli",
+                "run",
+                str(exp),
+                "--out",
+                str(out),
+                "--no-plots",
+            ],
+            cwd=ROOT,
+        )
         if proc.returncode != 0:
             return proc.returncode
     trials = pd.read_csv(out / "trials.csv")
     print(f"\nrun: {out}")
-    head = (f"{'protocol':8} {'rate':>6} {'achieved/s':>10} {'late p99 ms':>11} "
-            f"{'p50 ms':>7} {'p99 ms':>7} {'driver us/call':>14} {'server cpu%':>11} "
-            f"{'valid':>5} {'quiet':>5}")
+    head = (
+        f"{'protocol':8} {'rate':>6} {'achieved/s':>10} {'late p99 ms':>11} "
+        f"{'p50 ms':>7} {'p99 ms':>7} {'driver us/call':>14} {'server cpu%':>11} "
+        f"{'valid':>5} {'quiet':>5}"
+    )
     print(head)
     for (server, rate), g in trials.groupby(["server", "rate"]):
-        med = lambda col: statistics.median(g[col])          # noqa: E731
+
+        def med(col, g=g):
+            return statistics.median(g[col])
+
         per_call = statistics.median(cpu_us_per_call(out, r) for _, r in g.iterrows())
-        print(f"{server:8} {rate:>6} {med('achieved_rate'):>10.1f} "
-              f"{med('send_lateness_p99_ms'):>11.3f} {med('latency_p50_ms'):>7.3f} "
-              f"{med('latency_p99_ms'):>7.3f} {per_call:>14.1f} {med('server_cpu_pct'):>11.1f} "
-              f"{int(g['valid'].sum()):>2}/{len(g):<2} {int(g['quiet'].sum()):>2}/{len(g):<2}")
+        print(
+            f"{server:8} {rate:>6} {med('achieved_rate'):>10.1f} "
+            f"{med('send_lateness_p99_ms'):>11.3f} {med('latency_p50_ms'):>7.3f} "
+            f"{med('latency_p99_ms'):>7.3f} {per_call:>14.1f} {med('server_cpu_pct'):>11.1f} "
+            f"{int(g['valid'].sum()):>2}/{len(g):<2} {int(g['quiet'].sum()):>2}/{len(g):<2}"
+        )
     bad = trials[~trials["valid"].astype(bool)]
     for _, r in bad.iterrows():
         print(f"invalid: {r['server']} rate {r['rate']} trial {r['trial']}: {r['invalid_reasons']}")

@@ -11,6 +11,7 @@ arrival). The chunks and the one array are checked equal wherever both are built
 Goal: the streamed peak is flat (a few MB) whatever the length; time linear in arrivals.
 Timings need a quiet host; the memory figures do not.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ def streamed(rate: float, seconds: float, seed: int) -> tuple[float, float, int,
     n, h = 0, 0
     for part in s.chunks_ns():
         n += len(part)
-        h = (h * 1_000_003 + int(part[-1])) % (1 << 61)     # cheap fingerprint of the joins
+        h = (h * 1_000_003 + int(part[-1])) % (1 << 61)  # cheap fingerprint of the joins
     t2 = time.perf_counter()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -55,16 +56,19 @@ def one_array(rate: float, seconds: float, seed: int) -> tuple[float, int, np.nd
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rate", type=float, default=50_000)
     ap.add_argument("--minutes", type=float, nargs="+", default=[1, 2, 5, 10])
     ap.add_argument("--one-array-all", action="store_true")
     ap.add_argument("--quick", action="store_true", help="lengths 0.1 and 0.2 min (a smoke run)")
     args = ap.parse_args()
     minutes = [0.1, 0.2] if args.quick else args.minutes
-    print(f"{'min':>5} {'arrivals':>11} {'make s':>7} {'read s':>7} {'ns/arr':>7} "
-          f"{'peak MB':>8} {'1-array s':>9} {'1-array MB':>10} same")
+    print(
+        f"{'min':>5} {'arrivals':>11} {'make s':>7} {'read s':>7} {'ns/arr':>7} "
+        f"{'peak MB':>8} {'1-array s':>9} {'1-array MB':>10} same"
+    )
     for m in minutes:
         make_s, read_s, peak, n, _ = streamed(args.rate, m * 60, seed=1)
         per = (make_s + read_s) / max(n, 1) * 1e9
@@ -73,11 +77,15 @@ def main() -> None:
         if args.one_array_all or m <= 2:
             one_s, one_peak, arr = one_array(args.rate, m * 60, seed=1)
             one_mb = one_peak / 2**20
-            got = np.concatenate(list(schedule.Schedule("poisson", args.rate, m * 60, 1).chunks_ns()))
+            got = np.concatenate(
+                list(schedule.Schedule("poisson", args.rate, m * 60, 1).chunks_ns())
+            )
             ref = "yes" if np.array_equal(got, arr) else "NO"
             del arr, got
-        print(f"{m:>5g} {n:>11,} {make_s:>7.2f} {read_s:>7.2f} {per:>7.1f} "
-              f"{peak / 2**20:>8.2f} {one_s:>9.2f} {one_mb:>10.1f} {ref}")
+        print(
+            f"{m:>5g} {n:>11,} {make_s:>7.2f} {read_s:>7.2f} {per:>7.1f} "
+            f"{peak / 2**20:>8.2f} {one_s:>9.2f} {one_mb:>10.1f} {ref}"
+        )
 
 
 if __name__ == "__main__":

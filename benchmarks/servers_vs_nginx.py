@@ -19,6 +19,7 @@ connections' worth, and the pool is also printed with `-c 4` (one connection per
 
 Nothing is asserted; the numbers are printed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,48 +56,62 @@ def measure(url: str, conns: int, duration: int) -> dict:
 def line(name: str, r: dict, ref: float | None = None) -> str:
     ratio = f"   x{r['rps'] / ref:.2f} nginx" if ref else ""
     err = f"   [{r['errors']}]" if r["errors"] else ""
-    return (f"  {name:<34} {r['rps']:>9,.0f} req/s   p50 {r.get('p50', float('nan')):6.3f} ms"
-            f"   p99 {r.get('p99', float('nan')):7.3f} ms{ratio}{err}")
+    return (
+        f"  {name:<34} {r['rps']:>9,.0f} req/s   p50 {r.get('p50', float('nan')):6.3f} ms"
+        f"   p99 {r.get('p99', float('nan')):7.3f} ms{ratio}{err}"
+    )
 
 
 JVM_STACK_WARMUP_S = 8
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-others", action="store_true", help="only C epoll vs nginx")
     args = ap.parse_args()
     d = args.duration
 
-    print(f"servers on CPU {SERVER_CPU}, wrk (1 thread) on CPU {CLIENT_CPU}; {d} s per run, "
-          f"{args.rounds} alternating rounds; 1 s wrk warm-up per server "
-          f"({JVM_STACK_WARMUP_S} s for servlet and spring)\n")
+    print(
+        f"servers on CPU {SERVER_CPU}, wrk (1 thread) on CPU {CLIENT_CPU}; {d} s per run, "
+        f"{args.rounds} alternating rounds; 1 s wrk warm-up per server "
+        f"({JVM_STACK_WARMUP_S} s for servlet and spring)\n"
+    )
     nginx = Nginx(cpus=[SERVER_CPU], workers=1)
     epoll = Bundled("c", "epoll", cpus=[SERVER_CPU], threads=1)
     others: dict[str, tuple[Bundled, list[int]]] = {}
     try:
         if not args.no_others:
-            for label, impl, model, conns in (("java pool (threads 4)", "java", "pool", [50, 4]),
-                                              ("java virtual (threads 4)", "java", "virtual", [50]),
-                                              ("java servlet (threads 4)", "java", "servlet", [50, 4]),
-                                              ("java spring (threads 4)", "java", "spring", [50, 4]),
-                                              ("python async", "python", "async", [50])):
+            for label, impl, model, conns in (
+                ("java pool (threads 4)", "java", "pool", [50, 4]),
+                ("java virtual (threads 4)", "java", "virtual", [50]),
+                ("java servlet (threads 4)", "java", "servlet", [50, 4]),
+                ("java spring (threads 4)", "java", "spring", [50, 4]),
+                ("python async", "python", "async", [50]),
+            ):
                 try:
                     others[label] = (Bundled(impl, model, cpus=[SERVER_CPU], threads=4), conns)
                 except Exception as e:  # a missing JDK must not stop the main comparison
                     print(f"  ({label} not started: {e})")
-        targets = {"nginx (1 worker, static)": nginx.url("/"), "c epoll (threads 1)": epoll.url(WORK)}
+        targets = {
+            "nginx (1 worker, static)": nginx.url("/"),
+            "c epoll (threads 1)": epoll.url(WORK),
+        }
         for label, (srv, _) in others.items():
             targets[label] = srv.url(WORK)
-        for label, url in targets.items():     # warm-up: JIT, page cache, first connections
+        for label, url in targets.items():  # warm-up: JIT, page cache, first connections
             # the real stacks need longer: Spring's and Tomcat's request path is not compiled
             # after 1 s (a quiet-host run measured servlet 7.4k and spring 4.2k req/s in round
             # 1 vs 41-57k and 18-34k after it)
-            wrk(url, 4 if "pool" in label else 50, JVM_STACK_WARMUP_S
-                if ("servlet" in label or "spring" in label) else 1, CLIENT_CPU)
+            wrk(
+                url,
+                4 if "pool" in label else 50,
+                JVM_STACK_WARMUP_S if ("servlet" in label or "spring" in label) else 1,
+                CLIENT_CPU,
+            )
 
         runs: dict[str, list[dict]] = {}
         ratios: dict[str, list[float]] = {}
@@ -127,31 +142,41 @@ def main() -> None:
             rps = statistics.median(v["rps"] for v in vs)
             p99 = statistics.median(v.get("p99", float("nan")) for v in vs)
             rat = f"   x{statistics.median(ratios[key]):.2f} nginx" if key in ratios else ""
-            spread = (f"  (ratios {', '.join(f'{x:.2f}' for x in ratios[key])})"
-                      if key in ratios else "")
+            spread = (
+                f"  (ratios {', '.join(f'{x:.2f}' for x in ratios[key])})" if key in ratios else ""
+            )
             print(f"  {key:<34} {rps:>9,.0f} req/s   p99 {p99:7.3f} ms{rat}{spread}")
         pool = "java pool (threads 4)"
         stacks = [k for k in runs if k.startswith(("java servlet", "java spring"))]
         if stacks and any(k.startswith(pool) for k in runs):
             print("\nservers on real stacks vs the plain Java pool (median of per-round ratios):")
             for key in stacks:
-                ref_key = pool + key.partition(")")[2]          # the same -c
+                ref_key = pool + key.partition(")")[2]  # the same -c
                 if ref_key in runs:
-                    per_round = [a["rps"] / b["rps"] for a, b in zip(runs[key], runs[ref_key])
-                                 if b["rps"]]
-                    print(f"  {key:<34} x{statistics.median(per_round):.2f} java pool"
-                          f"{key.partition(')')[2] or ', -c 50'}   x"
-                          f"{statistics.median(ratios[key]):.2f} nginx")
+                    per_round = [
+                        a["rps"] / b["rps"] for a, b in zip(runs[key], runs[ref_key]) if b["rps"]
+                    ]
+                    print(
+                        f"  {key:<34} x{statistics.median(per_round):.2f} java pool"
+                        f"{key.partition(')')[2] or ', -c 50'}   x"
+                        f"{statistics.median(ratios[key]):.2f} nginx"
+                    )
         med = statistics.median(ratios["c epoll (threads 1)"])
-        print(f"\nC epoll (1 loop) / nginx (1 worker) = {med:.2f}  (goal >= {GOAL:.1f}: "
-              f"{'met' if med >= GOAL else 'NOT met'})")
+        print(
+            f"\nC epoll (1 loop) / nginx (1 worker) = {med:.2f}  (goal >= {GOAL:.1f}: "
+            f"{'met' if med >= GOAL else 'NOT met'})"
+        )
         if any("pool" in k for k in runs):
-            print("note: a pool worker keeps its connection until the client closes it; with 50 "
-                  "keep-alive connections only 4 (threads) are served, the other 46 wait unanswered "
-                  "all run long (wrk reports no error for them), so -c 50 measures 4 connections "
-                  "and -c 4 is the pool's fair line.")
-        print("note: the bundled servers send a longer header (Server-Timing, Content-Type) than "
-              "nginx; the bodies are the same 2 bytes.")
+            print(
+                "note: a pool worker keeps its connection until the client closes it; with 50 "
+                "keep-alive connections only 4 (threads) are served, the other 46 wait unanswered "
+                "all run long (wrk reports no error for them), so -c 50 measures 4 connections "
+                "and -c 4 is the pool's fair line."
+            )
+        print(
+            "note: the bundled servers send a longer header (Server-Timing, Content-Type) than "
+            "nginx; the bodies are the same 2 bytes."
+        )
     finally:
         for srv, _ in others.values():
             srv.stop()

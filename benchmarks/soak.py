@@ -11,6 +11,7 @@ It reports, and exits 1 unless all hold:
     at most 10% (for each of the two perfctl processes: before and after the kill).
 Not part of `make test`: a 20-minute figure belongs on a quiet machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,14 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from _common import ROOT, descendants, mark_of, perfctl_argv, poll_until, run_processes, still_alive
 
-from _common import (ROOT, descendants, mark_of, perfctl_argv, poll_until, run_processes,
-                     still_alive)
-
-TRIAL_S = 7.0              # 4 s measured + 0.5 s warm-up + start, probes and teardown
+TRIAL_S = 7.0  # 4 s measured + 0.5 s warm-up + start, probes and teardown
 SERVER_KILL_EVERY_S = 120.0
 GROWTH_LIMIT = 0.10
-WINDOW = 5                 # samples (one a second) whose median is "start" or "end"
+WINDOW = 5  # samples (one a second) whose median is "start" or "end"
 EXPERIMENT = """
 name: soak
 servers:
@@ -41,7 +40,7 @@ servers:
 workload: {{path: /work, params: {{spin_us: 50}}}}
 load: {{mode: "{{mode}}", rate: 300, connections: 8, duration: 4s, warmup: 0.5s}}
 matrix: {{round: {rounds}, mode: [open, closed]}}
-"""                        # `round` interleaves the modes: open, closed, open, closed, ...
+"""  # `round` interleaves the modes: open, closed, open, closed, ...
 
 
 @dataclass
@@ -56,8 +55,11 @@ class Incarnation:
         pid = self.proc.pid
         try:
             fds = len(os.listdir(f"/proc/{pid}/fd"))
-            rss_mib = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) \
-                * os.sysconf("SC_PAGE_SIZE") / 2**20
+            rss_mib = (
+                int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+                * os.sysconf("SC_PAGE_SIZE")
+                / 2**20
+            )
         except (OSError, ValueError):
             return
         self.samples.append((time.monotonic(), rows, fds, rss_mib))
@@ -103,8 +105,11 @@ class Chaos(threading.Thread):
     def run(self) -> None:
         while not self.stop.wait(self.every_s * random.uniform(0.8, 1.2)):
             proc = self.current()
-            servers = [pid for (pid, _), text in descendants(proc.pid).items()
-                       if "servers/python/server.py" in text]
+            servers = [
+                pid
+                for (pid, _), text in descendants(proc.pid).items()
+                if "servers/python/server.py" in text
+            ]
             for pid in servers:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -126,8 +131,14 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def start(*extra: str) -> subprocess.Popen:
-        return subprocess.Popen(perfctl_argv("run", *extra, "--no-plots"), cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            perfctl_argv("run", *extra, "--no-plots"),
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     lives = [Incarnation(start(str(work / "exp.yaml"), "--out", str(out)), 0)]
     marks = {mark_of(lives[0].proc.pid)}
@@ -144,7 +155,7 @@ def main() -> int:
             kept_before = rows(out)
             lives[0].proc.send_signal(signal.SIGKILL)
             lives[0].proc.wait(30)
-            poll_until(lambda: not (still_alive(tree) or run_processes(out, marks)), 10)
+            poll_until(lambda tree=tree: not (still_alive(tree) or run_processes(out, marks)), 10)
             orphans_after_kill = still_alive(tree) + run_processes(out, marks)
             lives.append(Incarnation(start("--resume", str(out)), len(kept_before)))
             marks.add(mark_of(lives[-1].proc.pid))
@@ -156,26 +167,46 @@ def main() -> int:
 
     final = rows(out)
     key = ["cell_id", "trial"]
-    merged = kept_before[key + list(COMPARED)].merge(
-        final[key + list(COMPARED)], on=key, how="left", suffixes=("", "_now"),
-        indicator=True) if len(kept_before) else pd.DataFrame()
+    merged = (
+        kept_before[key + list(COMPARED)].merge(
+            final[key + list(COMPARED)], on=key, how="left", suffixes=("", "_now"), indicator=True
+        )
+        if len(kept_before)
+        else pd.DataFrame()
+    )
     lost = int((merged["_merge"] != "both").sum()) if len(merged) else 0
-    changed = sum(int((~_same(merged[c], merged[f"{c}_now"])).sum()) for c in COMPARED) \
-        if len(merged) else 0
+    changed = (
+        sum(int((~_same(merged[c], merged[f"{c}_now"])).sum()) for c in COMPARED)
+        if len(merged)
+        else 0
+    )
     expected = 2 * rounds
-    print(f"soak: {args.minutes:g} min, {expected} trials planned, {len(final)} recorded, "
-          f"{int((~final['valid'].astype(bool)).sum()) if len(final) else 0} invalid "
-          f"(servers killed: {len(chaos.kills)}), perfctl killed once (kill -9) and resumed")
-    print(f"finished trials kept across the kill -9: {len(kept_before) - lost - changed}/"
-          f"{len(kept_before)} (lost {lost}, changed {changed})")
+    print(
+        f"soak: {args.minutes:g} min, {expected} trials planned, {len(final)} recorded, "
+        f"{int((~final['valid'].astype(bool)).sum()) if len(final) else 0} invalid "
+        f"(servers killed: {len(chaos.kills)}), perfctl killed once (kill -9) and resumed"
+    )
+    print(
+        f"finished trials kept across the kill -9: {len(kept_before) - lost - changed}/"
+        f"{len(kept_before)} (lost {lost}, changed {changed})"
+    )
     for c in COMPARED if len(merged) else ():
         for _, r in merged[~_same(merged[c], merged[f"{c}_now"])].iterrows():
-            print(f"  changed: {r['cell_id']} trial {r['trial']} {c}: {r[c]!r} -> "
-                  f"{r[f'{c}_now']!r}")
-    print(f"orphans: {len(orphans_after_kill)} after the kill -9, {len(orphans_at_end)} at "
-          f"the end {orphans_after_kill + orphans_at_end or ''}")
-    ok = lost == 0 and changed == 0 and len(final) == expected and not orphans_after_kill \
-        and not orphans_at_end and lives[-1].proc.returncode == 0
+            print(
+                f"  changed: {r['cell_id']} trial {r['trial']} {c}: {r[c]!r} -> {r[f'{c}_now']!r}"
+            )
+    print(
+        f"orphans: {len(orphans_after_kill)} after the kill -9, {len(orphans_at_end)} at "
+        f"the end {orphans_after_kill + orphans_at_end or ''}"
+    )
+    ok = (
+        lost == 0
+        and changed == 0
+        and len(final) == expected
+        and not orphans_after_kill
+        and not orphans_at_end
+        and lives[-1].proc.returncode == 0
+    )
     for i, life in enumerate(lives, 1):
         g = life.growth()
         if g is None:
@@ -184,9 +215,11 @@ def main() -> int:
         (t0, r0, fd0, rss0), (t1, r1, fd1, rss1) = g
         fd_growth, rss_growth = fd1 / fd0 - 1, rss1 / rss0 - 1
         ok = ok and fd_growth <= GROWTH_LIMIT and rss_growth <= GROWTH_LIMIT
-        print(f"perfctl #{i}: over {t1 - t0:.0f} s and {r1 - r0:.0f} trials: fds {fd0:.0f} -> "
-              f"{fd1:.0f} ({fd_growth:+.0%}), RSS {rss0:.1f} -> {rss1:.1f} MiB "
-              f"({rss_growth:+.0%})")
+        print(
+            f"perfctl #{i}: over {t1 - t0:.0f} s and {r1 - r0:.0f} trials: fds {fd0:.0f} -> "
+            f"{fd1:.0f} ({fd_growth:+.0%}), RSS {rss0:.1f} -> {rss1:.1f} MiB "
+            f"({rss_growth:+.0%})"
+        )
     if lives[-1].proc.returncode != 0:
         print(f"the resumed perfctl exited {lives[-1].proc.returncode}: {final_stderr[-2000:]}")
     print("PASS" if ok else "FAIL", f"(results in {out})")

@@ -5,6 +5,7 @@ Imports nothing from orchestrator/. The orchestrator talks to it only through fi
 LoadSpec as JSON in; summary.json, digest.json, latency.hlog and requests.parquet out (see
 parallel.generate_to_dir).
 """
+
 import os
 
 # One BLAS thread: numpy's OpenBLAS workers busy-wait between calls and would take CPU

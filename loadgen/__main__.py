@@ -4,15 +4,25 @@ This is how the orchestrator starts a load generator: in its own process, talkin
 files. Exit 0 on success, 2 on a bad spec, 3 (EXIT_CANNOT_WRITE) when OUT_DIR cannot be
 written, 1 on an unexpected failure.
 """
+
 import errno
 import os
 import sys
 
-from .spec import EXIT_CANNOT_WRITE, LoadSpec
 from .parallel import generate_to_dir
+from .spec import EXIT_CANNOT_WRITE, LoadSpec
 
-CANNOT_WRITE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
-                errno.ENOENT, errno.ENOTDIR, errno.EIO, errno.ESTALE}
+CANNOT_WRITE = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EIO,
+    errno.ESTALE,
+}
 
 
 def main(argv: list[str]) -> int:
@@ -29,7 +39,7 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         if e.errno not in CANNOT_WRITE:
             raise
-        try:        # unbuffered: the log may sit on the same full disk
+        try:  # unbuffered: the log may sit on the same full disk
             os.write(2, f"loadgen: cannot write {argv[1]}: {e}\n".encode())
         except OSError:
             pass

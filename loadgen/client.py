@@ -5,6 +5,7 @@ request beyond what httptools does, and never raises: failures are written as er
 into the row and reported to the worker. httptools (llhttp) handles Content-Length, chunked
 transfer encoding and close-delimited bodies.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +18,7 @@ from .records import PARSE, RESET, Chunk
 _now = time.perf_counter_ns
 _NAN = float("nan")
 MAX_HEAD_BYTES = 1 << 20  # a response head longer than this is a parse error
-RECHECK = 16              # the full parser reads 1 response in RECHECK (see Connection)
+RECHECK = 16  # the full parser reads 1 response in RECHECK (see Connection)
 
 
 def parse_server_timing(value: bytes) -> tuple[float, float, float]:
@@ -54,8 +55,9 @@ def scan_head(head: bytes, need_framing: bool) -> tuple[bool, float, float, floa
     end = low.find(b"\r\n\r\n")
     if end < 0:
         end = len(low)
-    framed = need_framing and (low.find(b"\ncontent-length", 0, end) >= 0
-                               or low.find(b"\ntransfer-encoding", 0, end) >= 0)
+    framed = need_framing and (
+        low.find(b"\ncontent-length", 0, end) >= 0 or low.find(b"\ntransfer-encoding", 0, end) >= 0
+    )
     svc = queue = db = _NAN
     at = low.find(b"\nserver-timing", 0, end)
     if at >= 0:
@@ -65,7 +67,7 @@ def scan_head(head: bytes, need_framing: bool) -> tuple[bool, float, float, floa
             eol = head.find(b"\n", at + 1, end)
             stop = end if eol < 0 else eol
             if 0 <= colon < stop:
-                values.append(head[colon + 1:stop].strip())
+                values.append(head[colon + 1 : stop].strip())
             at = low.find(b"\nserver-timing", at + 1, end)
         svc, queue, db = parse_server_timing(b",".join(values))
     return framed, svc, queue, db
@@ -111,9 +113,24 @@ class Connection(asyncio.Protocol):
     this class: on_message_complete records the row and writes the next request itself.
     """
 
-    __slots__ = ("worker", "ident", "transport", "parser", "full", "lean", "chunk", "row",
-                 "nbytes", "open", "headers_done", "framed", "first_ns", "head", "skip",
-                 "timed")
+    __slots__ = (
+        "worker",
+        "ident",
+        "transport",
+        "parser",
+        "full",
+        "lean",
+        "chunk",
+        "row",
+        "nbytes",
+        "open",
+        "headers_done",
+        "framed",
+        "first_ns",
+        "head",
+        "skip",
+        "timed",
+    )
 
     def __init__(self, worker, ident: int) -> None:
         self.worker = worker
@@ -121,17 +138,17 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.full = httptools.HttpResponseParser(self)
         self.lean = httptools.HttpResponseParser(_MessageEnd(self.on_message_complete))
-        self.parser = self.full     # the parser of the response in flight
+        self.parser = self.full  # the parser of the response in flight
         self.chunk: Chunk | None = None
         self.row = -1
         self.nbytes = 0
         self.open = False
-        self.headers_done = False   # the head has been parsed (or is not followed: lean)
-        self.framed = False         # the response declared Content-Length or chunked
-        self.first_ns = 0           # first byte of the response in flight (perf_counter_ns)
-        self.head = b""             # bytes of the response in flight up to its head's end
-        self.skip = 0               # responses to go before the full parser's next turn
-        self.timed = False          # a response on this connection carried Server-Timing
+        self.headers_done = False  # the head has been parsed (or is not followed: lean)
+        self.framed = False  # the response declared Content-Length or chunked
+        self.first_ns = 0  # first byte of the response in flight (perf_counter_ns)
+        self.head = b""  # bytes of the response in flight up to its head's end
+        self.skip = 0  # responses to go before the full parser's next turn
+        self.timed = False  # a response on this connection carried Server-Timing
 
     # --- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -140,10 +157,10 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.nbytes += len(data)
-        if not self.first_ns:           # the first bytes of a response (send() resets it)
+        if not self.first_ns:  # the first bytes of a response (send() resets it)
             self.first_ns = _now()
             self.head = data
-        elif not self.headers_done:     # a head split over several reads
+        elif not self.headers_done:  # a head split over several reads
             self.head += data
             if len(self.head) > MAX_HEAD_BYTES:
                 self._fail(PARSE)
@@ -190,7 +207,7 @@ class Connection(asyncio.Protocol):
         framed, svc, queue, db = scan_head(self.head, not keep)
         self.framed = keep or framed
         row = self.row
-        if svc == svc or queue == queue:     # NaN != NaN: none was sent
+        if svc == svc or queue == queue:  # NaN != NaN: none was sent
             self.timed = True
             if row >= 0:
                 self.chunk.svc_ms[row] = svc
@@ -227,7 +244,7 @@ class Connection(asyncio.Protocol):
                 self.chunk = c
                 self.row = i
                 self.nbytes = self.first_ns = 0
-                if self.skip and not self.timed:        # _next_parser(), inlined
+                if self.skip and not self.timed:  # _next_parser(), inlined
                     self.skip -= 1
                     self.parser = self.lean
                     self.headers_done = True

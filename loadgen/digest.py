@@ -20,6 +20,7 @@ format). Which request counts as what is loadgen/stats.py's definition, applied 
 columns: latency = done - intended over rows without an error class; errors = rows with an
 error class or a non-2xx status.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,12 +33,23 @@ import numpy as np
 from . import hdr
 from .records import DROPPED, ERROR_NAMES, OK, http_ok
 
-BIN_NS = 1_000_000_000           # the timeline's bin: one second
-SEAL_MARGIN_NS = 2_000_000_000   # a bin is sealed this long (plus the timeout) behind the rows
+BIN_NS = 1_000_000_000  # the timeline's bin: one second
+SEAL_MARGIN_NS = 2_000_000_000  # a bin is sealed this long (plus the timeout) behind the rows
 WINDOW_HISTOGRAMS = ("latency", "sent_to_done", "svc", "queue", "overhead")
 _COUNTS = ("requests", "completed", "answered", "errors_http", "sent", "dropped")
-_SUMS = ("bytes_ok", "latency_sum_ns", "sent_to_done_sum_ns", "svc_n", "svc_sum_ms",
-         "svc_sumsq_ms2", "queue_sum_ms", "overhead_n", "overhead_sum_ms", "db_n", "db_sum_ms")
+_SUMS = (
+    "bytes_ok",
+    "latency_sum_ns",
+    "sent_to_done_sum_ns",
+    "svc_n",
+    "svc_sum_ms",
+    "svc_sumsq_ms2",
+    "queue_sum_ms",
+    "overhead_n",
+    "overhead_sum_ms",
+    "db_n",
+    "db_sum_ms",
+)
 
 
 class Window:
@@ -46,7 +58,10 @@ class Window:
 
     def __init__(self, start_ns: int, measure_start_ns: int, measure_end_ns: int) -> None:
         self.start_ns, self.measure_start_ns, self.measure_end_ns = (
-            int(start_ns), int(measure_start_ns), int(measure_end_ns))
+            int(start_ns),
+            int(measure_start_ns),
+            int(measure_end_ns),
+        )
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.errors = {name: 0 for code, name in ERROR_NAMES.items() if code != OK}
         self.sums = dict.fromkeys(_SUMS, 0.0)
@@ -107,7 +122,7 @@ class Window:
         s["svc_sum_ms"] += float(svc.sum())
         s["svc_sumsq_ms2"] += float(np.dot(svc, svc))
         s["queue_sum_ms"] += float(queue.sum())
-        if "db_ms" in c:      # /db: the part of svc in the database (rows without it: none)
+        if "db_ms" in c:  # /db: the part of svc in the database (rows without it: none)
             db = c["db_ms"][rows].astype(np.float64)
             has_db = np.isfinite(db)
             s["db_n"] += float(has_db.sum())
@@ -120,7 +135,7 @@ class Window:
         # negative overheads (clock granularity) are recorded as 0, as the models clip them
         hdr.record(self.hists["overhead"], np.rint(np.maximum(over[fin], 0.0) * 1e6))
 
-    def merge(self, other: "Window") -> None:
+    def merge(self, other: Window) -> None:
         for k in self.counts:
             self.counts[k] += other.counts[k]
         for k in self.errors:
@@ -133,15 +148,20 @@ class Window:
             hdr.add(self.hists[k], other.hists[k])
 
     def to_json(self) -> dict:
-        return {"start_ns": self.start_ns, "measure_start_ns": self.measure_start_ns,
-                "measure_end_ns": self.measure_end_ns, "counts": self.counts,
-                "errors": self.errors, "sums": self.sums,
-                "latency_min_ns": None if math.isinf(self.latency_min_ns) else self.latency_min_ns,
-                "latency_max_ns": None if math.isinf(self.latency_max_ns) else self.latency_max_ns,
-                "histograms": {k: hdr.encode(h) for k, h in self.hists.items()}}
+        return {
+            "start_ns": self.start_ns,
+            "measure_start_ns": self.measure_start_ns,
+            "measure_end_ns": self.measure_end_ns,
+            "counts": self.counts,
+            "errors": self.errors,
+            "sums": self.sums,
+            "latency_min_ns": None if math.isinf(self.latency_min_ns) else self.latency_min_ns,
+            "latency_max_ns": None if math.isinf(self.latency_max_ns) else self.latency_max_ns,
+            "histograms": {k: hdr.encode(h) for k, h in self.hists.items()},
+        }
 
     @classmethod
-    def from_json(cls, d: dict) -> "Window":
+    def from_json(cls, d: dict) -> Window:
         w = cls(d["start_ns"], d["measure_start_ns"], d["measure_end_ns"])
         w.counts.update(d["counts"])
         w.errors.update(d["errors"])
@@ -161,8 +181,8 @@ class Bins:
     def __init__(self, start_ns: int) -> None:
         self.start_ns = int(start_ns)
         self.n = {k: np.zeros(0, dtype=np.int64) for k in self.COUNTERS}
-        self.open: dict[int, object] = {}     # bin -> histogram, still filling
-        self.sealed: dict[int, str] = {}      # bin -> encoded histogram
+        self.open: dict[int, object] = {}  # bin -> histogram, still filling
+        self.sealed: dict[int, str] = {}  # bin -> encoded histogram
 
     def _grow(self, size: int) -> None:
         have = len(self.n["ok"])
@@ -205,7 +225,7 @@ class Bins:
         h = self.open.get(k)
         if h is None:
             h = self.open[k] = hdr.new()
-            if k in self.sealed:                 # a late row: reopen the sealed second
+            if k in self.sealed:  # a late row: reopen the sealed second
                 hdr.add(h, hdr.decode(self.sealed.pop(k)))
         return h
 
@@ -247,7 +267,7 @@ class Digest:
         n = len(cols["intended_ns"])
         if n == 0:
             return
-        if self.bins is None:          # rows before any window (a bare Records in a test)
+        if self.bins is None:  # rows before any window (a bare Records in a test)
             self.begin(int(cols["intended_ns"].min()), 0, 0)
         self.rows += n
         for w in self.windows:
@@ -259,20 +279,32 @@ class Digest:
     def to_json(self) -> dict:
         b = self.bins
         size = b.size() if b else 0
-        return {"format": 1, "bin_s": BIN_NS / 1e9, "rows": self.rows,
-                "start_ns": b.start_ns if b else 0,
-                "hdr": {"unit": "ns", "significant_digits": hdr.SIGNIFICANT_DIGITS,
-                        "highest_ns": hdr.HIGHEST_NS, "relative_error": hdr.RELATIVE_ERROR},
-                "windows": [w.to_json() for w in self.windows],
-                "bins": {k: b.n[k][:size].tolist() for k in Bins.COUNTERS} if b else
-                {k: [] for k in Bins.COUNTERS}}
+        return {
+            "format": 1,
+            "bin_s": BIN_NS / 1e9,
+            "rows": self.rows,
+            "start_ns": b.start_ns if b else 0,
+            "hdr": {
+                "unit": "ns",
+                "significant_digits": hdr.SIGNIFICANT_DIGITS,
+                "highest_ns": hdr.HIGHEST_NS,
+                "relative_error": hdr.RELATIVE_ERROR,
+            },
+            "windows": [w.to_json() for w in self.windows],
+            "bins": {k: b.n[k][:size].tolist() for k in Bins.COUNTERS}
+            if b
+            else {k: [] for k in Bins.COUNTERS},
+        }
 
     def write(self, out: Path, stem: str = "digest", log_name: str = "latency.hlog") -> None:
         """STEM.json and the per-second latency log, each written whole and renamed."""
         (out / f"{stem}.json.tmp").write_text(json.dumps(self.to_json()))
         (out / f"{stem}.json.tmp").replace(out / f"{stem}.json")
-        write_interval_log(out / log_name, self.interval_histograms(),
-                           self.bins.start_ns if self.bins else time.perf_counter_ns())
+        write_interval_log(
+            out / log_name,
+            self.interval_histograms(),
+            self.bins.start_ns if self.bins else time.perf_counter_ns(),
+        )
 
     def interval_histograms(self):
         """(start_s, 1.0, histogram) per second of the phase, empty seconds included."""
@@ -288,9 +320,13 @@ def epoch_of(perf_ns: int) -> float:
 
 
 def write_interval_log(path: Path, intervals, start_perf_ns: int) -> None:
-    hdr.write_log(path, intervals, epoch_of(start_perf_ns),
-                  "perfctl load generator: latency (done - intended) of requests completed "
-                  "in each second, ns")
+    hdr.write_log(
+        path,
+        intervals,
+        epoch_of(start_perf_ns),
+        "perfctl load generator: latency (done - intended) of requests completed "
+        "in each second, ns",
+    )
 
 
 def read(path: Path) -> dict:
@@ -303,8 +339,13 @@ def read_doc(d: dict) -> dict:
     return {**d, "windows": [Window.from_json(w) for w in d["windows"]]}
 
 
-def merge_files(parts: list[Path], logs: list[Path], out: Path, stem: str = "digest",
-                log_name: str = "latency.hlog") -> None:
+def merge_files(
+    parts: list[Path],
+    logs: list[Path],
+    out: Path,
+    stem: str = "digest",
+    log_name: str = "latency.hlog",
+) -> None:
     """One digest and one latency log from several worker processes' (which share their
     start instant): window counts and histograms added, per-second counters and histograms
     added second by second. Reads the logs one interval at a time."""
@@ -317,8 +358,10 @@ def merge_files(parts: list[Path], logs: list[Path], out: Path, stem: str = "dig
         for k in Bins.COUNTERS:
             a, b = base["bins"][k], d["bins"][k]
             size = max(len(a), len(b))
-            base["bins"][k] = (np.pad(np.asarray(a, np.int64), (0, size - len(a)))
-                               + np.pad(np.asarray(b, np.int64), (0, size - len(b)))).tolist()
+            base["bins"][k] = (
+                np.pad(np.asarray(a, np.int64), (0, size - len(a)))
+                + np.pad(np.asarray(b, np.int64), (0, size - len(b)))
+            ).tolist()
     base["windows"] = [w.to_json() for w in base["windows"]]
     (out / f"{stem}.json.tmp").write_text(json.dumps(base))
     (out / f"{stem}.json.tmp").replace(out / f"{stem}.json")

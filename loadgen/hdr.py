@@ -15,6 +15,7 @@ so they never understate. Values above HIGHEST_NS are recorded as HIGHEST_NS; ne
 as 0. Histograms are not thread-safe; merge them by addition (`add`), never by averaging
 percentiles.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,10 +27,10 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader, HistogramLogWriter
 
-HIGHEST_NS = 3_600 * 10**9        # one hour: no latency a trial keeps is longer
+HIGHEST_NS = 3_600 * 10**9  # one hour: no latency a trial keeps is longer
 SIGNIFICANT_DIGITS = 3
-RELATIVE_ERROR = 2.0 ** -10       # the bound above, 0.098%
-MAX_VALUE_UNIT_RATIO = 1e6        # the log's "Interval_Max" column in ms (values are ns)
+RELATIVE_ERROR = 2.0**-10  # the bound above, 0.098%
+MAX_VALUE_UNIT_RATIO = 1e6  # the log's "Interval_Max" column in ms (values are ns)
 
 
 def _acyclic(h: HdrHistogram) -> HdrHistogram:
@@ -59,8 +60,9 @@ def indexes(h: HdrHistogram, values_ns: np.ndarray) -> np.ndarray:
     # bit length of (v | mask): the binary exponent of its float64 (exact below 2**53),
     # read from the float's exponent bits
     f = (v | h.sub_bucket_mask).astype(np.float64)
-    bucket = (f.view(np.int64) >> 52) - (1022 + h.unit_magnitude
-                                         + h.sub_bucket_half_count_magnitude + 1)
+    bucket = (f.view(np.int64) >> 52) - (
+        1022 + h.unit_magnitude + h.sub_bucket_half_count_magnitude + 1
+    )
     sub = v >> (bucket + h.unit_magnitude)
     sub -= h.sub_bucket_half_count
     sub += (bucket + 1) << h.sub_bucket_half_count_magnitude
@@ -107,8 +109,9 @@ def value_at_index(h: HdrHistogram, index: np.ndarray) -> np.ndarray:
 
 def bucket_width(h: HdrHistogram, index: np.ndarray) -> np.ndarray:
     """How many ns values share each counter index."""
-    bucket = np.maximum((np.asarray(index, dtype=np.int64) >> h.sub_bucket_half_count_magnitude)
-                        - 1, 0)
+    bucket = np.maximum(
+        (np.asarray(index, dtype=np.int64) >> h.sub_bucket_half_count_magnitude) - 1, 0
+    )
     return np.left_shift(1, bucket + h.unit_magnitude)
 
 
@@ -188,8 +191,12 @@ def decode(text: str) -> HdrHistogram:
     return _acyclic(HdrHistogram.decode(text.encode("ascii") if isinstance(text, str) else text))
 
 
-def write_log(path: Path, intervals: list[tuple[float, float, HdrHistogram]],
-              start_epoch_s: float, comment: str = "") -> None:
+def write_log(
+    path: Path,
+    intervals: list[tuple[float, float, HdrHistogram]],
+    start_epoch_s: float,
+    comment: str = "",
+) -> None:
     """Write an interval log: one line per (start_s, length_s, histogram), start_s relative
     to start_epoch_s (seconds since the epoch), which the header gives as StartTime and
     BaseTime. Written to PATH.tmp and renamed."""

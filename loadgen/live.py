@@ -15,6 +15,7 @@ line is written whole with one write(2) on a file opened O_APPEND, so a reader s
 lines or nothing of one. These numbers are for watching; the trial's results come from the
 raw rows (requests.parquet), never from this file.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,7 @@ class LiveStats:
             try:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             except OSError:
-                return                      # nothing to watch with; the phase goes on
+                return  # nothing to watch with; the phase goes on
         self._worker = worker
         self._last_ns = _now()
         # id(chunk) -> (chunk, first row not yet ended); holding the chunk keeps its id unique
@@ -72,7 +73,7 @@ class LiveStats:
         self._last_ns = now
         if not w.finishing and self._fd is not None:
             nxt = due_ns + int(TICK_S * 1e9)
-            while nxt <= now:                 # a stalled loop skips ticks, never bunches them
+            while nxt <= now:  # a stalled loop skips ticks, never bunches them
                 nxt += int(TICK_S * 1e9)
             w.loop.call_later((nxt - now) / 1e9, self._tick, nxt)
 
@@ -108,15 +109,25 @@ class LiveStats:
         self._cursor = cursor
         lat_a = np.concatenate(lat) if lat else np.empty(0)
         late_a = np.concatenate(late) if late else np.empty(0)
-        phase = ("warmup" if due_ns <= w.measure_start_ns else
-                 "measure" if due_ns <= w.end_ns else "drain")
-        return {"worker": self.worker_index, "second": self._second,
-                "t_s": round((due_ns - w.start_ns) / 1e9, 3), "phase": phase,
-                "ok": ok, "errors": errors,
-                "p50_ms": float(np.percentile(lat_a, 50)) if lat_a.size else None,
-                "p99_ms": float(np.percentile(lat_a, 99)) if lat_a.size else None,
-                "lateness_p99_ms": float(np.percentile(late_a, 99)) if late_a.size else None,
-                "timer_lag_ms": round((hi_ns - due_ns) / 1e6, 3)}
+        phase = (
+            "warmup"
+            if due_ns <= w.measure_start_ns
+            else "measure"
+            if due_ns <= w.end_ns
+            else "drain"
+        )
+        return {
+            "worker": self.worker_index,
+            "second": self._second,
+            "t_s": round((due_ns - w.start_ns) / 1e9, 3),
+            "phase": phase,
+            "ok": ok,
+            "errors": errors,
+            "p50_ms": float(np.percentile(lat_a, 50)) if lat_a.size else None,
+            "p99_ms": float(np.percentile(lat_a, 99)) if lat_a.size else None,
+            "lateness_p99_ms": float(np.percentile(late_a, 99)) if late_a.size else None,
+            "timer_lag_ms": round((hi_ns - due_ns) / 1e6, 3),
+        }
 
     def _write(self, line: dict) -> None:
         if self._fd is not None:

@@ -10,6 +10,7 @@ With P > 1, P worker processes (one uvloop loop each, pinned round-robin to spec
 one start instant, each generating the mode's share of the load (Mode.share), and the raw
 columns are merged at the end.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ from .records import parquet_options, stream_batches
 from .sink import ParquetSink
 from .spec import LoadSpec
 
-START_LEAD_NS = 400_000_000   # time for the worker processes to start before the instant
+START_LEAD_NS = 400_000_000  # time for the worker processes to start before the instant
 
 
 def generate_to_dir(spec: LoadSpec, out_dir: str | Path) -> dict:
@@ -47,8 +48,9 @@ def _sink(mode: Mode, path: Path, extra: dict | None = None) -> ParquetSink:
     """The sink of one worker process: its digest, and the rows `records` keeps."""
     spec = mode.spec
     keep = spec.keep_fraction
-    return ParquetSink(path if keep > 0 else None, extra, Digest(spec.timeout_s), keep,
-                       seed=spec.seed)
+    return ParquetSink(
+        path if keep > 0 else None, extra, Digest(spec.timeout_s), keep, seed=spec.seed
+    )
 
 
 def _generate_here(mode: Mode, out: Path) -> dict:
@@ -74,11 +76,14 @@ def _generate_in_processes(mode: Mode, out: Path) -> dict:
     ctx = mp.get_context("fork")
     procs = []
     for i in range(count):
-        p = ctx.Process(target=_child, args=(mode.share(i, count, start),
-                                             str(out / f"part-{i}.parquet"), i))
+        p = ctx.Process(
+            target=_child, args=(mode.share(i, count, start), str(out / f"part-{i}.parquet"), i)
+        )
         p.start()
         procs.append(p)
-    limit = (start - time.perf_counter_ns()) / 1e9 + spec.warmup_s + spec.window_s + spec.timeout_s + 60
+    limit = (
+        (start - time.perf_counter_ns()) / 1e9 + spec.warmup_s + spec.window_s + spec.timeout_s + 60
+    )
     deadline = time.monotonic() + limit
     for p in procs:
         p.join(max(0.1, deadline - time.monotonic()))
@@ -87,22 +92,29 @@ def _generate_in_processes(mode: Mode, out: Path) -> dict:
             p.kill()
             p.join()
     parts = [out / f"part-{i}.parquet" for i in range(count)]
-    missing = [str(p) for p, pr in zip(parts, procs)
-               if pr.exitcode != 0 or not p.with_suffix(".json").is_file()]
+    missing = [
+        str(p)
+        for p, pr in zip(parts, procs)
+        if pr.exitcode != 0 or not p.with_suffix(".json").is_file()
+    ]
     if missing:
         raise RuntimeError(f"load-generator worker(s) failed: {', '.join(missing)}")
     summaries = [json.loads(p.with_suffix(".json").read_text()) for p in parts]
     if spec.keep_fraction > 0:
         schema = pq.read_schema(parts[0])
-        with pq.ParquetWriter(out / "requests.parquet.tmp", schema,
-                              **parquet_options(schema.names)) as writer:
+        with pq.ParquetWriter(
+            out / "requests.parquet.tmp", schema, **parquet_options(schema.names)
+        ) as writer:
             for p in parts:
                 for batch in stream_batches(p):
                     writer.write_batch(batch)
         os.replace(out / "requests.parquet.tmp", out / "requests.parquet")
     # histograms and counts add up; the per-worker latency logs stay (latency-worker-<i>.hlog)
-    merge_files([out / f"digest-worker-{i}.json" for i in range(count)],
-                [out / f"latency-worker-{i}.hlog" for i in range(count)], out)
+    merge_files(
+        [out / f"digest-worker-{i}.json" for i in range(count)],
+        [out / f"latency-worker-{i}.hlog" for i in range(count)],
+        out,
+    )
     for i, p in enumerate(parts):
         p.unlink(missing_ok=True)
         p.with_suffix(".json").unlink()
@@ -128,12 +140,24 @@ def merge_summaries(parts: list[dict]) -> dict:
     """One summary from several workers: sums of counts, maxima of lags and lateness
     (the p99 reported is the worst worker's p99: conservative), CPU per worker."""
     out = dict(parts[0])
-    for k in ("scheduled_in_window", "dropped", "requests_recorded", "gc_pauses",
-              "records_written"):
+    for k in (
+        "scheduled_in_window",
+        "dropped",
+        "requests_recorded",
+        "gc_pauses",
+        "records_written",
+    ):
         out[k] = sum(p.get(k, 0) for p in parts)
-    for k in ("loop_lag_p99_ms", "loop_lag_max_ms", "send_lateness_p50_ms",
-              "send_lateness_p99_ms", "send_lateness_max_ms", "gc_pause_max_ms",
-              "loadgen_cpu_pct", "release_spread_ms_max"):
+    for k in (
+        "loop_lag_p99_ms",
+        "loop_lag_max_ms",
+        "send_lateness_p50_ms",
+        "send_lateness_p99_ms",
+        "send_lateness_max_ms",
+        "gc_pause_max_ms",
+        "loadgen_cpu_pct",
+        "release_spread_ms_max",
+    ):
         if k in parts[0]:
             out[k] = max(p.get(k, 0.0) for p in parts)
     out["loadgen_cpu_pct_per_worker"] = [p.get("loadgen_cpu_pct", 0.0) for p in parts]

@@ -10,20 +10,35 @@ Memory stays bounded in long phases: when a chunk is full a new one starts, and 
 whose rows are all final (answered or failed) are handed to a sink (a parquet writer) and
 dropped, oldest first, so rows keep their order.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 # Error classes (column `error`); 0 means the exchange completed at the HTTP level.
 OK, CONNECT, RESET, TIMEOUT, PARSE, DROPPED, UNFINISHED = 0, 1, 2, 3, 4, 5, 6
-ERROR_NAMES = {OK: "ok", CONNECT: "refused", RESET: "reset", TIMEOUT: "timeout",
-               PARSE: "parse", DROPPED: "dropped", UNFINISHED: "unfinished"}
+ERROR_NAMES = {
+    OK: "ok",
+    CONNECT: "refused",
+    RESET: "reset",
+    TIMEOUT: "timeout",
+    PARSE: "parse",
+    DROPPED: "dropped",
+    UNFINISHED: "unfinished",
+}
 
 COLUMNS = {
-    "intended_ns": np.int64, "sent_ns": np.int64, "first_byte_ns": np.int64,
-    "done_ns": np.int64, "status": np.int16, "error": np.int8, "bytes": np.int32,
-    "conn": np.int32, "svc_ms": np.float32, "queue_ms": np.float32,
-    "db_ms": np.float32,      # Server-Timing db;dur= (/db only): the part of svc in the database
+    "intended_ns": np.int64,
+    "sent_ns": np.int64,
+    "first_byte_ns": np.int64,
+    "done_ns": np.int64,
+    "status": np.int16,
+    "error": np.int8,
+    "bytes": np.int32,
+    "conn": np.int32,
+    "svc_ms": np.float32,
+    "queue_ms": np.float32,
+    "db_ms": np.float32,  # Server-Timing db;dur= (/db only): the part of svc in the database
 }
 CHUNK_ROWS = 1 << 18
 # Columns with few distinct values: the only ones parquet dictionary-encodes. Its default
@@ -36,8 +51,10 @@ _DICT_COLUMNS = ("status", "error", "conn", "bytes")
 def parquet_options(names) -> dict:
     """Keyword arguments for a pyarrow ParquetWriter of request records with columns `names`:
     snappy, dictionaries only on low-cardinality columns (and any small-int extra column)."""
-    return {"compression": "snappy",
-            "use_dictionary": [n for n in names if n in _DICT_COLUMNS or n not in COLUMNS]}
+    return {
+        "compression": "snappy",
+        "use_dictionary": [n for n in names if n in _DICT_COLUMNS or n not in COLUMNS],
+    }
 
 
 def http_ok(status: np.ndarray) -> np.ndarray:
@@ -62,8 +79,10 @@ class Chunk:
 
     def __init__(self, cap: int) -> None:
         self.cap, self.n, self.final = cap, 0, 0
-        self.arrays = {k: np.full(cap, _FILL[k], t) if k in _FILL else np.zeros(cap, t)
-                       for k, t in COLUMNS.items()}
+        self.arrays = {
+            k: np.full(cap, _FILL[k], t) if k in _FILL else np.zeros(cap, t)
+            for k, t in COLUMNS.items()
+        }
         for col, attr in _ATTRS.items():
             setattr(self, attr, memoryview(self.arrays[col]))
 

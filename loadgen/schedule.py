@@ -26,6 +26,7 @@ both passes by length).
 A schedule split over P worker processes is split by arrival (`shard`: every P-th arrival),
 so the shards add up to the whole schedule, exactly.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -33,7 +34,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 ARRIVAL_LIMIT = 50_000_000
-CHUNK = 16_384                    # arrivals per chunk: 128 KiB of float64
+CHUNK = 16_384  # arrivals per chunk: 128 KiB of float64
 ARRIVALS = ("poisson", "uniform", "constant")
 
 
@@ -48,11 +49,12 @@ def _gaps(arrivals: str, rng: np.random.Generator, k: int) -> np.ndarray:
     """The next k gaps of a segment (unscaled, mean 1)."""
     if arrivals == "poisson":
         return rng.exponential(1.0, k)
-    return 2.0 - rng.uniform(0.0, 2.0, k)           # uniform, in (0, 2]: never a zero gap
+    return 2.0 - rng.uniform(0.0, 2.0, k)  # uniform, in (0, 2]: never a zero gap
 
 
-def _running_sums(arrivals: str, rng: np.random.Generator, count: int,
-                  chunk: int) -> Iterator[np.ndarray]:
+def _running_sums(
+    arrivals: str, rng: np.random.Generator, count: int, chunk: int
+) -> Iterator[np.ndarray]:
     """The cumulative sums of the next `count` gaps, `chunk` at a time (the carry is added to
     each chunk's first gap, so the additions happen in np.cumsum's order)."""
     carry = 0.0
@@ -68,15 +70,22 @@ class _Segment:
     """n arrivals in [start_s, end_s); for poisson/uniform, the generator state its gaps start
     from and their scale (the sum of all n + 1 gaps)."""
 
-    def __init__(self, arrivals: str, n: int, start_s: float, end_s: float,
-                 rng: np.random.Generator, chunk: int) -> None:
+    def __init__(
+        self,
+        arrivals: str,
+        n: int,
+        start_s: float,
+        end_s: float,
+        rng: np.random.Generator,
+        chunk: int,
+    ) -> None:
         self.arrivals, self.n, self.start_s, self.end_s = arrivals, n, start_s, end_s
         self.state = None
         self.scale = 1.0
         if n and arrivals != "constant":
-            self.state = rng.bit_generator.state          # a copy (a dict)
+            self.state = rng.bit_generator.state  # a copy (a dict)
             last = 0.0
-            for s in _running_sums(arrivals, rng, n + 1, chunk):   # leaves rng past them
+            for s in _running_sums(arrivals, rng, n + 1, chunk):  # leaves rng past them
                 last = s[-1]
             self.scale = float(last)
 
@@ -106,9 +115,16 @@ class Schedule:
     the load starts; `chunks()` then yields the offsets (seconds from the start instant) in
     ascending arrays of at most CHUNK, as often as asked, always the same ones."""
 
-    def __init__(self, arrivals: str, rate_rps: float, horizon_s: float, seed: int,
-                 limit: int = ARRIVAL_LIMIT, warmup_s: float = 0.0,
-                 chunk: int | None = None) -> None:
+    def __init__(
+        self,
+        arrivals: str,
+        rate_rps: float,
+        horizon_s: float,
+        seed: int,
+        limit: int = ARRIVAL_LIMIT,
+        warmup_s: float = 0.0,
+        chunk: int | None = None,
+    ) -> None:
         if arrivals not in ARRIVALS:
             raise ValueError(f"unknown arrivals {arrivals!r}")
         self.chunk = int(chunk or CHUNK)
@@ -119,8 +135,10 @@ class Schedule:
         n_warm = min(limit, segment_count(rate_rps, warmup_s))
         n_window = min(limit - n_warm, segment_count(rate_rps, horizon_s - warmup_s))
         rng = np.random.default_rng(seed)
-        self.segments = [_Segment(arrivals, n_warm, 0.0, warmup_s, rng, self.chunk),
-                         _Segment(arrivals, n_window, warmup_s, horizon_s, rng, self.chunk)]
+        self.segments = [
+            _Segment(arrivals, n_warm, 0.0, warmup_s, rng, self.chunk),
+            _Segment(arrivals, n_window, warmup_s, horizon_s, rng, self.chunk),
+        ]
 
     def __len__(self) -> int:
         return sum(s.n for s in self.segments)
@@ -135,9 +153,15 @@ class Schedule:
             yield (c * 1e9).astype(np.int64)
 
 
-def arrival_offsets_s(arrivals: str, rate_rps: float, horizon_s: float, seed: int,
-                      limit: int = ARRIVAL_LIMIT, warmup_s: float = 0.0,
-                      chunk: int | None = None) -> np.ndarray:
+def arrival_offsets_s(
+    arrivals: str,
+    rate_rps: float,
+    horizon_s: float,
+    seed: int,
+    limit: int = ARRIVAL_LIMIT,
+    warmup_s: float = 0.0,
+    chunk: int | None = None,
+) -> np.ndarray:
     """The whole of Schedule(...) in one array (for tests and short schedules: it holds every
     arrival; the generator and the schedule file use the chunks). The same (arrivals, rate,
     horizon, seed, warmup) always gives the same array."""
@@ -151,15 +175,14 @@ def shard(offsets: np.ndarray, index: int, count: int) -> np.ndarray:
     return offsets[index::count] if count > 1 else offsets
 
 
-def shard_chunks(chunks: Iterable[np.ndarray], index: int,
-                 count: int) -> Iterator[np.ndarray]:
+def shard_chunks(chunks: Iterable[np.ndarray], index: int, count: int) -> Iterator[np.ndarray]:
     """shard() of the schedule the chunks make up, chunk by chunk (empty parts skipped)."""
     if count <= 1:
         yield from chunks
         return
-    seen = 0                        # arrivals before this chunk
+    seen = 0  # arrivals before this chunk
     for c in chunks:
-        part = c[(index - seen) % count::count]
+        part = c[(index - seen) % count :: count]
         seen += len(c)
         if len(part):
             yield part

@@ -1,6 +1,7 @@
 """ParquetSink: where a load phase's request rows go, off the loop: into the phase's Digest
 (digest.py: summaries and histograms, every row) and, as `records` says, into one parquet
 file (every row, a sample of them, or none)."""
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +29,14 @@ class ParquetSink:
     (`records: sample:F`). The digest always sees every row.
     """
 
-    def __init__(self, path: Path | None, extra: dict | None = None,
-                 digest: Digest | None = None, keep: float = 1.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        extra: dict | None = None,
+        digest: Digest | None = None,
+        keep: float = 1.0,
+        seed: int = 0,
+    ) -> None:
         self.path = path
         self.extra = extra or {}
         self.rows = 0
@@ -44,9 +51,10 @@ class ParquetSink:
         self.schema = pa.schema(fields)
         self.writer = None
         if path is not None:
-            self._table(Chunk(1).frame())       # warm pyarrow up
-            self.writer = pq.ParquetWriter(self.path, self.schema,
-                                             **parquet_options(self.schema.names))
+            self._table(Chunk(1).frame())  # warm pyarrow up
+            self.writer = pq.ParquetWriter(
+                self.path, self.schema, **parquet_options(self.schema.names)
+            )
 
     def _table(self, cols: dict[str, np.ndarray]) -> pa.Table:
         n = len(next(iter(cols.values())))
@@ -69,8 +77,9 @@ class ParquetSink:
         """A load phase's times are known (the Worker calls this as it starts): the digest
         opens its measured window, in order with the rows on the writer thread."""
         if self.digest is not None:
-            self.pending.append(self.pool.submit(self.digest.begin, start_ns,
-                                                 measure_start_ns, measure_end_ns))
+            self.pending.append(
+                self.pool.submit(self.digest.begin, start_ns, measure_start_ns, measure_end_ns)
+            )
 
     def __call__(self, cols: dict[str, np.ndarray]) -> None:
         """Queue columns for writing (the caller never changes them afterwards)."""

@@ -1,4 +1,5 @@
 """LoadSpec: everything one load phase needs, in plain units (seconds, requests/s)."""
+
 from __future__ import annotations
 
 import json
@@ -9,11 +10,17 @@ from pathlib import Path
 MODES = ("closed", "open", "burst", "ramp")
 ARRIVALS = ("poisson", "constant", "uniform")
 THINK_DISTS = ("fixed", "exp")
-EXIT_CANNOT_WRITE = 3    # exit status of `python -m loadgen` when OUT_DIR cannot be written
+EXIT_CANNOT_WRITE = 3  # exit status of `python -m loadgen` when OUT_DIR cannot be written
 
 
-def measured_window_s(mode: str, duration_s: float, bursts: int, burst_interval_s: float,
-                      ramp_steps: int, ramp_step_s: float) -> float:
+def measured_window_s(
+    mode: str,
+    duration_s: float,
+    bursts: int,
+    burst_interval_s: float,
+    ramp_steps: int,
+    ramp_step_s: float,
+) -> float:
     """The measured time of one load phase: `duration_s`, all bursts, or all ramp steps. The
     one definition: LoadSpec and the experiment's `load:` block both use it."""
     if mode == "burst":
@@ -35,8 +42,10 @@ def keep_fraction(records: str) -> float:
     except ValueError:
         fraction = math.nan
     if kind != "sample" or not 0.0 < fraction <= 1.0:
-        raise ValueError(f"records must be all, none or sample:FRACTION with 0 < FRACTION "
-                         f"<= 1 (e.g. sample:0.01), not {records!r}")
+        raise ValueError(
+            f"records must be all, none or sample:FRACTION with 0 < FRACTION "
+            f"<= 1 (e.g. sample:0.01), not {records!r}"
+        )
     return fraction
 
 
@@ -51,36 +60,38 @@ class LoadSpec:
 
     host: str = "127.0.0.1"
     port: int = 8080
-    target: str = "/"                # path plus query, sent as the request target
+    target: str = "/"  # path plus query, sent as the request target
     method: str = "GET"
     body: bytes | str = b""
     headers: tuple[tuple[str, str], ...] = ()
-    mode: str = "closed"             # closed | open | burst | ramp (see modes/)
+    mode: str = "closed"  # closed | open | burst | ramp (see modes/)
     connections: int = 1
-    think_time_s: float = 0.0        # closed: pause after each response
-    think_dist: str = "fixed"        # fixed | exp
-    rate_rps: float = 0.0            # open: target arrival rate
-    arrivals: str = "poisson"        # open: poisson | constant | uniform
-    max_outstanding: int = 0         # open: arrivals past this many queued+in flight are dropped (0 = 100 x connections)
+    think_time_s: float = 0.0  # closed: pause after each response
+    think_dist: str = "fixed"  # fixed | exp
+    rate_rps: float = 0.0  # open: target arrival rate
+    arrivals: str = "poisson"  # open: poisson | constant | uniform
+    max_outstanding: int = (
+        0  # open: arrivals past this many queued+in flight are dropped (0 = 100 x connections)
+    )
     duration_s: float = 10.0
     warmup_s: float = 0.0
-    timeout_s: float = 5.0           # a request not answered by then counts as a timeout error
-    keepalive: bool = True           # False: a new connection per request
+    timeout_s: float = 5.0  # a request not answered by then counts as a timeout error
+    keepalive: bool = True  # False: a new connection per request
     seed: int = 1
-    cpus: tuple[int, ...] = ()       # pin the worker to these CPUs (empty: no pinning)
-    max_requests: int = 50_000_000   # hard bound on requests per phase, whatever the rate
-    processes: int = 1               # worker processes, each one uvloop loop, schedule split
-    bursts: int = 1                  # burst: how many releases of `connections` new connections
-    burst_interval_s: float = 1.0    # burst: time between releases
-    ramp_rates: tuple[float, ...] = ()   # ramp: arrival rates to step through, ascending
-    ramp_step_s: float = 5.0         # ramp: measured seconds per step (warm-up once, first)
-    slo_p99_ms: float = 10.0         # ramp: a step meets the SLO when p99 < this ...
-    slo_error_rate: float = 0.001    # ... and its error rate < this
-    start_at_ns: int = 0             # common start instant (perf_counter_ns) for several workers
-    shard_index: int = 0             # open: this worker sends arrivals shard_index, +shard_count, ...
-    shard_count: int = 1             # ... of the whole schedule (schedule.shard)
-    schedule_file: str = ""          # open: the schedule as a file, for drivers (DRIVER.md)
-    records: str = "all"             # requests.parquet: all | sample:FRACTION | none (keep_fraction)
+    cpus: tuple[int, ...] = ()  # pin the worker to these CPUs (empty: no pinning)
+    max_requests: int = 50_000_000  # hard bound on requests per phase, whatever the rate
+    processes: int = 1  # worker processes, each one uvloop loop, schedule split
+    bursts: int = 1  # burst: how many releases of `connections` new connections
+    burst_interval_s: float = 1.0  # burst: time between releases
+    ramp_rates: tuple[float, ...] = ()  # ramp: arrival rates to step through, ascending
+    ramp_step_s: float = 5.0  # ramp: measured seconds per step (warm-up once, first)
+    slo_p99_ms: float = 10.0  # ramp: a step meets the SLO when p99 < this ...
+    slo_error_rate: float = 0.001  # ... and its error rate < this
+    start_at_ns: int = 0  # common start instant (perf_counter_ns) for several workers
+    shard_index: int = 0  # open: this worker sends arrivals shard_index, +shard_count, ...
+    shard_count: int = 1  # ... of the whole schedule (schedule.shard)
+    schedule_file: str = ""  # open: the schedule as a file, for drivers (DRIVER.md)
+    records: str = "all"  # requests.parquet: all | sample:FRACTION | none (keep_fraction)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -116,8 +127,14 @@ class LoadSpec:
     @property
     def window_s(self) -> float:
         """Length of the measured window (burst: all releases; ramp: all steps)."""
-        return measured_window_s(self.mode, self.duration_s, self.bursts, self.burst_interval_s,
-                                 len(self.ramp_rates), self.ramp_step_s)
+        return measured_window_s(
+            self.mode,
+            self.duration_s,
+            self.bursts,
+            self.burst_interval_s,
+            len(self.ramp_rates),
+            self.ramp_step_s,
+        )
 
     @property
     def outstanding_cap(self) -> int:
@@ -132,7 +149,7 @@ class LoadSpec:
         return json.dumps(d, indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "LoadSpec":
+    def from_json(cls, text: str) -> LoadSpec:
         d = json.loads(text)
         d["body"] = d.get("body", "").encode("latin-1")
         d["headers"] = tuple(tuple(h) for h in d.get("headers", ()))
@@ -141,5 +158,5 @@ class LoadSpec:
         return cls(**d)
 
     @classmethod
-    def load(cls, path: str | Path) -> "LoadSpec":
+    def load(cls, path: str | Path) -> LoadSpec:
         return cls.from_json(Path(path).read_text())

@@ -12,6 +12,7 @@ them (`records: sample:F | none`) they come from the HdrHistogram, at most 0.1% 
 exact value; the per-second timeline's p50/p99 always do. `latency_percentiles_from` says
 which ("exact" or "hdr").
 """
+
 from __future__ import annotations
 
 import math
@@ -24,17 +25,18 @@ from .records import COLUMNS, OK, stream_batches
 COLUMN_NAMES = tuple(COLUMNS)
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 # Self-check limits: beyond them the trial is marked invalid with a reason.
-MAX_SEND_LATENESS_P99_MS = 1.0     # open mode; or 10% of the mean gap between arrivals
-MAX_LOOP_LAG_P99_MS = 5.0          # or 25% of the trial's p99 latency, whichever is larger
-MAX_GC_PAUSE_MS = 10.0             # or 25% of the trial's p99 latency
+MAX_SEND_LATENESS_P99_MS = 1.0  # open mode; or 10% of the mean gap between arrivals
+MAX_LOOP_LAG_P99_MS = 5.0  # or 25% of the trial's p99 latency, whichever is larger
+MAX_GC_PAUSE_MS = 10.0  # or 25% of the trial's p99 latency
 MAX_LOADGEN_CPU_PCT = 95.0
-MAX_SEND_RATE_MISS = 0.01          # open mode: sends in the window vs target rate x window
+MAX_SEND_RATE_MISS = 0.01  # open mode: sends in the window vs target rate x window
 
 
 def _binom():
     """scipy's binomial law, imported on first use: scipy.stats adds ~60 MB to a process,
     and the load generator needs it only in ramp mode."""
     from scipy.stats import binom  # here, not at the top: ~60 MB of RSS, rarely needed
+
     return binom
 
 
@@ -44,7 +46,7 @@ def percentile(values: np.ndarray, q: float) -> float:
     n = values.size
     if n == 0:
         return math.nan
-    k = min(n, max(1, math.ceil(round(q / 100.0 * n, 9))))   # rank, 1-based
+    k = min(n, max(1, math.ceil(round(q / 100.0 * n, 9))))  # rank, 1-based
     return float(np.partition(values, k - 1)[k - 1])
 
 
@@ -87,15 +89,23 @@ def _columns(cols) -> dict[str, np.ndarray]:
 
 
 def _window_of(cols: dict[str, np.ndarray], summary: dict) -> digest.Window:
-    w = digest.Window(summary.get("start_ns", summary["measure_start_ns"]),
-                      summary["measure_start_ns"], summary["measure_end_ns"])
+    w = digest.Window(
+        summary.get("start_ns", summary["measure_start_ns"]),
+        summary["measure_start_ns"],
+        summary["measure_end_ns"],
+    )
     w.add(cols)
     return w
 
 
-def summarize(cols, summary: dict, mode: str, duration_s: float | None = None,
-              target_rate_rps: float | None = None,
-              max_error_rate: float | None = None) -> dict:
+def summarize(
+    cols,
+    summary: dict,
+    mode: str,
+    duration_s: float | None = None,
+    target_rate_rps: float | None = None,
+    max_error_rate: float | None = None,
+) -> dict:
     """The trial's metrics and verdict from raw columns (requests intended in the window),
     held in memory; percentiles are exact order statistics (`latency_percentiles_from`
     "exact"). See window_row for the rest."""
@@ -104,13 +114,26 @@ def summarize(cols, summary: dict, mode: str, duration_s: float | None = None,
     ok = c["error"][m] == OK
     lat_ms = (c["done_ns"][m][ok] - c["intended_ns"][m][ok]) / 1e6
     svc_ms = (c["done_ns"][m][ok] - c["sent_ns"][m][ok]) / 1e6
-    return window_row(_window_of(c, summary), summary, mode, duration_s, target_rate_rps,
-                      max_error_rate, exact=(lat_ms, svc_ms))
+    return window_row(
+        _window_of(c, summary),
+        summary,
+        mode,
+        duration_s,
+        target_rate_rps,
+        max_error_rate,
+        exact=(lat_ms, svc_ms),
+    )
 
 
-def summarize_digest(doc: dict, summary: dict, mode: str, duration_s: float | None = None,
-                     target_rate_rps: float | None = None, max_error_rate: float | None = None,
-                     requests_path=None) -> dict:
+def summarize_digest(
+    doc: dict,
+    summary: dict,
+    mode: str,
+    duration_s: float | None = None,
+    target_rate_rps: float | None = None,
+    max_error_rate: float | None = None,
+    requests_path=None,
+) -> dict:
     """The same row from a digest (digest.read), never holding the requests in memory.
 
     Percentiles come from the window's HdrHistogram (within 0.1%, `latency_percentiles_from`
@@ -121,8 +144,7 @@ def summarize_digest(doc: dict, summary: dict, mode: str, duration_s: float | No
     exact = None
     if requests_path is not None:
         exact = exact_order_statistics(requests_path, w, ranks_wanted(w))
-    return window_row(w, summary, mode, duration_s, target_rate_rps, max_error_rate,
-                      ranks=exact)
+    return window_row(w, summary, mode, duration_s, target_rate_rps, max_error_rate, ranks=exact)
 
 
 def chosen_window(doc: dict, summary: dict) -> digest.Window:
@@ -157,21 +179,26 @@ def ranks_wanted(w: digest.Window) -> dict[str, list[int]]:
     return {"latency": lat, "sent_to_done": [hdr.rank(n, 99.0)]}
 
 
-def exact_order_statistics(path, w: digest.Window, wanted: dict[str, list[int]],
-                           batch_rows: int = 1 << 18) -> dict[str, dict[int, float]]:
+def exact_order_statistics(
+    path, w: digest.Window, wanted: dict[str, list[int]], batch_rows: int = 1 << 18
+) -> dict[str, dict[int, float]]:
     """{histogram: {rank: exact value in ns}} over the requests of a parquet file intended in
     w's window and without an error class: for each rank the histogram names the bucket
     holding it and how many values lie below; one pass in batches collects only the values
     inside those buckets, and the rank is picked among them."""
-    where = {name: [(k, *hdr.locate(w.hists[name], k)) for k in ks]
-             for name, ks in wanted.items()}
+    where = {name: [(k, *hdr.locate(w.hists[name], k)) for k in ks] for name, ks in wanted.items()}
     found = {name: [[] for _ in ks] for name, ks in where.items()}
     for batch in stream_batches(path, ["intended_ns", "sent_ns", "done_ns", "error"], batch_rows):
         c = {k: batch.column(k).to_numpy() for k in batch.schema.names}
-        m = ((c["intended_ns"] >= w.measure_start_ns) & (c["intended_ns"] < w.measure_end_ns)
-             & (c["error"] == OK))
-        values = {"latency": (c["done_ns"] - c["intended_ns"])[m],
-                  "sent_to_done": (c["done_ns"] - c["sent_ns"])[m]}
+        m = (
+            (c["intended_ns"] >= w.measure_start_ns)
+            & (c["intended_ns"] < w.measure_end_ns)
+            & (c["error"] == OK)
+        )
+        values = {
+            "latency": (c["done_ns"] - c["intended_ns"])[m],
+            "sent_to_done": (c["done_ns"] - c["sent_ns"])[m],
+        }
         for name, spots in where.items():
             v = np.clip(values[name], 0, hdr.HIGHEST_NS)
             for j, (_, low, high, _) in enumerate(spots):
@@ -186,10 +213,16 @@ def exact_order_statistics(path, w: digest.Window, wanted: dict[str, list[int]],
     return out
 
 
-def window_row(w: digest.Window, summary: dict, mode: str, duration_s: float | None = None,
-               target_rate_rps: float | None = None, max_error_rate: float | None = None,
-               exact: tuple[np.ndarray, np.ndarray] | None = None,
-               ranks: dict[str, dict[int, float]] | None = None) -> dict:
+def window_row(
+    w: digest.Window,
+    summary: dict,
+    mode: str,
+    duration_s: float | None = None,
+    target_rate_rps: float | None = None,
+    max_error_rate: float | None = None,
+    exact: tuple[np.ndarray, np.ndarray] | None = None,
+    ranks: dict[str, dict[int, float]] | None = None,
+) -> dict:
     """The trial's metrics and verdict from one measured window's counts and histograms.
 
     Latency is done - intended (open mode: from the intended send time, so queueing inside
@@ -228,19 +261,28 @@ def window_row(w: digest.Window, summary: dict, mode: str, duration_s: float | N
         "latency_mean_ms": s["latency_sum_ns"] / completed / 1e6 if completed else math.nan,
         "latency_min_ms": w.latency_min_ns / 1e6 if completed else math.nan,
         "latency_max_ms": w.latency_max_ns / 1e6 if completed else math.nan,
-        "sent_to_done_mean_ms": s["sent_to_done_sum_ns"] / completed / 1e6 if completed
+        "sent_to_done_mean_ms": s["sent_to_done_sum_ns"] / completed / 1e6
+        if completed
         else math.nan,
     }
     for name in w.errors:
         row[f"errors_{name}"] = w.errors[name]
     row["errors_http"] = n["errors_http"]
     _percentile_columns(row, w, exact, ranks)
-    for k in ("loop_lag_p99_ms", "loadgen_cpu_pct", "gc_pause_max_ms", "send_lateness_p99_ms",
-              "send_lateness_max_ms", "release_spread_ms_max", "sustainable_rps"):
+    for k in (
+        "loop_lag_p99_ms",
+        "loadgen_cpu_pct",
+        "gc_pause_max_ms",
+        "send_lateness_p99_ms",
+        "send_lateness_max_ms",
+        "release_spread_ms_max",
+        "sustainable_rps",
+    ):
         if k in summary or not k.startswith(("release", "sustainable")):
             row[k] = summary.get(k, math.nan)
-    reasons = verdict(row, summary, mode, sent=n["sent"], duration_s=duration_s,
-                      max_error_rate=max_error_rate)
+    reasons = verdict(
+        row, summary, mode, sent=n["sent"], duration_s=duration_s, max_error_rate=max_error_rate
+    )
     row["valid"] = not reasons
     row["invalid_reasons"] = "; ".join(reasons)
     return row
@@ -260,8 +302,9 @@ def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> None:
         return
     got = ranks or {}
     wanted = ranks_wanted(w)
-    complete = ranks is not None and all(k in got.get(h, {}) for h, ks in wanted.items()
-                                         for k in ks)
+    complete = ranks is not None and all(
+        k in got.get(h, {}) for h, ks in wanted.items() for k in ks
+    )
 
     def at(hist: str, k: int) -> float:
         if complete:
@@ -271,7 +314,8 @@ def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> None:
     for name, q in PERCENTILES.items():
         row[f"latency_{name}_ms"] = at("latency", hdr.rank(n, q)) if n else math.nan
     row["latency_p99_ci_low_ms"], row["latency_p99_ci_high_ms"] = (
-        (at("latency", ci[0] + 1), at("latency", ci[1] + 1)) if ci else (math.nan, math.nan))
+        (at("latency", ci[0] + 1), at("latency", ci[1] + 1)) if ci else (math.nan, math.nan)
+    )
     row["sent_to_done_p99_ms"] = at("sent_to_done", hdr.rank(n, 99.0)) if n else math.nan
     row["latency_percentiles_from"] = "exact" if complete else "hdr"
 
@@ -282,29 +326,38 @@ def send_rate_miss(sent: int, target_rate_rps: float, duration_s: float) -> str:
     expected = target_rate_rps * duration_s
     if expected <= 0 or abs(sent - expected) <= max(MAX_SEND_RATE_MISS * expected, 0.5):
         return ""
-    return (f"achieved send rate {sent / duration_s:.1f}/s misses the target "
-            f"{target_rate_rps:g}/s by {100 * (sent - expected) / expected:+.1f}% "
-            f"(limit ±{100 * MAX_SEND_RATE_MISS:g}%)")
+    return (
+        f"achieved send rate {sent / duration_s:.1f}/s misses the target "
+        f"{target_rate_rps:g}/s by {100 * (sent - expected) / expected:+.1f}% "
+        f"(limit ±{100 * MAX_SEND_RATE_MISS:g}%)"
+    )
 
 
 def error_breakdown(row: dict) -> str:
     """The error classes that occurred, e.g. "refused 1142, http 3"."""
-    parts = [f"{k[len('errors_'):]} {row[k]}" for k in row
-             if k.startswith("errors_") and row[k]]
+    parts = [f"{k[len('errors_') :]} {row[k]}" for k in row if k.startswith("errors_") and row[k]]
     return ", ".join(parts)
 
 
-def verdict(row: dict, summary: dict, mode: str, sent: int | None = None,
-            duration_s: float | None = None, max_error_rate: float | None = None) -> list[str]:
+def verdict(
+    row: dict,
+    summary: dict,
+    mode: str,
+    sent: int | None = None,
+    duration_s: float | None = None,
+    max_error_rate: float | None = None,
+) -> list[str]:
     """Why this trial cannot be trusted (empty list: it can)."""
     reasons = []
     if row["completed"] == 0 and mode != "burst":
         reasons.append("no request completed in the measured window")
     rate = row.get("error_rate")
     if max_error_rate is not None and rate == rate and rate is not None and rate > max_error_rate:
-        reasons.append(f"error rate {100 * rate:.2f}% > {100 * max_error_rate:g}% "
-                       f"({error_breakdown(row)}): the server failed requests "
-                       "(validity.max_error_rate)")
+        reasons.append(
+            f"error rate {100 * rate:.2f}% > {100 * max_error_rate:g}% "
+            f"({error_breakdown(row)}): the server failed requests "
+            "(validity.max_error_rate)"
+        )
     if mode == "open":
         target = row.get("target_rate") or 0.0
         if sent is not None and duration_s and target > 0:
@@ -315,8 +368,10 @@ def verdict(row: dict, summary: dict, mode: str, sent: int | None = None,
             reasons.append(f"{row['dropped']} arrivals dropped past the outstanding-request cap")
         limit = max(MAX_SEND_LATENESS_P99_MS, 0.1 * 1e3 / target if target > 0 else 0.0)
         if summary.get("send_lateness_p99_ms", 0.0) > limit:
-            reasons.append(f"send lateness p99 {summary['send_lateness_p99_ms']:.2f} ms > "
-                           f"{limit:.2f} ms: the load generator fell behind its schedule")
+            reasons.append(
+                f"send lateness p99 {summary['send_lateness_p99_ms']:.2f} ms > "
+                f"{limit:.2f} ms: the load generator fell behind its schedule"
+            )
     # A stalled loop stamps responses late: a stall long against the latencies measured
     # distorts them; one short against them does not.
     p99 = row.get("latency_p99_ms")
@@ -325,17 +380,22 @@ def verdict(row: dict, summary: dict, mode: str, sent: int | None = None,
     # Burst mode stalls the loop on purpose while it opens N sockets in one release; how far
     # apart the releases really were is reported (release_spread_ms_max) instead.
     if mode != "burst" and summary.get("loop_lag_p99_ms", 0.0) > lag_limit:
-        reasons.append(f"load-generator event-loop lag p99 {summary['loop_lag_p99_ms']:.1f} ms "
-                       f"> {lag_limit:.1f} ms (host busy or load generator saturated)")
+        reasons.append(
+            f"load-generator event-loop lag p99 {summary['loop_lag_p99_ms']:.1f} ms "
+            f"> {lag_limit:.1f} ms (host busy or load generator saturated)"
+        )
     gc_limit = max(MAX_GC_PAUSE_MS, 0.25 * p99)
     if summary.get("gc_pause_max_ms", 0.0) > gc_limit:
-        reasons.append(f"load-generator GC pause {summary['gc_pause_max_ms']:.1f} ms > "
-                       f"{gc_limit:.1f} ms")
+        reasons.append(
+            f"load-generator GC pause {summary['gc_pause_max_ms']:.1f} ms > {gc_limit:.1f} ms"
+        )
     # In open mode the dispatcher polls between close arrivals, so CPU says little there;
     # send lateness above is the direct measure. In closed mode CPU is the only witness.
     if mode == "closed" and summary.get("loadgen_cpu_pct", 0.0) > MAX_LOADGEN_CPU_PCT:
-        reasons.append(f"load generator at {summary['loadgen_cpu_pct']:.0f}% CPU: it may be "
-                       "the bottleneck (add processes or cores)")
+        reasons.append(
+            f"load generator at {summary['loadgen_cpu_pct']:.0f}% CPU: it may be "
+            "the bottleneck (add processes or cores)"
+        )
     return reasons
 
 
@@ -372,13 +432,15 @@ def timeline_of_digest(doc: dict, summary: dict, seconds):
         h = next(seconds, None)
         p50, p99 = hdr.percentiles_ms(h, [50.0, 99.0]) if h is not None else (math.nan,) * 2
         edge = start + int((k + 1) * bin_s * 1e9)
-        rows.append({
-            "t_s": k * bin_s,
-            "throughput_rps": int(counts["ok"][k]) / bin_s,
-            "latency_p50_ms": p50,
-            "latency_p99_ms": p99,
-            "errors": int(counts["errors"][k]),
-            "in_flight": int(in_flight[k]),
-            "warmup": bool(edge <= summary["measure_start_ns"]),
-        })
+        rows.append(
+            {
+                "t_s": k * bin_s,
+                "throughput_rps": int(counts["ok"][k]) / bin_s,
+                "latency_p50_ms": p50,
+                "latency_p99_ms": p99,
+                "errors": int(counts["errors"][k]),
+                "in_flight": int(in_flight[k]),
+                "warmup": bool(edge <= summary["measure_start_ns"]),
+            }
+        )
     return pd.DataFrame(rows)

@@ -5,6 +5,7 @@ parallel.generate_to_dir writes the files. Every phase is bounded: it stops issu
 of its window, waits at most timeout_s for answers, then closes everything; a hard limit on
 top of that ends the loop regardless.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,7 +24,7 @@ from .client import Connection
 from .records import TIMEOUT, UNFINISHED, Chunk, Records
 from .spec import LoadSpec
 
-if TYPE_CHECKING:                  # modes/ imports this module; the type is only a hint here
+if TYPE_CHECKING:  # modes/ imports this module; the type is only a hint here
     from .modes.base import Mode
 
 _now = time.perf_counter_ns
@@ -31,11 +32,10 @@ LAG_TICK_S = 0.010
 SWEEP_S = 0.050
 SPILL_S = 1.0
 START_DELAY_NS = 50_000_000  # time to open the first connections before the start instant
-SPIN_WINDOW_NS = 1_200_000   # closer than this to a timed action: poll instead of a timer
+SPIN_WINDOW_NS = 1_200_000  # closer than this to a timed action: poll instead of a timer
 
 
-def build_request(spec: LoadSpec, seq: int | None = None,
-                  keepalive: bool | None = None) -> bytes:
+def build_request(spec: LoadSpec, seq: int | None = None, keepalive: bool | None = None) -> bytes:
     """The request bytes; with seq, {seq} in the target and body becomes that number.
     keepalive False (default: spec.keepalive) asks the server to close after answering."""
     body = spec.body_bytes()
@@ -70,8 +70,9 @@ class Worker:
     and the on_* callbacks.
     """
 
-    def __init__(self, mode: Mode, loop: asyncio.AbstractEventLoop, sink=None,
-                 seq_base: int = 0) -> None:
+    def __init__(
+        self, mode: Mode, loop: asyncio.AbstractEventLoop, sink=None, seq_base: int = 0
+    ) -> None:
         spec = mode.spec
         self.spec = spec
         self.mode = mode
@@ -102,7 +103,7 @@ class Worker:
         self.start_ns = spec.start_at_ns or (_now() + START_DELAY_NS)
         self.measure_start_ns = self.start_ns + int(spec.warmup_s * 1e9)
         self.end_ns = self.measure_start_ns + int(spec.window_s * 1e9)
-        begin = getattr(self.rec.sink, "begin", None)    # a bare callable sink has none
+        begin = getattr(self.rec.sink, "begin", None)  # a bare callable sink has none
         if begin is not None:
             begin(self.start_ns, self.measure_start_ns, self.end_ns)
         if self.keepalive:
@@ -154,8 +155,9 @@ class Worker:
             open_rows = np.flatnonzero((a["done_ns"][:n] == 0) & (a["error"][:n] == 0))
             if open_rows.size:
                 started = a["sent_ns"][open_rows]
-                a["error"][open_rows] = np.where((started > 0) & (started < limit), TIMEOUT,
-                                                 UNFINISHED)
+                a["error"][open_rows] = np.where(
+                    (started > 0) & (started < limit), TIMEOUT, UNFINISHED
+                )
                 a["done_ns"][open_rows] = t
                 c.final += int(open_rows.size)
                 count += int(open_rows.size)
@@ -268,7 +270,8 @@ class Worker:
     def _summary(self) -> dict:
         lags = np.asarray(self._lags_ns, dtype=np.float64) / 1e6
         out = {
-            "start_ns": self.start_ns, "measure_start_ns": self.measure_start_ns,
+            "start_ns": self.start_ns,
+            "measure_start_ns": self.measure_start_ns,
             "measure_end_ns": self.end_ns,
             "loop_lag_p99_ms": float(np.percentile(lags, 99)) if lags.size else 0.0,
             "loop_lag_max_ms": float(lags.max()) if lags.size else 0.0,
@@ -326,7 +329,7 @@ def generate(mode: Mode, sink=None, seq_base: int = 0, live=None) -> tuple[Recor
         wait_s = max(0.0, (spec.start_at_ns - _now()) / 1e9) if spec.start_at_ns else 0.0
         hard_limit = wait_s + spec.warmup_s + spec.window_s + spec.timeout_s + 30.0
         summary = loop.run_until_complete(asyncio.wait_for(worker.generate(), hard_limit))
-        pending = asyncio.all_tasks(loop)     # reconnects still waiting when the phase ended
+        pending = asyncio.all_tasks(loop)  # reconnects still waiting when the phase ended
         for t in pending:
             t.cancel()
         if pending:
@@ -338,11 +341,13 @@ def generate(mode: Mode, sink=None, seq_base: int = 0, live=None) -> tuple[Recor
         loop.close()
     ru1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - wall0
     cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    summary.update({
-        "loadgen_cpu_pct": 100.0 * cpu_s / wall if wall > 0 else 0.0,
-        "gc_pauses": len(gc_pauses),
-        "gc_pause_max_ms": max(gc_pauses, default=0.0),
-        "gc_pause_total_ms": sum(gc_pauses),
-        "requests_recorded": worker.rec.total,
-    })
+    summary.update(
+        {
+            "loadgen_cpu_pct": 100.0 * cpu_s / wall if wall > 0 else 0.0,
+            "gc_pauses": len(gc_pauses),
+            "gc_pause_max_ms": max(gc_pauses, default=0.0),
+            "gc_pause_total_ms": sum(gc_pauses),
+            "requests_recorded": worker.rec.total,
+        }
+    )
     return worker.rec, summary

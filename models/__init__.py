@@ -9,6 +9,7 @@ Submodules:
     estimate    service time, servers and capacity from a run's DataFrames; per-cell predictions
     comparison  the measured-vs-model table of a run: compare(), USL groups
 """
+
 from . import closed, comparison, estimate, laws, queues, usl
 
 __all__ = ["queues", "closed", "usl", "laws", "estimate", "comparison"]

@@ -24,6 +24,7 @@ Asymptotic bounds (D = sum of all demands, Dmax = largest D_k / c_k over queuein
 X(n) <= min(n / (D + Z), 1 / Dmax),  R(n) >= max(D, n Dmax - Z),  knee N* = (D + Z) / Dmax.
 Times in seconds, throughput per second (any consistent unit works).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,6 +52,7 @@ class MVAResult:
     - bound_response_time (N,) max(D, n Dmax - Z)
     - n_star                   (D + Z) / Dmax (inf when there is no queueing station)
     """
+
     demands: np.ndarray
     think_time: float
     delay_stations: np.ndarray
@@ -71,10 +73,13 @@ class MVAResult:
         i = int(n) - 1
         if not 0 <= i < len(self.users):
             raise ValueError(f"population n must be in 1..{len(self.users)}, got {n!r}")
-        return {"users": int(self.users[i]), "throughput": float(self.throughput[i]),
-                "response_time": float(self.response_time[i]),
-                "queue_lengths": self.queue_lengths[i].copy(),
-                "utilization": self.utilization[i].copy()}
+        return {
+            "users": int(self.users[i]),
+            "throughput": float(self.throughput[i]),
+            "response_time": float(self.response_time[i]),
+            "queue_lengths": self.queue_lengths[i].copy(),
+            "utilization": self.utilization[i].copy(),
+        }
 
 
 def _delay_mask(delay_stations, k: int) -> np.ndarray:
@@ -83,12 +88,16 @@ def _delay_mask(delay_stations, k: int) -> np.ndarray:
     arr = np.asarray(delay_stations)
     if arr.dtype == bool:
         if arr.shape != (k,):
-            raise ValueError(f"delay_stations as a mask must have length {k}, got shape {arr.shape}")
+            raise ValueError(
+                f"delay_stations as a mask must have length {k}, got shape {arr.shape}"
+            )
         return arr.copy()
     mask = np.zeros(k, dtype=bool)
     idx = arr.astype(int).ravel()
     if idx.size and (idx.min() < -k or idx.max() >= k):
-        raise ValueError(f"delay_stations indices must be in range for {k} stations, got {idx.tolist()}")
+        raise ValueError(
+            f"delay_stations indices must be in range for {k} stations, got {idx.tolist()}"
+        )
     mask[idx] = True
     return mask
 
@@ -119,10 +128,10 @@ def _logconv(a: np.ndarray, b: np.ndarray, rows=None) -> np.ndarray:
     out = np.empty(len(rows))
     jj = np.arange(len(a))
     for s0 in range(0, len(rows), 256):
-        n = rows[s0: s0 + 256, None]
+        n = rows[s0 : s0 + 256, None]
         idx = n - jj[None, :]
         terms = np.where(idx >= 0, a[None, :] + b[np.clip(idx, 0, None)], -np.inf)
-        out[s0: s0 + 256] = special.logsumexp(terms, axis=1)
+        out[s0 : s0 + 256] = special.logsumexp(terms, axis=1)
     return out
 
 
@@ -158,8 +167,9 @@ def _convolution(d, cs, delay, N, Z):
     return X, Q
 
 
-def mva(demands, users: int, think_time: float = 0.0, delay_stations=None,
-        servers=None) -> MVAResult:
+def mva(
+    demands, users: int, think_time: float = 0.0, delay_stations=None, servers=None
+) -> MVAResult:
     """Exact single-class MVA for populations 1..users.
 
     demands: service demand per station (seconds per request, >= 0, at least one > 0).
@@ -192,8 +202,15 @@ def mva(demands, users: int, think_time: float = 0.0, delay_stations=None,
         cs = np.ones(K, dtype=int)
     else:
         cf = np.atleast_1d(np.asarray(servers, dtype=float))
-        if cf.shape != (K,) or not np.all(np.isfinite(cf)) or np.any(cf < 1) or np.any(cf != np.round(cf)):
-            raise ValueError(f"servers must be {K} integers >= 1, got {np.asarray(servers).tolist()}")
+        if (
+            cf.shape != (K,)
+            or not np.all(np.isfinite(cf))
+            or np.any(cf < 1)
+            or np.any(cf != np.round(cf))
+        ):
+            raise ValueError(
+                f"servers must be {K} integers >= 1, got {np.asarray(servers).tolist()}"
+            )
         cs = cf.astype(int)
     cs = np.where(delay, 1, cs)
     if np.any((cs > 1) & (d > 0)):
@@ -216,10 +233,19 @@ def mva(demands, users: int, think_time: float = 0.0, delay_stations=None,
         bx = n_arr / (D + Z)
         br = np.full(N, D)
         n_star = math.inf
-    return MVAResult(demands=_readonly(d), think_time=Z, delay_stations=_readonly(delay),
-                     servers=_readonly(cs),
-                     users=_readonly(n_arr), throughput=_readonly(X), response_time=_readonly(R),
-                     cycle_time=_readonly(R + Z), residence_times=_readonly(Rk),
-                     queue_lengths=_readonly(Qk), utilization=_readonly(U),
-                     bound_throughput=_readonly(bx), bound_response_time=_readonly(br),
-                     n_star=float(n_star))
+    return MVAResult(
+        demands=_readonly(d),
+        think_time=Z,
+        delay_stations=_readonly(delay),
+        servers=_readonly(cs),
+        users=_readonly(n_arr),
+        throughput=_readonly(X),
+        response_time=_readonly(R),
+        cycle_time=_readonly(R + Z),
+        residence_times=_readonly(Rk),
+        queue_lengths=_readonly(Qk),
+        utilization=_readonly(U),
+        bound_throughput=_readonly(bx),
+        bound_response_time=_readonly(br),
+        n_star=float(n_star),
+    )

@@ -5,6 +5,7 @@ Service times, server counts and the per-cell predictions come from estimate.py 
 states the approximations); this module picks each cell's requests (measured window, ok ones),
 pools its trials, and groups closed cells that differ only in concurrency for the USL.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,15 @@ import numpy as np
 import pandas as pd
 
 from . import usl
-from .estimate import (MEASURED_COLUMNS, ServiceEstimate, as_float, estimate_service, ok_only,
-                       predict_cell, threads_cores)
+from .estimate import (
+    MEASURED_COLUMNS,
+    ServiceEstimate,
+    as_float,
+    estimate_service,
+    ok_only,
+    predict_cell,
+    threads_cores,
+)
 
 __all__ = ["compare"]
 
@@ -26,14 +34,42 @@ def _rel(pred: float, meas: float) -> float:
 
 
 # Per-trial measurements and self-checks: never configuration, whatever the run looks like.
-_PER_TRIAL_PREFIXES = ("latency_", "errors_", "rtt_", "send_lateness_", "gc_", "loop_lag_",
-                       "loadgen_", "server_cpu", "server_rss", "server_threads_max", "service_",
-                       "throughput_", "startup_", "invalid_", "success_", "measure_")
+_PER_TRIAL_PREFIXES = (
+    "latency_",
+    "errors_",
+    "rtt_",
+    "send_lateness_",
+    "gc_",
+    "loop_lag_",
+    "loadgen_",
+    "server_cpu",
+    "server_rss",
+    "server_threads_max",
+    "service_",
+    "throughput_",
+    "startup_",
+    "invalid_",
+    "success_",
+    "measure_",
+)
 _PER_TRIAL = {"completed", "dropped", "duration_actual_s", "timeouts"}
 # Cell configuration columns perfctl writes (axes are configuration too, whatever their name).
-_CONFIG = {"server", "server_impl", "server_model", "concurrency_model", "server_threads",
-           "server_backlog", "server_cores", "load_mode", "mode", "think_time_s", "duration_s",
-           "window_s", "work_spin_us", "work_sleep_us"}
+_CONFIG = {
+    "server",
+    "server_impl",
+    "server_model",
+    "concurrency_model",
+    "server_threads",
+    "server_backlog",
+    "server_cores",
+    "load_mode",
+    "mode",
+    "think_time_s",
+    "duration_s",
+    "window_s",
+    "work_spin_us",
+    "work_sleep_us",
+}
 
 
 def _per_trial(col: str) -> bool:
@@ -57,18 +93,18 @@ def _config_columns(trials: pd.DataFrame) -> list[str]:
     for col in trials.columns:
         if col in ("cell_id", "trial", "connections") or _per_trial(col):
             continue
-        vals = trials[col].astype(str)    # NaN -> 'nan': a missing value is a value here
+        vals = trials[col].astype(str)  # NaN -> 'nan': a missing value is a value here
         if cells is not None and (vals.groupby(cells).nunique() > 1).any():
-            continue                      # differs between trials of one cell: a measurement
-        if (not repeated and col not in _CONFIG and len(vals) > 1
-                and vals.nunique() == len(vals)):
+            continue  # differs between trials of one cell: a measurement
+        if not repeated and col not in _CONFIG and len(vals) > 1 and vals.nunique() == len(vals):
             continue
         keys.append(col)
     return keys
 
 
-def _usl_groups(closed_trials: pd.DataFrame,
-                config_columns: list[str] | None = None) -> list[pd.DataFrame]:
+def _usl_groups(
+    closed_trials: pd.DataFrame, config_columns: list[str] | None = None
+) -> list[pd.DataFrame]:
     """Closed trials grouped by cell configuration minus concurrency: each group is a set of
     cells that differ only in ``connections`` (columns tied 1:1 to it, such as an axis that
     renames it, are ignored too). The configuration columns are ``config_columns`` when the
@@ -78,8 +114,11 @@ def _usl_groups(closed_trials: pd.DataFrame,
         return []
     conns = closed_trials["connections"]
     keys = []
-    given = [c for c in config_columns if c in closed_trials.columns and c != "connections"] \
-        if config_columns is not None else None
+    given = (
+        [c for c in config_columns if c in closed_trials.columns and c != "connections"]
+        if config_columns is not None
+        else None
+    )
     for col in given if given is not None else _config_columns(closed_trials):
         pair = closed_trials[[col]].astype(str).assign(_n=conns.astype(str)).drop_duplicates()
         if pair[col].nunique() == conns.nunique() == len(pair) and len(pair) > 1:
@@ -91,8 +130,9 @@ def _usl_groups(closed_trials: pd.DataFrame,
     return [closed_trials.loc[idx] for idx in key_frame.groupby(keys, sort=False).groups.values()]
 
 
-def _measured_mask(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None,
-                   measured=None) -> np.ndarray | None:
+def _measured_mask(
+    requests_df: pd.DataFrame, trials_df: pd.DataFrame | None, measured=None
+) -> np.ndarray | None:
     """Boolean mask of the requests inside their trial's measured window, or None when nothing
     says which requests are warm-up. Sources, all honoured when present (combined with AND):
     the ``measured`` argument (a boolean array/Series aligned with requests_df), a boolean
@@ -110,21 +150,30 @@ def _measured_mask(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None,
 
     if measured is not None:
         if isinstance(measured, pd.Series) and not measured.index.equals(requests_df.index):
-            measured = measured.reindex(requests_df.index)   # aligned by label
+            measured = measured.reindex(requests_df.index)  # aligned by label
         if isinstance(measured, pd.Series):
             measured = measured.fillna(False).to_numpy()
         _and(measured)
     if "measured" in requests_df.columns:
         _and(requests_df["measured"].fillna(False).astype(bool).to_numpy())
-    if (trials_df is not None and {"measure_start_ns", "measure_end_ns", "cell_id", "trial"}
-            <= set(trials_df.columns) and {"cell_id", "trial", "intended_ns"} <= set(requests_df.columns)):
+    if (
+        trials_df is not None
+        and {"measure_start_ns", "measure_end_ns", "cell_id", "trial"} <= set(trials_df.columns)
+        and {"cell_id", "trial", "intended_ns"} <= set(requests_df.columns)
+    ):
         win = trials_df[["cell_id", "trial", "measure_start_ns", "measure_end_ns"]]
         win = win.dropna().drop_duplicates(["cell_id", "trial"])
         if len(win):
-            j = requests_df[["cell_id", "trial", "intended_ns"]].reset_index(drop=True).merge(
-                win, on=["cell_id", "trial"], how="left")
+            j = (
+                requests_df[["cell_id", "trial", "intended_ns"]]
+                .reset_index(drop=True)
+                .merge(win, on=["cell_id", "trial"], how="left")
+            )
             t = j["intended_ns"].to_numpy(dtype=float)
-            lo, hi = j["measure_start_ns"].to_numpy(dtype=float), j["measure_end_ns"].to_numpy(dtype=float)
+            lo, hi = (
+                j["measure_start_ns"].to_numpy(dtype=float),
+                j["measure_end_ns"].to_numpy(dtype=float),
+            )
             _and(np.where(np.isnan(lo), True, (t >= lo) & (t < hi)))
     return mask
 
@@ -137,13 +186,17 @@ def _pooled_service(estimates: list[ServiceEstimate]) -> ServiceEstimate | None:
         return None
     n = sum(e.n for e in es)
     mean = sum(e.n * e.mean_s for e in es) / n
-    var = sum(e.n * (e.scv * e.mean_s ** 2 + (e.mean_s - mean) ** 2) for e in es) / n
-    return ServiceEstimate(mean, var / mean ** 2 if mean > 0 else math.nan, es[0].source, 0.0, n)
+    var = sum(e.n * (e.scv * e.mean_s**2 + (e.mean_s - mean) ** 2) for e in es) / n
+    return ServiceEstimate(mean, var / mean**2 if mean > 0 else math.nan, es[0].source, 0.0, n)
 
 
-def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
-            measured=None, config_columns: list[str] | None = None,
-            measures: dict[str, dict] | None = None) -> pd.DataFrame:
+def compare(
+    trials_df: pd.DataFrame,
+    requests_df: pd.DataFrame | None,
+    measured=None,
+    config_columns: list[str] | None = None,
+    measures: dict[str, dict] | None = None,
+) -> pd.DataFrame:
     """One row per cell: configuration, measured mean/p99 latency [ms] and throughput (pooled
     over the cell's valid trials), the chosen model's prediction, every applicable model's
     prediction (pred_<key>_mean_ms / _p99_ms) and signed relative errors (pred - meas) / meas
@@ -172,13 +225,18 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
         mask = _measured_mask(requests_df, trials_df, measured)
         reqs = ok_only(requests_df if mask is None else requests_df[mask])
     single_ref = None
-    if (reqs is not None or measures is not None) and {"connections", "load_mode"} <= set(trials.columns):
+    if (reqs is not None or measures is not None) and {"connections", "load_mode"} <= set(
+        trials.columns
+    ):
         single_ref = trials[(trials["connections"] == 1) & (trials["load_mode"] == "closed")]
     rows = []
     for cell, g in trials.groupby("cell_id", sort=False):
         first = g.iloc[0]
-        out = {k: first[k] for k in g.columns if k not in MEASURED_COLUMNS or k in ("cell_id", "connections",
-                                                                                    "target_rate")}
+        out = {
+            k: first[k]
+            for k in g.columns
+            if k not in MEASURED_COLUMNS or k in ("cell_id", "connections", "target_rate")
+        }
         out["trials"] = len(g)
         out["measured_throughput_rps"] = float(g["throughput_rps"].mean())
         cr = None
@@ -189,7 +247,10 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
             out["measured_mean_ms"], out["measured_p99_ms"] = m["mean_ms"], m["p99_ms"]
         elif cr is not None and len(cr):
             lat = cr["latency_ns"].to_numpy(dtype=float) / 1e6
-            out["measured_mean_ms"], out["measured_p99_ms"] = float(lat.mean()), float(np.percentile(lat, 99))
+            out["measured_mean_ms"], out["measured_p99_ms"] = (
+                float(lat.mean()),
+                float(np.percentile(lat, 99)),
+            )
         else:
             out["measured_mean_ms"] = float(g["latency_mean_ms"].mean())
             out["measured_p99_ms"] = float(g["latency_p99_ms"].mean())
@@ -202,8 +263,12 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
                     for k in ("server", "work_spin_us", "work_sleep_us"):
                         if k in ref.columns:
                             ref = ref[ref[k].astype(str) == str(first[k])]
-                    svc = _pooled_service([measures.get(c, {}).get("single_user_service")
-                                           for c in dict.fromkeys(ref["cell_id"])])
+                    svc = _pooled_service(
+                        [
+                            measures.get(c, {}).get("single_user_service")
+                            for c in dict.fromkeys(ref["cell_id"])
+                        ]
+                    )
             elif cr is not None and "svc_ms" in cr.columns and cr["svc_ms"].notna().sum() >= 2:
                 svc = estimate_service(cr, single_worker=threads_cores(first)[0] == 1)
             elif single_ref is not None and len(single_ref):
@@ -219,22 +284,34 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
             out["model"] = "no service estimate"
             rows.append(out)
             continue
-        out.update(service_mean_ms=svc.mean_s * 1e3, service_scv=svc.scv, service_source=svc.source,
-                   overhead_ms=svc.overhead_s * 1e3, overhead_mean_ms=svc.overhead_for_mean_s * 1e3,
-                   worker_gap_ms=svc.gap_s * 1e3, db_mean_ms=svc.db_mean_s * 1e3,
-                   db_share=svc.db_share)
+        out.update(
+            service_mean_ms=svc.mean_s * 1e3,
+            service_scv=svc.scv,
+            service_source=svc.source,
+            overhead_ms=svc.overhead_s * 1e3,
+            overhead_mean_ms=svc.overhead_for_mean_s * 1e3,
+            worker_gap_ms=svc.gap_s * 1e3,
+            db_mean_ms=svc.db_mean_s * 1e3,
+            db_share=svc.db_share,
+        )
         try:
             p = predict_cell(first, svc)
         except ValueError as e:
             out["model"] = f"error: {e}"
             rows.append(out)
             continue
-        out.update(model=p["model"], servers=p["servers"], capacity=p["capacity"],
-                   db_servers=p["db_servers"],
-                   pred_mean_ms=p["mean_ms"], pred_p99_ms=p["p99_ms"],
-                   pred_throughput_rps=p["throughput_rps"], pred_utilization=p["utilization"],
-                   err_mean=_rel(p["mean_ms"], out["measured_mean_ms"]),
-                   err_p99=_rel(p["p99_ms"], out["measured_p99_ms"]))
+        out.update(
+            model=p["model"],
+            servers=p["servers"],
+            capacity=p["capacity"],
+            db_servers=p["db_servers"],
+            pred_mean_ms=p["mean_ms"],
+            pred_p99_ms=p["p99_ms"],
+            pred_throughput_rps=p["throughput_rps"],
+            pred_utilization=p["utilization"],
+            err_mean=_rel(p["mean_ms"], out["measured_mean_ms"]),
+            err_p99=_rel(p["p99_ms"], out["measured_p99_ms"]),
+        )
         for key, v in p["candidates"].items():
             out[f"pred_{key}_mean_ms"], out[f"pred_{key}_p99_ms"] = v["mean_ms"], v["p99_ms"]
             out[f"err_{key}_mean"] = _rel(v["mean_ms"], out["measured_mean_ms"])
@@ -246,8 +323,9 @@ def compare(trials_df: pd.DataFrame, requests_df: pd.DataFrame | None,
     return table
 
 
-def _add_usl(table: pd.DataFrame, closed_trials: pd.DataFrame,
-             config_columns: list[str] | None = None) -> None:
+def _add_usl(
+    table: pd.DataFrame, closed_trials: pd.DataFrame, config_columns: list[str] | None = None
+) -> None:
     for g in _usl_groups(closed_trials, config_columns):
         g = g[np.isfinite(g["throughput_rps"].astype(float)) & (g["connections"] > 0)]
         if g["connections"].nunique() < 4:
@@ -259,12 +337,24 @@ def _add_usl(table: pd.DataFrame, closed_trials: pd.DataFrame,
         for cell in g["cell_id"].unique():
             i = table.index[table["cell_id"] == cell]
             n = float(g.loc[g["cell_id"] == cell, "connections"].iloc[0])
-            z = max(as_float(g.loc[g["cell_id"] == cell, "think_time_s"].iloc[0], 0.0), 0.0) \
-                if "think_time_s" in g.columns else 0.0
+            z = (
+                max(as_float(g.loc[g["cell_id"] == cell, "think_time_s"].iloc[0], 0.0), 0.0)
+                if "think_time_s" in g.columns
+                else 0.0
+            )
             x = f.predict(n)
             r_ms = (n / x - z) * 1e3 if x > 0 else math.inf
-            table.loc[i, ["usl_sigma", "usl_kappa", "usl_lam", "usl_peak_concurrency", "usl_r_squared",
-                          "pred_usl_throughput_rps", "pred_usl_mean_ms"]] = \
-                [f.sigma, f.kappa, f.lam, f.peak_concurrency, f.r_squared, x, r_ms]
+            table.loc[
+                i,
+                [
+                    "usl_sigma",
+                    "usl_kappa",
+                    "usl_lam",
+                    "usl_peak_concurrency",
+                    "usl_r_squared",
+                    "pred_usl_throughput_rps",
+                    "pred_usl_mean_ms",
+                ],
+            ] = [f.sigma, f.kappa, f.lam, f.peak_concurrency, f.r_squared, x, r_ms]
             meas = float(table.loc[i, "measured_mean_ms"].iloc[0])
             table.loc[i, "err_usl_mean"] = _rel(r_ms, meas)

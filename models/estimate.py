@@ -46,6 +46,7 @@ Approximations (all first order, documented so the numbers can be judged):
   server station is optimistic). When the database is not the bottleneck, the single-station
   models above apply unchanged and D is reported only.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,27 +57,50 @@ import pandas as pd
 
 from . import closed, queues
 
-__all__ = ["ServiceEstimate", "estimate_service", "worker_gap", "servers_for", "capacity_for",
-           "db_servers_for", "predict_cell", "MEASURED_COLUMNS"]
+__all__ = [
+    "ServiceEstimate",
+    "estimate_service",
+    "worker_gap",
+    "servers_for",
+    "capacity_for",
+    "db_servers_for",
+    "predict_cell",
+    "MEASURED_COLUMNS",
+]
 
 SCV_FAR_FROM_ONE = 0.25
 BLOCKING_MATTERS = 1e-3
-MEASURED_COLUMNS = {"cell_id", "trial", "throughput_rps", "latency_mean_ms", "latency_p50_ms",
-                    "latency_p90_ms", "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "requests",
-                    "errors", "error_rate", "target_rate", "achieved_rate", "valid", "connections"}
+MEASURED_COLUMNS = {
+    "cell_id",
+    "trial",
+    "throughput_rps",
+    "latency_mean_ms",
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "latency_p999_ms",
+    "latency_max_ms",
+    "requests",
+    "errors",
+    "error_rate",
+    "target_rate",
+    "achieved_rate",
+    "valid",
+    "connections",
+}
 
 
 @dataclass(frozen=True)
 class ServiceEstimate:
     mean_s: float
     scv: float
-    source: str           # 'server_timing' or 'single_user_latency'
-    overhead_s: float = 0.0       # median of the time outside the server's queue and service
+    source: str  # 'server_timing' or 'single_user_latency'
+    overhead_s: float = 0.0  # median of the time outside the server's queue and service
     n: int = 0
-    overhead_mean_s: float = math.nan   # its mean (NaN: use overhead_s)
-    gap_s: float = 0.0            # worker time per request outside svc, included in mean_s
-    db_mean_s: float = math.nan   # mean time per request in the database (part of mean_s);
-                                  # NaN: no db_ms measured
+    overhead_mean_s: float = math.nan  # its mean (NaN: use overhead_s)
+    gap_s: float = 0.0  # worker time per request outside svc, included in mean_s
+    db_mean_s: float = math.nan  # mean time per request in the database (part of mean_s);
+    # NaN: no db_ms measured
 
     @property
     def db_share(self) -> float:
@@ -140,15 +164,15 @@ def _single_user_groups(df: pd.DataFrame, trials_df: pd.DataFrame | None) -> pd.
         keys = set(zip(t["cell_id"], t["trial"]))
         return df[[k in keys for k in zip(df["cell_id"], df["trial"])]]
     keep = []  # no trial table: a group is single-user when its requests never overlap
-    for key, g in df.groupby(["cell_id", "trial"], sort=False):
+    for _key, g in df.groupby(["cell_id", "trial"], sort=False):
         g = g.sort_values("sent_ns")
         if len(g) >= 2 and np.all(g["sent_ns"].to_numpy()[1:] >= g["done_ns"].to_numpy()[:-1]):
             keep.append(g)
     return pd.concat(keep) if keep else df.iloc[0:0]
 
 
-WAITED = 0.2          # a request "waited" when its queue time exceeds this share of mean svc
-MIN_WAITED = 30       # fewer waiting requests than this: no gap estimate
+WAITED = 0.2  # a request "waited" when its queue time exceeds this share of mean svc
+MIN_WAITED = 30  # fewer waiting requests than this: no gap estimate
 
 
 def worker_gap(df: pd.DataFrame) -> float:
@@ -169,7 +193,7 @@ def worker_gap(df: pd.DataFrame) -> float:
         return 0.0
     keys = [k for k in ("cell_id", "trial") if k in df.columns]
     gaps = []
-    for _, g in (df.groupby(keys, sort=False) if keys else [(None, df)]):
+    for _, g in df.groupby(keys, sort=False) if keys else [(None, df)]:
         g = g.sort_values("done_ns")
         svc = g["svc_ms"].to_numpy(dtype=float)[1:] / 1e3
         queue = g["queue_ms"].to_numpy(dtype=float)[1:] / 1e3
@@ -185,8 +209,9 @@ def worker_gap(df: pd.DataFrame) -> float:
     return max(float(np.median(gap)), 0.0)
 
 
-def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None = None,
-                     single_worker: bool = False) -> ServiceEstimate:
+def estimate_service(
+    requests_df: pd.DataFrame, trials_df: pd.DataFrame | None = None, single_worker: bool = False
+) -> ServiceEstimate:
     """Mean service time [s] and its SCV (variance / mean^2) from successful requests.
     Uses svc_ms when present; otherwise the latency of single-user trials (connections == 1,
     closed mode per ``trials_df``, or, without it, trials whose requests never overlap).
@@ -194,13 +219,15 @@ def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None =
     can be measured and is added to the service time (``gap_s``).
     A boolean ``measured`` column, when present, keeps only the measured (non-warm-up) requests."""
     df = ok_only(requests_df)
-    if "measured" in df.columns:      # warm-up requests, when marked, do not count
+    if "measured" in df.columns:  # warm-up requests, when marked, do not count
         df = df[df["measured"].fillna(False).astype(bool)]
     if "svc_ms" in df.columns and df["svc_ms"].notna().sum() >= 2:
         has = df[df["svc_ms"].notna()]
         s = has["svc_ms"].to_numpy(dtype=float) / 1e3
         overhead = overhead_mean = 0.0
-        if "queue_ms" in has.columns and ({"latency_ns", "service_ns", "sent_ns"} & set(has.columns)):
+        if "queue_ms" in has.columns and (
+            {"latency_ns", "service_ns", "sent_ns"} & set(has.columns)
+        ):
             q = has["queue_ms"].fillna(0.0).to_numpy(dtype=float) / 1e3
             extra = _latency_ns(has) / 1e9 - s - q
             extra = extra[np.isfinite(extra)]
@@ -215,16 +242,26 @@ def estimate_service(requests_df: pd.DataFrame, trials_df: pd.DataFrame | None =
         if "db_ms" in has.columns and has["db_ms"].notna().any():
             # a request without db_ms spent no time in the database (a mixed workload)
             d = has["db_ms"].fillna(0.0).to_numpy(dtype=float) / 1e3
-            db = min(float(np.clip(d, 0.0, s).mean()), m)     # db is part of svc
-        return ServiceEstimate(m, float(s.var(ddof=1)) / m ** 2, "server_timing", overhead,
-                               int(s.size), overhead_mean, gap, db)
+            db = min(float(np.clip(d, 0.0, s).mean()), m)  # db is part of svc
+        return ServiceEstimate(
+            m,
+            float(s.var(ddof=1)) / m**2,
+            "server_timing",
+            overhead,
+            int(s.size),
+            overhead_mean,
+            gap,
+            db,
+        )
     single = _single_user_groups(df, trials_df)
     if len(single) < 2:
-        raise ValueError("no svc_ms values and no single-user trial to estimate the service time from")
+        raise ValueError(
+            "no svc_ms values and no single-user trial to estimate the service time from"
+        )
     s = _service_ns(single) / 1e9
     s = s[np.isfinite(s)]
     m = float(s.mean())
-    return ServiceEstimate(m, float(s.var(ddof=1)) / m ** 2, "single_user_latency", 0.0, int(s.size))
+    return ServiceEstimate(m, float(s.var(ddof=1)) / m**2, "single_user_latency", 0.0, int(s.size))
 
 
 def _limit(v) -> float:
@@ -237,9 +274,9 @@ def servers_for(threads, cores, spin_us=0.0, sleep_us=0.0) -> float:
     cores mean 'unlimited'; both unlimited gives inf. See the module docstring."""
     t, c = _limit(threads), _limit(cores)
     spin, sleep = max(as_float(spin_us, 0.0), 0.0), max(as_float(sleep_us, 0.0), 0.0)
-    if sleep == 0.0:              # CPU-bound (also: no work parameters at all)
+    if sleep == 0.0:  # CPU-bound (also: no work parameters at all)
         return min(t, c)
-    if spin == 0.0:               # sleep-bound: every thread can sleep at once
+    if spin == 0.0:  # sleep-bound: every thread can sleep at once
         return t
     return min(t, c * (spin + sleep) / spin)
 
@@ -254,9 +291,9 @@ def db_servers_for(row) -> float:
     if not math.isfinite(conns):
         model = str(row.get("concurrency_model", row.get("server_model", "")))
         if model in ("single", "rmi-single"):
-            conns = 1.0                  # one worker, one connection
+            conns = 1.0  # one worker, one connection
         elif model == "thread" and row.get("server_impl") == "c":
-            conns = _limit(row.get("connections"))   # C: a connection per worker thread
+            conns = _limit(row.get("connections"))  # C: a connection per worker thread
         else:
             conns = _limit(row.get("server_threads"))
     return min(conns, _limit(row.get("db_cores")))
@@ -272,8 +309,14 @@ def threads_cores(row) -> tuple[float, float]:
     names it: single -> 1 thread; thread/virtual -> one thread per connection; async -> one
     loop (1 CPU, unlimited sleepers). Python servers run spin under the GIL: 1 CPU."""
     threads, cores = as_float(row.get("server_threads")), as_float(row.get("server_cores"))
-    model = next((str(row[k]) for k in ("server_model", "concurrency_model", "model")
-                  if k in row and isinstance(row[k], str)), "")
+    model = next(
+        (
+            str(row[k])
+            for k in ("server_model", "concurrency_model", "model")
+            if k in row and isinstance(row[k], str)
+        ),
+        "",
+    )
     if model == "single":
         threads = 1.0
     elif model in ("thread", "virtual"):
@@ -288,8 +331,11 @@ def threads_cores(row) -> tuple[float, float]:
 def _cand(mean_s, p99_s=math.nan, overhead=(0.0, 0.0), **extra) -> dict:
     """A prediction plus the overhead: (for the mean, for the p99) = (its mean, its median)."""
     oh_mean, oh_p99 = overhead
-    return {"mean_ms": (mean_s + oh_mean) * 1e3,
-            "p99_ms": (p99_s + oh_p99) * 1e3 if math.isfinite(p99_s) else math.nan, **extra}
+    return {
+        "mean_ms": (mean_s + oh_mean) * 1e3,
+        "p99_ms": (p99_s + oh_p99) * 1e3 if math.isfinite(p99_s) else math.nan,
+        **extra,
+    }
 
 
 def _open_candidates(lam, S, scv, c, K, oh) -> tuple[dict, str]:
@@ -301,21 +347,36 @@ def _open_candidates(lam, S, scv, c, K, oh) -> tuple[dict, str]:
     stable = lam * S < c
     if stable:
         r = queues.mmc(lam, 1.0 / S, c)
-        cands["mmc"] = _cand(r.mean_response, r.response_percentile(0.99), oh, model=r.model,
-                             utilization=r.utilization)
+        cands["mmc"] = _cand(
+            r.mean_response,
+            r.response_percentile(0.99),
+            oh,
+            model=r.model,
+            utilization=r.utilization,
+        )
         r = queues.mg1(lam, S, scv) if c == 1 else queues.mgc(lam, S, c, scv)
         cands["mgc"] = _cand(r.mean_response, overhead=oh, model=r.model, utilization=r.utilization)
     blocking = 0.0
     if math.isfinite(K) and K <= 1e6:
         r = queues.mmck(lam, 1.0 / S, c, max(int(K), c))
         blocking = r.p_block
-        cands["mmck"] = _cand(r.mean_response, r.response_percentile(0.99), oh, model=r.model,
-                              utilization=r.utilization, p_block=r.p_block)
+        cands["mmck"] = _cand(
+            r.mean_response,
+            r.response_percentile(0.99),
+            oh,
+            model=r.model,
+            utilization=r.utilization,
+            p_block=r.p_block,
+        )
     if "mmck" in cands and (not stable or blocking > BLOCKING_MATTERS):
         return cands, "mmck"
     if not stable:
-        cands["unstable"] = {"mean_ms": math.inf, "p99_ms": math.inf, "model": "unstable (rho >= 1)",
-                             "utilization": lam * S / c}
+        cands["unstable"] = {
+            "mean_ms": math.inf,
+            "p99_ms": math.inf,
+            "model": "unstable (rho >= 1)",
+            "utilization": lam * S / c,
+        }
         return cands, "unstable"
     return cands, ("mgc" if abs(scv - 1.0) > SCV_FAR_FROM_ONE else "mmc")
 
@@ -339,20 +400,32 @@ def predict_cell(row, service: ServiceEstimate) -> dict:
             cr = max(1, int(round(c)))
             res = closed.mva([S, oh[0]], n, z, delay_stations=[1], servers=[cr, 1])
             name = f"MVA (exact, c={cr})"
-            seid = closed.mva([S / cr, S * (cr - 1) / cr, oh[0]], n, z,
-                              delay_stations=[1, 2])
+            seid = closed.mva([S / cr, S * (cr - 1) / cr, oh[0]], n, z, delay_stations=[1, 2])
         else:
             res = seid = closed.mva([S, oh[0]], n, z, delay_stations=[0, 1])
             name = "MVA (delay only)"
         x, r = float(res.throughput[-1]), float(res.response_time[-1])
-        cands = {"mva": {"mean_ms": r * 1e3, "p99_ms": math.nan, "model": name,
-                         "throughput_rps": x, "utilization": float(res.utilization[-1, 0])},
-                 "mva_seidmann": {"mean_ms": float(seid.response_time[-1]) * 1e3, "p99_ms": math.nan,
-                                  "model": "MVA (Seidmann S/c + delay)",
-                                  "throughput_rps": float(seid.throughput[-1])},
-                 "bounds": {"mean_ms": float(res.bound_response_time[-1]) * 1e3,
-                            "p99_ms": math.nan, "model": "asymptotic bound (lower)",
-                            "throughput_rps": float(res.bound_throughput[-1])}}
+        cands = {
+            "mva": {
+                "mean_ms": r * 1e3,
+                "p99_ms": math.nan,
+                "model": name,
+                "throughput_rps": x,
+                "utilization": float(res.utilization[-1, 0]),
+            },
+            "mva_seidmann": {
+                "mean_ms": float(seid.response_time[-1]) * 1e3,
+                "p99_ms": math.nan,
+                "model": "MVA (Seidmann S/c + delay)",
+                "throughput_rps": float(seid.throughput[-1]),
+            },
+            "bounds": {
+                "mean_ms": float(res.bound_response_time[-1]) * 1e3,
+                "p99_ms": math.nan,
+                "model": "asymptotic bound (lower)",
+                "throughput_rps": float(res.bound_throughput[-1]),
+            },
+        }
         key = "mva"
     else:
         lam = as_float(row.get("target_rate"))
@@ -360,7 +433,9 @@ def predict_cell(row, service: ServiceEstimate) -> dict:
             if not (lam > 0):
                 lam = as_float(row.get(alt))
         if not (lam > 0):
-            raise ValueError("open-mode row has no positive target_rate/achieved_rate/throughput_rps")
+            raise ValueError(
+                "open-mode row has no positive target_rate/achieved_rate/throughput_rps"
+            )
         cands, key = _open_candidates(lam, S, scv, c, K, oh)
         for v in cands.values():
             v.setdefault("throughput_rps", lam * (1.0 - v.get("p_block", 0.0)))
@@ -374,19 +449,30 @@ def predict_cell(row, service: ServiceEstimate) -> dict:
             if mode == "closed":
                 cr = max(1, int(round(c))) if math.isfinite(c) else n
                 res = closed.mva([rest, D, oh[0]], n, z, delay_stations=[2], servers=[cr, cd, 1])
-                cands["mva_db"] = {"mean_ms": float(res.response_time[-1]) * 1e3,
-                                   "p99_ms": math.nan, "model": f"MVA tandem (server c={cr}, "
-                                   f"database c={cd})", "throughput_rps": float(res.throughput[-1]),
-                                   "utilization": float(res.utilization[-1, 1])}
+                cands["mva_db"] = {
+                    "mean_ms": float(res.response_time[-1]) * 1e3,
+                    "p99_ms": math.nan,
+                    "model": f"MVA tandem (server c={cr}, database c={cd})",
+                    "throughput_rps": float(res.throughput[-1]),
+                    "utilization": float(res.utilization[-1, 1]),
+                }
                 key = "mva_db"
             else:
                 cands["tandem_db"] = _tandem(lam, rest, c, D, cd, oh)
                 key = "tandem_db"
     best = cands[key]
-    return {"model": best["model"], "key": key, "mean_ms": best["mean_ms"], "p99_ms": best["p99_ms"],
-            "throughput_rps": best.get("throughput_rps", math.nan),
-            "utilization": best.get("utilization", math.nan), "servers": c, "capacity": K,
-            "db_servers": c_db, "candidates": cands}
+    return {
+        "model": best["model"],
+        "key": key,
+        "mean_ms": best["mean_ms"],
+        "p99_ms": best["p99_ms"],
+        "throughput_rps": best.get("throughput_rps", math.nan),
+        "utilization": best.get("utilization", math.nan),
+        "servers": c,
+        "capacity": K,
+        "db_servers": c_db,
+        "candidates": cands,
+    }
 
 
 def _tandem(lam, rest, c, D, c_db, oh) -> dict:
@@ -396,17 +482,32 @@ def _tandem(lam, rest, c, D, c_db, oh) -> dict:
     name = f"M/M/{c_db} database"
     r_db = queues.mmc(lam, 1.0 / D, c_db) if lam * D < c_db else None
     if r_db is None:
-        return {"mean_ms": math.inf, "p99_ms": math.inf, "model": f"{name} unstable (rho >= 1)",
-                "utilization": lam * D / c_db, "throughput_rps": lam}
+        return {
+            "mean_ms": math.inf,
+            "p99_ms": math.inf,
+            "model": f"{name} unstable (rho >= 1)",
+            "utilization": lam * D / c_db,
+            "throughput_rps": lam,
+        }
     mean = r_db.mean_response
     if rest > 0 and math.isfinite(c):
         cr = max(1, int(round(c)))
         if lam * rest >= cr:
-            return {"mean_ms": math.inf, "p99_ms": math.inf, "model": "server station unstable",
-                    "utilization": r_db.utilization, "throughput_rps": lam}
+            return {
+                "mean_ms": math.inf,
+                "p99_ms": math.inf,
+                "model": "server station unstable",
+                "utilization": r_db.utilization,
+                "throughput_rps": lam,
+            }
         mean += queues.mmc(lam, 1.0 / rest, cr).mean_response
         name = f"M/M/{cr} server -> " + name
     elif rest > 0:
         mean += rest
-    return _cand(mean, overhead=oh, model=f"{name} (tandem)", utilization=r_db.utilization,
-                 throughput_rps=lam)
+    return _cand(
+        mean,
+        overhead=oh,
+        model=f"{name} (tandem)",
+        utilization=r_db.utilization,
+        throughput_rps=lam,
+    )

@@ -8,6 +8,7 @@ Each check returns a frozen result with the predicted value, the measured one, t
 error |measured - predicted| / |predicted| (0 when both are 0, inf when only the prediction is
 0) and ``ok = relative_error <= tolerance``.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["LawCheck", "littles_law", "utilization_law", "check_littles_law_frame",
-           "in_flight_from_requests"]
+__all__ = [
+    "LawCheck",
+    "littles_law",
+    "utilization_law",
+    "check_littles_law_frame",
+    "in_flight_from_requests",
+]
 
 
 @dataclass(frozen=True)
@@ -53,8 +59,9 @@ def _tol(tolerance) -> float:
     return t
 
 
-def littles_law(throughput: float, response_time: float, measured_in_flight: float,
-                tolerance: float = 0.10) -> LawCheck:
+def littles_law(
+    throughput: float, response_time: float, measured_in_flight: float, tolerance: float = 0.10
+) -> LawCheck:
     """Predicted in-flight N = throughput [1/s] * response_time [s]; compared with the measured."""
     x = _num("throughput", throughput)
     r = _num("response_time", response_time)
@@ -65,8 +72,13 @@ def littles_law(throughput: float, response_time: float, measured_in_flight: flo
     return LawCheck("little", pred, m, err, tol, bool(err <= tol))
 
 
-def utilization_law(throughput: float, service_time: float, measured_utilization: float,
-                    servers: int = 1, tolerance: float = 0.10) -> LawCheck:
+def utilization_law(
+    throughput: float,
+    service_time: float,
+    measured_utilization: float,
+    servers: int = 1,
+    tolerance: float = 0.10,
+) -> LawCheck:
     """Predicted U = throughput [1/s] * service_time [s] / servers, a fraction in [0, 1]."""
     x = _num("throughput", throughput)
     s = _num("service_time", service_time)
@@ -80,8 +92,9 @@ def utilization_law(throughput: float, service_time: float, measured_utilization
     return LawCheck("utilization", pred, m, err, tol, bool(err <= tol))
 
 
-def in_flight_from_requests(requests_df: pd.DataFrame, start_col: str = "sent_ns",
-                            end_col: str = "done_ns") -> pd.DataFrame:
+def in_flight_from_requests(
+    requests_df: pd.DataFrame, start_col: str = "sent_ns", end_col: str = "done_ns"
+) -> pd.DataFrame:
     """Time-average number of requests in flight per (cell_id, trial), measured from the
     request timestamps: sum of durations / observation window (first start .. last end).
     Only completed requests (error == 0 when the column exists) are counted. Columns:
@@ -95,19 +108,29 @@ def in_flight_from_requests(requests_df: pd.DataFrame, start_col: str = "sent_ns
         en = g[end_col].to_numpy(dtype=np.int64)
         window = (en.max() - st.min()) / 1e9
         dur = (en - st) / 1e9
-        rows.append({"cell_id": cell, "trial": trial,
-                     "in_flight": float(dur.sum() / window) if window > 0 else math.nan,
-                     "throughput_rps": len(g) / window if window > 0 else math.nan,
-                     "mean_time_s": float(dur.mean()), "window_s": window})
-    return pd.DataFrame(rows, columns=["cell_id", "trial", "in_flight", "throughput_rps",
-                                       "mean_time_s", "window_s"])
+        rows.append(
+            {
+                "cell_id": cell,
+                "trial": trial,
+                "in_flight": float(dur.sum() / window) if window > 0 else math.nan,
+                "throughput_rps": len(g) / window if window > 0 else math.nan,
+                "mean_time_s": float(dur.mean()),
+                "window_s": window,
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["cell_id", "trial", "in_flight", "throughput_rps", "mean_time_s", "window_s"]
+    )
 
 
-def check_littles_law_frame(df: pd.DataFrame, throughput_col: str = "throughput_rps",
-                            response_ms_col: str = "latency_mean_ms",
-                            in_flight_col: str = "connections",
-                            think_time_col: str | None = "think_time_s",
-                            tolerance: float = 0.10) -> pd.DataFrame:
+def check_littles_law_frame(
+    df: pd.DataFrame,
+    throughput_col: str = "throughput_rps",
+    response_ms_col: str = "latency_mean_ms",
+    in_flight_col: str = "connections",
+    think_time_col: str | None = "think_time_s",
+    tolerance: float = 0.10,
+) -> pd.DataFrame:
     """Little's law row by row. Defaults suit closed-loop trials: N (connections) =
     X * (R + Z). Rows with a missing value get NaN and ok = False. Returns df's index with
     columns little_predicted, little_measured, little_rel_error, little_ok."""
@@ -122,5 +145,8 @@ def check_littles_law_frame(df: pd.DataFrame, throughput_col: str = "throughput_
             out.append((c.predicted, c.measured, c.relative_error, c.ok))
         except (ValueError, TypeError, KeyError):
             out.append((math.nan, math.nan, math.nan, False))
-    return pd.DataFrame(out, index=df.index, columns=["little_predicted", "little_measured",
-                                                      "little_rel_error", "little_ok"])
+    return pd.DataFrame(
+        out,
+        index=df.index,
+        columns=["little_predicted", "little_measured", "little_rel_error", "little_ok"],
+    )

@@ -18,6 +18,7 @@ Conventions for the result fields (all models return a frozen dataclass):
 ``response_percentile(p)`` / ``wait_percentile(p)`` exist where the distribution has a closed
 form under FCFS (M/M/1, M/M/c, M/M/c/K); for the M/G models they raise NotImplementedError.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,18 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
-__all__ = ["QueueResult", "MMcResult", "MMcKResult", "erlang_b", "erlang_c",
-           "mm1", "mmc", "mmck", "mg1", "mgc"]
+__all__ = [
+    "QueueResult",
+    "MMcResult",
+    "MMcKResult",
+    "erlang_b",
+    "erlang_c",
+    "mm1",
+    "mmc",
+    "mmck",
+    "mg1",
+    "mgc",
+]
 
 
 # --------------------------------------------------------------------------- validation
@@ -73,7 +84,8 @@ def _stable(lam: float, c: int, mu: float) -> float:
     if rho >= 1.0:
         raise ValueError(
             f"unstable queue: utilisation rho = lambda/(c*mu) = {lam:g}/({c}*{mu:g}) = {rho:.4g} >= 1 "
-            "(use mmck with a finite capacity for overload)")
+            "(use mmck with a finite capacity for overload)"
+        )
     return rho
 
 
@@ -175,6 +187,7 @@ class MMcResult(QueueResult):
 class MMcKResult(QueueResult):
     """M/M/c/K FCFS. ``p0`` and the state distribution ``probabilities`` (n = 0..K) are kept.
     An accepted arrival that finds n >= c in the system waits Erlang(n - c + 1, c mu)."""
+
     p0: float = 0.0
     probabilities: tuple = ()
 
@@ -210,7 +223,9 @@ class MMcKResult(QueueResult):
             if self.servers == 1:
                 log_int = k * math.log(mu * t) - special.gammaln(k + 1.0)
             else:
-                log_int = k * math.log(cm / (cm - mu)) + stats.gamma.logcdf(t, k, scale=1.0 / (cm - mu))
+                log_int = k * math.log(cm / (cm - mu)) + stats.gamma.logcdf(
+                    t, k, scale=1.0 / (cm - mu)
+                )
             term = stats.gamma.sf(t, k, scale=1.0 / cm) + np.exp(-mu * t + log_int)
             out += float(np.sum(q * term))
         return min(1.0, out)
@@ -239,10 +254,19 @@ def mmc(arrival_rate: float, service_rate: float, servers: int) -> MMcResult:
     C = erlang_c(c, a)
     wq = C / (c * mu - lam)
     w = wq + 1.0 / mu
-    return MMcResult(model="M/M/1" if c == 1 else f"M/M/{c}", arrival_rate=lam,
-                     mean_service=1.0 / mu, servers=c, utilization=rho, p_wait=C,
-                     throughput=lam, mean_wait=wq, mean_response=w,
-                     mean_queue_length=lam * w, mean_queue_waiting=lam * wq)
+    return MMcResult(
+        model="M/M/1" if c == 1 else f"M/M/{c}",
+        arrival_rate=lam,
+        mean_service=1.0 / mu,
+        servers=c,
+        utilization=rho,
+        p_wait=C,
+        throughput=lam,
+        mean_wait=wq,
+        mean_response=w,
+        mean_queue_length=lam * w,
+        mean_queue_waiting=lam * wq,
+    )
 
 
 def mm1(arrival_rate: float, service_rate: float) -> MMcResult:
@@ -268,8 +292,11 @@ def mmck(arrival_rate: float, service_rate: float, servers: int, capacity: float
     K = int(kf)
     a, rho = lam / mu, lam / (c * mu)
     n = np.arange(K + 1, dtype=float)
-    logp = np.where(n <= c, n * math.log(a) - special.gammaln(n + 1.0),
-                    c * math.log(a) - special.gammaln(c + 1.0) + (n - c) * math.log(rho))
+    logp = np.where(
+        n <= c,
+        n * math.log(a) - special.gammaln(n + 1.0),
+        c * math.log(a) - special.gammaln(c + 1.0) + (n - c) * math.log(rho),
+    )
     logp -= special.logsumexp(logp)
     pr = np.exp(logp)
     p_block = float(pr[K])
@@ -277,11 +304,23 @@ def mmck(arrival_rate: float, service_rate: float, servers: int, capacity: float
     L = float(np.sum(n * pr))
     Lq = float(np.sum(np.maximum(n - c, 0.0) * pr))
     p_wait = float(np.sum(pr[c:K]) / (1.0 - p_block)) if K > c else 0.0
-    return MMcKResult(model=f"M/M/{c}/{K}", arrival_rate=lam, mean_service=1.0 / mu, servers=c,
-                      utilization=x / (c * mu), p_wait=p_wait, throughput=x,
-                      mean_wait=Lq / x, mean_response=L / x, mean_queue_length=L,
-                      mean_queue_waiting=Lq, p_block=p_block, capacity=K,
-                      p0=float(pr[0]), probabilities=tuple(pr.tolist()))
+    return MMcKResult(
+        model=f"M/M/{c}/{K}",
+        arrival_rate=lam,
+        mean_service=1.0 / mu,
+        servers=c,
+        utilization=x / (c * mu),
+        p_wait=p_wait,
+        throughput=x,
+        mean_wait=Lq / x,
+        mean_response=L / x,
+        mean_queue_length=L,
+        mean_queue_waiting=Lq,
+        p_block=p_block,
+        capacity=K,
+        p0=float(pr[0]),
+        probabilities=tuple(pr.tolist()),
+    )
 
 
 def mg1(arrival_rate: float, mean_service: float, service_scv: float) -> QueueResult:
@@ -292,13 +331,28 @@ def mg1(arrival_rate: float, mean_service: float, service_scv: float) -> QueueRe
     rho = _stable(lam, 1, 1.0 / s)
     wq = rho / (1.0 - rho) * s * (1.0 + cs2) / 2.0
     w = wq + s
-    return QueueResult(model="M/G/1", arrival_rate=lam, mean_service=s, servers=1,
-                       utilization=rho, p_wait=rho, throughput=lam, mean_wait=wq,
-                       mean_response=w, mean_queue_length=lam * w, mean_queue_waiting=lam * wq)
+    return QueueResult(
+        model="M/G/1",
+        arrival_rate=lam,
+        mean_service=s,
+        servers=1,
+        utilization=rho,
+        p_wait=rho,
+        throughput=lam,
+        mean_wait=wq,
+        mean_response=w,
+        mean_queue_length=lam * w,
+        mean_queue_waiting=lam * wq,
+    )
 
 
-def mgc(arrival_rate: float, mean_service: float, servers: int, service_scv: float,
-        arrival_scv: float = 1.0) -> QueueResult:
+def mgc(
+    arrival_rate: float,
+    mean_service: float,
+    servers: int,
+    service_scv: float,
+    arrival_scv: float = 1.0,
+) -> QueueResult:
     """G/G/c by the Allen-Cunneen approximation:
 
         Wq ~= C(c, a) / (c mu - lambda) * (Ca^2 + Cs^2) / 2
@@ -319,6 +373,16 @@ def mgc(arrival_rate: float, mean_service: float, servers: int, service_scv: flo
     wq = C / (c * mu - lam) * (ca2 + cs2) / 2.0
     w = wq + s
     name = "M/G" if ca2 == 1.0 else "G/G"
-    return QueueResult(model=f"{name}/{c} (Allen-Cunneen)", arrival_rate=lam, mean_service=s,
-                       servers=c, utilization=rho, p_wait=C, throughput=lam, mean_wait=wq,
-                       mean_response=w, mean_queue_length=lam * w, mean_queue_waiting=lam * wq)
+    return QueueResult(
+        model=f"{name}/{c} (Allen-Cunneen)",
+        arrival_rate=lam,
+        mean_service=s,
+        servers=c,
+        utilization=rho,
+        p_wait=C,
+        throughput=lam,
+        mean_wait=wq,
+        mean_response=w,
+        mean_queue_length=lam * w,
+        mean_queue_waiting=lam * wq,
+    )

@@ -14,6 +14,7 @@ parameters (NaN when n <= p or J^T J is singular).
 ``peak_concurrency`` is never below 1 (see ``_peak``): with sigma >= 1, or a root of
 dX/dN = 0 below 1, throughput only falls from N = 1 on and the peak is (1, lambda).
 """
+
 from __future__ import annotations
 
 import math
@@ -76,7 +77,9 @@ def _validate(concurrency, throughput) -> tuple[np.ndarray, np.ndarray]:
     n = np.asarray(concurrency, dtype=float).ravel()
     x = np.asarray(throughput, dtype=float).ravel()
     if n.shape != x.shape:
-        raise ValueError(f"concurrency and throughput must have the same length ({n.size} vs {x.size})")
+        raise ValueError(
+            f"concurrency and throughput must have the same length ({n.size} vs {x.size})"
+        )
     keep = np.isfinite(n) & np.isfinite(x)
     n, x = n[keep], x[keep]
     if np.any(n <= 0):
@@ -117,14 +120,14 @@ def _fit(concurrency, throughput, fit_kappa: bool) -> USLResult:
         return (theta[0], theta[1], theta[2]) if fit_kappa else (theta[0], 0.0, theta[1])
 
     def resid(theta):
-        s, k, l = unpack(theta)
-        return predict(n, s, k, l) - x
+        s, k, lam = unpack(theta)
+        return predict(n, s, k, lam) - x
 
     def jac(theta):
-        s, k, l = unpack(theta)
+        s, k, lam = unpack(theta)
         den = 1.0 + s * (n - 1.0) + k * n * (n - 1.0)
-        d_s = -l * n * (n - 1.0) / den ** 2
-        d_k = -l * n * n * (n - 1.0) / den ** 2
+        d_s = -lam * n * (n - 1.0) / den**2
+        d_k = -lam * n * n * (n - 1.0) / den**2
         d_l = n / den
         return np.column_stack([d_s, d_k, d_l] if fit_kappa else [d_s, d_l])
 
@@ -138,13 +141,22 @@ def _fit(concurrency, throughput, fit_kappa: bool) -> USLResult:
     best = None
     for th0 in starts:
         th0 = np.maximum(th0, lower)
-        sol = optimize.least_squares(resid, th0, jac=jac, bounds=(lower, np.inf), method="trf",
-                                     x_scale="jac", ftol=1e-15, xtol=1e-15, gtol=1e-15,
-                                     max_nfev=20000)
+        sol = optimize.least_squares(
+            resid,
+            th0,
+            jac=jac,
+            bounds=(lower, np.inf),
+            method="trf",
+            x_scale="jac",
+            ftol=1e-15,
+            xtol=1e-15,
+            gtol=1e-15,
+            max_nfev=20000,
+        )
         if best is None or sol.cost < best.cost:
             best = sol
     theta = best.x
-    s, k, l = unpack(theta)
+    s, k, lam = unpack(theta)
 
     r = resid(theta)
     ssr = float(r @ r)
@@ -159,18 +171,29 @@ def _fit(concurrency, throughput, fit_kappa: bool) -> USLResult:
             cov = np.linalg.inv(J.T @ J) * (ssr / dof)
             se = np.sqrt(np.maximum(np.diag(cov), 0.0))
             tq = float(stats.t.ppf(0.975, dof))
-            vals = [s, k, l] if fit_kappa else [s, l]
+            vals = [s, k, lam] if fit_kappa else [s, lam]
             ci = [(float(max(v - tq * e, 0.0)), float(v + tq * e)) for v, e in zip(vals, se)]
             cis = ci if fit_kappa else [ci[0], (0.0, 0.0), ci[1]]
         except np.linalg.LinAlgError:
             pass
     if not fit_kappa and math.isnan(cis[1][0]):
         cis[1] = (0.0, 0.0)
-    peak_n, peak_x = _peak(s, k, l)
-    return USLResult(sigma=float(s), kappa=float(k), lam=float(l), sigma_ci=tuple(cis[0]),
-                     kappa_ci=tuple(cis[1]), lam_ci=tuple(cis[2]), peak_concurrency=peak_n,
-                     peak_throughput=float(peak_x), r_squared=r2, n_points=int(n.size), dof=int(dof),
-                     residual_std=resid_std, model="usl" if fit_kappa else "amdahl")
+    peak_n, peak_x = _peak(s, k, lam)
+    return USLResult(
+        sigma=float(s),
+        kappa=float(k),
+        lam=float(lam),
+        sigma_ci=tuple(cis[0]),
+        kappa_ci=tuple(cis[1]),
+        lam_ci=tuple(cis[2]),
+        peak_concurrency=peak_n,
+        peak_throughput=float(peak_x),
+        r_squared=r2,
+        n_points=int(n.size),
+        dof=int(dof),
+        residual_std=resid_std,
+        model="usl" if fit_kappa else "amdahl",
+    )
 
 
 def fit(concurrency, throughput) -> USLResult:

@@ -1,4 +1,5 @@
 """perfctl orchestrator: experiment files in, trials, models and plots out."""
+
 import os
 
 # perfctl shares its machine with the servers it measures: BLAS worker threads (started when

@@ -1,6 +1,6 @@
 """Shared fixtures: the repo root, the venv's perfctl, tiny experiment files."""
+
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ def write_yaml(tmp_path):
         p = tmp_path / name
         p.write_text(text)
         return p
+
     return write
 
 
@@ -29,10 +30,12 @@ def perfctl_env():
 def assert_clean_error():
     """assert_clean_error(completed_process, *needles): exit 2, no traceback, every needle in
     the output (the one-paragraph error of README "Commands")."""
+
     def check(proc, *needles: str) -> None:
         out = proc.stdout + proc.stderr
         assert proc.returncode == 2, out
         assert "Traceback" not in out, out
         for n in needles:
             assert n in out, out
+
     return check

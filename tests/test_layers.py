@@ -13,6 +13,7 @@ No import cycles between modules, counting imports inside functions (not those u
 `if TYPE_CHECKING:`, which never run); an import inside a function carries its reason in a
 comment on the same line.
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,25 +27,53 @@ PACKAGES = ("orchestrator", "loadgen", "models")
 # layer -> the module prefixes it may import (besides itself and third-party modules)
 ALLOWED = {
     "orchestrator.cli": ("orchestrator", "loadgen", "models"),
-    "orchestrator.run": ("orchestrator.run", "orchestrator.experiment", "orchestrator.netem",
-                         "orchestrator.results", "orchestrator.errors", "loadgen.spec",
-                         "loadgen.stats", "loadgen.contract", "loadgen.digest", "loadgen.hdr",
-                         "loadgen.records"),
-    "orchestrator.cluster": ("orchestrator.cluster", "orchestrator.run", "orchestrator.experiment",
-                             "orchestrator.netem", "orchestrator.results", "orchestrator.errors",
-                             "loadgen.spec", "loadgen.stats", "loadgen.parallel", "loadgen.digest",
-                             "loadgen.hdr", "loadgen.records"),
-    "orchestrator.netem": ("orchestrator.netem", "orchestrator.experiment",
-                           "orchestrator.run.process", "orchestrator.run.build",
-                           "orchestrator.errors"),
-    "orchestrator.analysis": ("orchestrator.analysis", "orchestrator.results",
-                              "orchestrator.errors", "models", "loadgen.digest", "loadgen.hdr",
-                              "loadgen.records"),
+    "orchestrator.run": (
+        "orchestrator.run",
+        "orchestrator.experiment",
+        "orchestrator.netem",
+        "orchestrator.results",
+        "orchestrator.errors",
+        "loadgen.spec",
+        "loadgen.stats",
+        "loadgen.contract",
+        "loadgen.digest",
+        "loadgen.hdr",
+        "loadgen.records",
+    ),
+    "orchestrator.cluster": (
+        "orchestrator.cluster",
+        "orchestrator.run",
+        "orchestrator.experiment",
+        "orchestrator.netem",
+        "orchestrator.results",
+        "orchestrator.errors",
+        "loadgen.spec",
+        "loadgen.stats",
+        "loadgen.parallel",
+        "loadgen.digest",
+        "loadgen.hdr",
+        "loadgen.records",
+    ),
+    "orchestrator.netem": (
+        "orchestrator.netem",
+        "orchestrator.experiment",
+        "orchestrator.run.process",
+        "orchestrator.run.build",
+        "orchestrator.errors",
+    ),
+    "orchestrator.analysis": (
+        "orchestrator.analysis",
+        "orchestrator.results",
+        "orchestrator.errors",
+        "models",
+        "loadgen.digest",
+        "loadgen.hdr",
+        "loadgen.records",
+    ),
     "orchestrator.results": ("orchestrator.results", "orchestrator.errors"),
-    "orchestrator.experiment": ("orchestrator.experiment", "orchestrator.errors",
-                                "loadgen.spec"),
+    "orchestrator.experiment": ("orchestrator.experiment", "orchestrator.errors", "loadgen.spec"),
     "orchestrator.errors": (),
-    "orchestrator": ("orchestrator",),     # the package's own __init__ (version only)
+    "orchestrator": ("orchestrator",),  # the package's own __init__ (version only)
     "loadgen": ("loadgen",),
     "models": ("models",),
 }
@@ -58,8 +87,12 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 
 def project_modules(root: Path = ROOT) -> dict[str, Path]:
-    return {module_name(p, root): p for pkg in PACKAGES
-            for p in sorted((root / pkg).rglob("*.py")) if "build" not in p.parts}
+    return {
+        module_name(p, root): p
+        for pkg in PACKAGES
+        for p in sorted((root / pkg).rglob("*.py"))
+        if "build" not in p.parts
+    }
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
@@ -76,9 +109,15 @@ def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[str, int,
     lines = source.splitlines()
     tree = ast.parse(source)
     funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    inner = {id(n) for f in funcs for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
-    hints = {id(n) for g in ast.walk(tree) if isinstance(g, ast.If) and "TYPE_CHECKING" in
-             ast.unparse(g.test) for n in ast.walk(g)}   # type hints only: never executed
+    inner = {
+        id(n) for f in funcs for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))
+    }
+    hints = {
+        id(n)
+        for g in ast.walk(tree)
+        if isinstance(g, ast.If) and "TYPE_CHECKING" in ast.unparse(g.test)
+        for n in ast.walk(g)
+    }  # type hints only: never executed
     out = []
     for node in ast.walk(tree):
         if id(node) in hints:
@@ -88,7 +127,7 @@ def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[str, int,
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(module, path.name == "__init__.py", node)
-            for a in node.names:   # `from pkg import mod` imports pkg.mod when it is a module
+            for a in node.names:  # `from pkg import mod` imports pkg.mod when it is a module
                 targets.append(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
         if not targets and isinstance(node, (ast.Import, ast.ImportFrom)):
             targets = ["<external>"]
@@ -114,7 +153,7 @@ def layer_of(module: str) -> str:
 
 def allowed(importer: str, imported: str) -> bool:
     if imported == "orchestrator" and importer.startswith("orchestrator"):
-        return True   # the root package holds only __version__
+        return True  # the root package holds only __version__
     return any(imported == p or imported.startswith(p + ".") for p in ALLOWED[layer_of(importer)])
 
 
@@ -190,6 +229,7 @@ def test_imports_inside_functions_say_why():
 @pytest.fixture
 def tree_copy(tmp_path):
     import shutil
+
     for pkg in PACKAGES:
         shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("build", "*.c"))
     return tmp_path

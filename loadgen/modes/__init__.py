@@ -3,6 +3,7 @@
 MODES is the one table from a spec's mode name to its class; mode_for(spec) is the one place
 it is read, when a spec's load is about to be generated (parallel.generate_to_dir).
 """
+
 from ..spec import LoadSpec
 from .base import Mode
 from .burst import BurstMode

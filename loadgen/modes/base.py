@@ -19,6 +19,7 @@ parallel.generate_to_dir asks a mode for `processes`, `share(...)` and `generate
 A mode object holds the state of one load phase (schedules, queues, connects under way):
 one object drives one Worker once. Modes use only the Worker's public names.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,11 +29,16 @@ from ..spec import LoadSpec
 from ..worker import Worker
 from ..worker import generate as generate_phase
 
-RECONNECT_PAUSE_S = 0.010    # between attempts to replace a lost connection
+RECONNECT_PAUSE_S = 0.010  # between attempts to replace a lost connection
 
 # The schedule entries of a summary, for modes that follow no arrival schedule.
-NO_SCHEDULE = {"scheduled_in_window": 0, "dropped": 0, "send_lateness_p50_ms": 0.0,
-               "send_lateness_p99_ms": 0.0, "send_lateness_max_ms": 0.0}
+NO_SCHEDULE = {
+    "scheduled_in_window": 0,
+    "dropped": 0,
+    "send_lateness_p50_ms": 0.0,
+    "send_lateness_p99_ms": 0.0,
+    "send_lateness_max_ms": 0.0,
+}
 
 
 class Mode:
@@ -56,10 +62,15 @@ class Mode:
         spec = self.spec
         share = spec.connections // count + (1 if index < spec.connections % count else 0)
         cpus = (spec.cpus[index % len(spec.cpus)],) if spec.cpus else ()
-        part = dataclasses.replace(spec, connections=max(1, share), cpus=cpus,
-                                   seed=spec.seed * 1009 + index, processes=1,
-                                   start_at_ns=start_at_ns,
-                                   max_outstanding=max(1, spec.outstanding_cap // count))
+        part = dataclasses.replace(
+            spec,
+            connections=max(1, share),
+            cpus=cpus,
+            seed=spec.seed * 1009 + index,
+            processes=1,
+            start_at_ns=start_at_ns,
+            max_outstanding=max(1, spec.outstanding_cap // count),
+        )
         return type(self)(part)
 
     def generate(self, sink: ParquetSink, seq_base: int = 0, live=None) -> dict:

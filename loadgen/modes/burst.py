@@ -2,6 +2,7 @@
 (like threads on a countdown latch), one request each; every attempt ends as an answer or as
 refused, reset or timeout.
 """
+
 from __future__ import annotations
 
 import errno
@@ -24,16 +25,19 @@ class BurstMode(Mode):
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
-        self.keepalive = False      # every attempt is a new connection, closed after its answer
+        self.keepalive = False  # every attempt is a new connection, closed after its answer
         # sockets whose non-blocking connect is under way: fd -> (sock, chunk, row)
         self.connecting: dict[int, tuple[socket.socket, Chunk, int]] = {}
-        self.releases: list[list[tuple[Chunk, int]]] = []   # the rows of each release
+        self.releases: list[list[tuple[Chunk, int]]] = []  # the rows of each release
 
     def start(self, worker: Worker) -> None:
         spec = self.spec
         for b in range(spec.bursts):
-            worker.at(worker.measure_start_ns + int(b * spec.burst_interval_s * 1e9),
-                      self._release, worker)
+            worker.at(
+                worker.measure_start_ns + int(b * spec.burst_interval_s * 1e9),
+                self._release,
+                worker,
+            )
 
     def on_answer(self, worker: Worker, conn: Connection) -> None:
         worker.drop(conn)
@@ -54,8 +58,11 @@ class BurstMode(Mode):
             sent = sent[sent > 0]
             if sent.size:
                 spreads.append((sent.max() - sent.min()) / 1e6)
-        return {**NO_SCHEDULE, "release_spread_ms_max": max(spreads, default=0.0),
-                "release_spread_ms_mean": float(np.mean(spreads)) if spreads else 0.0}
+        return {
+            **NO_SCHEDULE,
+            "release_spread_ms_max": max(spreads, default=0.0),
+            "release_spread_ms_mean": float(np.mean(spreads)) if spreads else 0.0,
+        }
 
     # --- releases ------------------------------------------------------------------------
     def _release(self, worker: Worker) -> None:
@@ -69,7 +76,7 @@ class BurstMode(Mode):
         for chunk, row in rows:
             try:
                 sock = worker.new_socket()
-            except OSError:           # out of descriptors: this attempt fails at once
+            except OSError:  # out of descriptors: this attempt fails at once
                 chunk.sent_ns[row] = _now()
                 chunk.end(row, CONNECT, _now())
                 worker.in_flight -= 1
@@ -100,8 +107,7 @@ class BurstMode(Mode):
             return
         worker.loop.create_task(self._send_on(worker, sock, chunk, row))
 
-    async def _send_on(self, worker: Worker, sock: socket.socket, chunk: Chunk,
-                       row: int) -> None:
+    async def _send_on(self, worker: Worker, sock: socket.socket, chunk: Chunk, row: int) -> None:
         conn = await worker.open_connection(sock)
         if conn is None or worker.finishing:
             chunk.end(row, RESET if conn is None else UNFINISHED, _now())

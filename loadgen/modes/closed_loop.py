@@ -5,6 +5,7 @@ With keep-alive, no think time and a fixed request, the Connection sends the nex
 itself (Connection.on_message_complete: the fast path), and this mode only sees what falls
 off it: a full chunk, the request bound, a connection that closed.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,9 +27,8 @@ class ClosedMode(Mode):
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
-        self.sends_next_inline = (self.keepalive and spec.think_time_s <= 0
-                                  and not spec.templated)
-        self.think_rng = np.random.default_rng(spec.seed)   # exp think times replay too
+        self.sends_next_inline = self.keepalive and spec.think_time_s <= 0 and not spec.templated
+        self.think_rng = np.random.default_rng(spec.seed)  # exp think times replay too
 
     def start(self, worker: Worker) -> None:
         worker.at(worker.start_ns, self._start, worker)
@@ -66,10 +66,10 @@ class ClosedMode(Mode):
             t0 = _now()
             conn = await worker.open_connection()
             if conn is not None and not worker.issuing:
-                conn.transport.close()      # issuing ended while this connect was under way
+                conn.transport.close()  # issuing ended while this connect was under way
                 return
             if conn is not None:
-                if not self.keepalive:      # the connect is part of this request's latency
+                if not self.keepalive:  # the connect is part of this request's latency
                     chunk, row = worker.rec.new(t0)
                     worker.send(conn, chunk, row)
                     chunk.sent_ns[row] = t0

@@ -6,6 +6,7 @@ holds no more of it than a short one; the send lateness of each chunk's window a
 into an HdrHistogram when the chunk is done (its p50/p99 are within 0.1% above the exact
 order statistics, hdr.py; its max is exact).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,16 +31,16 @@ class OpenMode(Mode):
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
-        self.chunks = iter(())                           # the rest of the schedule (ns)
-        self.sched_ns = np.empty(0, dtype=np.int64)     # intended send times, this chunk
-        self.late_ns = np.empty(0, dtype=np.int64)      # how late each was dispatched
-        self.next_arrival = 0                           # in this chunk
-        self.scheduled_in_window = 0                    # of the chunks already done
-        self.late_hist = None                           # of the window's dispatched arrivals
+        self.chunks = iter(())  # the rest of the schedule (ns)
+        self.sched_ns = np.empty(0, dtype=np.int64)  # intended send times, this chunk
+        self.late_ns = np.empty(0, dtype=np.int64)  # how late each was dispatched
+        self.next_arrival = 0  # in this chunk
+        self.scheduled_in_window = 0  # of the chunks already done
+        self.late_hist = None  # of the window's dispatched arrivals
         self.late_max_ns = 0
-        self._window = (0, 0)                           # [measure_start_ns, end_ns)
+        self._window = (0, 0)  # [measure_start_ns, end_ns)
         self.dropped = 0
-        self.idle: list[Connection] = []                 # open, no request in flight
+        self.idle: list[Connection] = []  # open, no request in flight
         self.pending: deque[tuple[Chunk, int]] = deque()  # arrived, waiting for a connection
 
     def share(self, index: int, count: int, start_at_ns: int) -> OpenMode:
@@ -47,13 +48,20 @@ class OpenMode(Mode):
         schedule from the same seed and sends every count-th arrival from `index`, so the
         shares add up to exactly the schedule of one process (schedule.shard)."""
         part = super().share(index, count, start_at_ns).spec
-        return OpenMode(dataclasses.replace(part, seed=self.spec.seed, shard_index=index,
-                                            shard_count=count))
+        return OpenMode(
+            dataclasses.replace(part, seed=self.spec.seed, shard_index=index, shard_count=count)
+        )
 
     def start(self, worker: Worker) -> None:
         spec = self.spec
-        whole = schedule.Schedule(spec.arrivals, spec.rate_rps, spec.warmup_s + spec.duration_s,
-                                  spec.seed, limit=spec.max_requests, warmup_s=spec.warmup_s)
+        whole = schedule.Schedule(
+            spec.arrivals,
+            spec.rate_rps,
+            spec.warmup_s + spec.duration_s,
+            spec.seed,
+            limit=spec.max_requests,
+            warmup_s=spec.warmup_s,
+        )
         self._window = (worker.measure_start_ns, worker.end_ns)
         self.late_hist = hdr.new()
         self.chunks = whole.chunks_ns(spec.shard_index, spec.shard_count)
@@ -80,7 +88,7 @@ class OpenMode(Mode):
 
     def stop(self, worker: Worker) -> None:
         t = _now()
-        for chunk, row in self.pending:   # intended in the window, never got a connection
+        for chunk, row in self.pending:  # intended in the window, never got a connection
             chunk.end(row, UNFINISHED, t)
         self.pending.clear()
         # due by now but never dispatched (a loop running late at the window's end): recorded
@@ -94,7 +102,7 @@ class OpenMode(Mode):
                 chunk.end(row, UNFINISHED, t)
             if j < len(s):
                 break
-            self._close_chunk(self.next_arrival)     # lateness of the dispatched ones only
+            self._close_chunk(self.next_arrival)  # lateness of the dispatched ones only
             self._next_chunk(worker.start_ns)
             i = 0
 
@@ -107,11 +115,14 @@ class OpenMode(Mode):
             self.scheduled_in_window += self._in_window(start_ns + part)
         self.chunks = iter(())
         h = self.late_hist
-        p50, p99 = (hdr.percentiles_ms(h, [50, 99]) if h is not None and h.total_count
-                    else (0.0, 0.0))
+        p50, p99 = (
+            hdr.percentiles_ms(h, [50, 99]) if h is not None and h.total_count else (0.0, 0.0)
+        )
         return {
-            "scheduled_in_window": self.scheduled_in_window, "dropped": self.dropped,
-            "send_lateness_p50_ms": p50, "send_lateness_p99_ms": p99,
+            "scheduled_in_window": self.scheduled_in_window,
+            "dropped": self.dropped,
+            "send_lateness_p50_ms": p50,
+            "send_lateness_p99_ms": p99,
             "send_lateness_max_ms": self.late_max_ns / 1e6,
         }
 
@@ -157,7 +168,7 @@ class OpenMode(Mode):
         rec = worker.rec
         late = self.late_ns
         while True:
-            if i == n:                  # this chunk is sent: on to the next one
+            if i == n:  # this chunk is sent: on to the next one
                 self._close_chunk(n)
                 self._next_chunk(worker.start_ns)
                 sched, late, i, n = self.sched_ns, self.late_ns, 0, len(self.sched_ns)
@@ -198,11 +209,12 @@ class OpenMode(Mode):
             worker.maybe_finish()
             return
         conn.send(chunk, row, worker.next_request())
-        chunk.sent_ns[row] = t0          # the connect is part of the exchange
+        chunk.sent_ns[row] = t0  # the connect is part of the exchange
 
     # --- keeping `connections` open ------------------------------------------------------
     def _refill(self, worker: Worker) -> None:
         """Open a connection in place of a lost one, retrying while requests are issued."""
+
         async def reopen() -> None:
             while worker.issuing:
                 conn = await worker.open_connection()
@@ -210,6 +222,7 @@ class OpenMode(Mode):
                     self._became_idle(worker, conn)
                     return
                 await asyncio.sleep(RECONNECT_PAUSE_S)
+
         worker.loop.create_task(reopen())
 
     def _became_idle(self, worker: Worker, conn: Connection) -> None:

@@ -6,6 +6,7 @@ slo_error_rate; each step also records whether the load generator kept its sched
 (`valid`). The sustainable throughput is the highest rate whose step met the SLO; the ramp
 stops after the first step that misses it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,15 +25,22 @@ class RampMode(Mode):
 
     @property
     def processes(self) -> int:
-        return 1                  # the steps follow one another in this process
+        return 1  # the steps follow one another in this process
 
     def step(self, k: int, rate_rps: float) -> OpenMode:
         """Step k (0-based) of the ramp, at rate_rps."""
         spec = self.spec
-        return OpenMode(dataclasses.replace(spec, mode="open", rate_rps=rate_rps,
-                                            duration_s=spec.ramp_step_s,
-                                            warmup_s=spec.warmup_s if k == 0 else 0.0,
-                                            seed=spec.seed + k, processes=1))
+        return OpenMode(
+            dataclasses.replace(
+                spec,
+                mode="open",
+                rate_rps=rate_rps,
+                duration_s=spec.ramp_step_s,
+                warmup_s=spec.warmup_s if k == 0 else 0.0,
+                seed=spec.seed + k,
+                processes=1,
+            )
+        )
 
     def generate(self, sink: ParquetSink, seq_base: int = 0, live=None) -> dict:
         """Generate the steps, every request written to sink; the summary.
@@ -49,13 +57,21 @@ class RampMode(Mode):
             sink.close_chunks(rec)
             # The SLO is about the server; whether the load generator kept up is reported
             # beside it (`valid`) rather than folded in, so a noisy client shows as such.
-            meets = (row["latency_p99_ms"] < spec.slo_p99_ms
-                     and row["error_rate"] < spec.slo_error_rate)
-            steps.append({"rate_rps": rate, "achieved_rate": row["achieved_rate"],
-                          "throughput_rps": row["throughput_rps"],
-                          "latency_p99_ms": row["latency_p99_ms"],
-                          "error_rate": row["error_rate"], "valid": row["valid"],
-                          "meets_slo": bool(meets), "summary": summary})
+            meets = (
+                row["latency_p99_ms"] < spec.slo_p99_ms and row["error_rate"] < spec.slo_error_rate
+            )
+            steps.append(
+                {
+                    "rate_rps": rate,
+                    "achieved_rate": row["achieved_rate"],
+                    "throughput_rps": row["throughput_rps"],
+                    "latency_p99_ms": row["latency_p99_ms"],
+                    "error_rate": row["error_rate"],
+                    "valid": row["valid"],
+                    "meets_slo": bool(meets),
+                    "summary": summary,
+                }
+            )
             if not meets:
                 break
             best = len(steps) - 1

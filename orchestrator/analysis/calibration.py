@@ -18,6 +18,7 @@ when both spreads are at work, for n trials per side:
 (0.955 = 3/pi: the Mann-Whitney test's efficiency against the t test on normal data), and
 infinite when n trials cannot reach that level at all (trial_tests.min_attainable_p).
 """
+
 from __future__ import annotations
 
 import json
@@ -46,32 +47,55 @@ def spreads(runs: list[np.ndarray]) -> dict:
     level = float(np.median(np.concatenate(runs)))
     within = np.concatenate([r - r.mean() for r in runs])
     dof = sum(r.size - 1 for r in runs)
-    trial_cv = float(np.sqrt((within ** 2).sum() / dof) / level)
+    trial_cv = float(np.sqrt((within**2).sum() / dof) / level)
     medians = np.array([np.median(r) for r in runs])
     per_run = np.mean([r.size for r in runs])
-    between = float(np.var(medians, ddof=1)) / level ** 2 - math.pi / 2 * trial_cv ** 2 / per_run
-    return {"trial_cv": trial_cv, "run_cv": math.sqrt(max(0.0, between)), "runs": len(runs),
-            "level": level, "run_medians": medians.tolist()}
+    between = float(np.var(medians, ddof=1)) / level**2 - math.pi / 2 * trial_cv**2 / per_run
+    return {
+        "trial_cv": trial_cv,
+        "run_cv": math.sqrt(max(0.0, between)),
+        "runs": len(runs),
+        "level": level,
+        "run_medians": medians.tolist(),
+    }
 
 
-def resolution(trial_cv: float, run_cv: float, n: int, alpha: float = 0.05,
-               tests: int = 3) -> float:
+def resolution(
+    trial_cv: float, run_cv: float, n: int, alpha: float = 0.05, tests: int = 3
+) -> float:
     """The smallest relative change resolvable with n trials per side (see the module)."""
     if n < 1 or min_attainable_p(n, n) > alpha / tests:
         return math.inf
     z = sps.norm.ppf(1 - alpha / (2 * tests)) + sps.norm.ppf(POWER)
-    return float(z * math.sqrt(2 * (run_cv ** 2 + trial_cv ** 2 / (MW_EFFICIENCY * n))))
+    return float(z * math.sqrt(2 * (run_cv**2 + trial_cv**2 / (MW_EFFICIENCY * n))))
 
 
-def document(host: dict, experiment: str, runs: int, trials_per_run: int, per_metric: dict,
-             repeat_counts=(3, 5, 10, 20)) -> dict:
+def document(
+    host: dict,
+    experiment: str,
+    runs: int,
+    trials_per_run: int,
+    per_metric: dict,
+    repeat_counts=(3, 5, 10, 20),
+) -> dict:
     """The calibration file's contents."""
-    table = {str(n): {m: resolution(s["trial_cv"], s["run_cv"], n)
-                      for m, s in per_metric.items() if s["trial_cv"] == s["trial_cv"]}
-             for n in repeat_counts}
-    return {"created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": host,
-            "experiment": experiment, "runs": runs, "trials_per_run": trials_per_run,
-            "metrics": per_metric, "resolution": table}
+    table = {
+        str(n): {
+            m: resolution(s["trial_cv"], s["run_cv"], n)
+            for m, s in per_metric.items()
+            if s["trial_cv"] == s["trial_cv"]
+        }
+        for n in repeat_counts
+    }
+    return {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": host,
+        "experiment": experiment,
+        "runs": runs,
+        "trials_per_run": trials_per_run,
+        "metrics": per_metric,
+        "resolution": table,
+    }
 
 
 def save(path: Path, doc: dict) -> None:
@@ -85,14 +109,18 @@ def load(path: Path) -> dict:
     try:
         doc = json.loads(Path(path).read_text())
     except OSError as e:
-        raise PerfctlError(f"{path}: cannot read the calibration ({e.strerror}). Fix: run "
-                           "perfctl calibrate, or give its file with --calibration.") from None
+        raise PerfctlError(
+            f"{path}: cannot read the calibration ({e.strerror}). Fix: run "
+            "perfctl calibrate, or give its file with --calibration."
+        ) from None
     except ValueError:
-        raise PerfctlError(f"{path}: not a calibration file (bad JSON). Fix: run perfctl "
-                           "calibrate again.") from None
+        raise PerfctlError(
+            f"{path}: not a calibration file (bad JSON). Fix: run perfctl calibrate again."
+        ) from None
     if not isinstance(doc, dict) or "metrics" not in doc:
-        raise PerfctlError(f"{path}: not a calibration file (no `metrics`). Fix: run perfctl "
-                           "calibrate again.")
+        raise PerfctlError(
+            f"{path}: not a calibration file (no `metrics`). Fix: run perfctl calibrate again."
+        )
     return doc
 
 

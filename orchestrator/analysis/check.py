@@ -16,6 +16,7 @@ valid ones whatever the host did). Each verdict says how many trials it used and
 left out. A cell with no usable trial, a metric with no value (NaN), or a threshold whose
 `where` matches no cell is a breach: a gate must not pass on missing data.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,12 @@ from ..errors import PerfctlError
 from .views import cell_labels, excluded_trials, usable_trials
 
 ALIASES = {f"{p}_ms": f"latency_{p}_ms" for p in ("p50", "p90", "p99", "p999", "mean", "max")}
-OPERATORS = {"lt": (operator.lt, "<"), "le": (operator.le, "<="), "gt": (operator.gt, ">"),
-             "ge": (operator.ge, ">=")}
+OPERATORS = {
+    "lt": (operator.lt, "<"),
+    "le": (operator.le, "<="),
+    "gt": (operator.gt, ">"),
+    "ge": (operator.ge, ">="),
+}
 NON_METRICS = {"cell_id", "trial", "seed", "valid", "invalid_reasons", "quiet", "noise_reasons"}
 
 
@@ -40,11 +45,11 @@ NON_METRICS = {"cell_id", "trial", "seed", "valid", "invalid_reasons", "quiet", 
 class Threshold:
     """One metric bound of one thresholds entry (entries with several metrics give several)."""
 
-    index: int                 # position in the thresholds list, from 1
+    index: int  # position in the thresholds list, from 1
     where: dict
-    metric: str                # as written (e.g. p99_ms)
-    column: str                # trials column (e.g. latency_p99_ms)
-    op: str                    # lt | le | gt | ge
+    metric: str  # as written (e.g. p99_ms)
+    column: str  # trials column (e.g. latency_p99_ms)
+    op: str  # lt | le | gt | ge
     limit: float
 
     @property
@@ -59,34 +64,42 @@ class Threshold:
 @dataclass(frozen=True)
 class Verdict:
     threshold: Threshold
-    cell_id: str               # "" when the threshold matches no cell
+    cell_id: str  # "" when the threshold matches no cell
     cell_label: str
     measured: float
-    trials: int                # usable trials averaged
+    trials: int  # usable trials averaged
     passed: bool
     note: str = ""
-    excluded: int = 0          # the cell's trials left out (invalid, or noisy)
+    excluded: int = 0  # the cell's trials left out (invalid, or noisy)
 
 
 def parse(entries, source: str, columns: list[str]) -> list[Threshold]:
     """Thresholds from the YAML list; PerfctlError (naming `source`) on any problem."""
     if not isinstance(entries, list):
-        raise PerfctlError(f"{source}: thresholds must be a list of mappings, got "
-                           f"{type(entries).__name__}. Fix: thresholds: [{{p99_ms: {{lt: 5}}}}]")
+        raise PerfctlError(
+            f"{source}: thresholds must be a list of mappings, got "
+            f"{type(entries).__name__}. Fix: thresholds: [{{p99_ms: {{lt: 5}}}}]"
+        )
     out = []
     cols = set(columns)
     for i, entry in enumerate(entries, 1):
         where_ = f"{source}: thresholds[{i}]"
         if not isinstance(entry, dict):
-            raise PerfctlError(f"{where_} is not a mapping. Fix: write it as "
-                               "{where: {server: NAME}, p99_ms: {lt: 5}}.")
+            raise PerfctlError(
+                f"{where_} is not a mapping. Fix: write it as "
+                "{where: {server: NAME}, p99_ms: {lt: 5}}."
+            )
         where = entry.get("where") or {}
         if not isinstance(where, dict):
-            raise PerfctlError(f"{where_}.where must map columns to values. Fix: where: {{server: py}}")
+            raise PerfctlError(
+                f"{where_}.where must map columns to values. Fix: where: {{server: py}}"
+            )
         for k in where:
             if k not in cols:
-                raise PerfctlError(f"{where_}.where names '{k}', which is no column of "
-                                   f"trials.csv. Fix: use an axis or column: {', '.join(columns[:12])}")
+                raise PerfctlError(
+                    f"{where_}.where names '{k}', which is no column of "
+                    f"trials.csv. Fix: use an axis or column: {', '.join(columns[:12])}"
+                )
         metrics = {k: v for k, v in entry.items() if k != "where"}
         if not metrics:
             raise PerfctlError(f"{where_} has no metric. Fix: add one, e.g. p99_ms: {{lt: 5}}.")
@@ -96,20 +109,26 @@ def parse(entries, source: str, columns: list[str]) -> list[Threshold]:
                 raise PerfctlError(
                     f"{where_}: unknown metric '{metric}'. Fix: use a trials.csv column "
                     f"(throughput_rps, error_rate, latency_p99_ms, ...) or an alias "
-                    f"({', '.join(ALIASES)}).")
+                    f"({', '.join(ALIASES)})."
+                )
             if not isinstance(bounds, dict) or not bounds:
-                raise PerfctlError(f"{where_}.{metric} must map an operator to a limit. "
-                                   f"Fix: {metric}: {{lt: 5}} (operators: lt, le, gt, ge).")
+                raise PerfctlError(
+                    f"{where_}.{metric} must map an operator to a limit. "
+                    f"Fix: {metric}: {{lt: 5}} (operators: lt, le, gt, ge)."
+                )
             for op, limit in bounds.items():
                 if op not in OPERATORS:
-                    raise PerfctlError(f"{where_}.{metric}: unknown operator '{op}'. "
-                                       "Fix: use lt, le, gt or ge.")
+                    raise PerfctlError(
+                        f"{where_}.{metric}: unknown operator '{op}'. Fix: use lt, le, gt or ge."
+                    )
                 try:
                     value = float(limit)
                 except (TypeError, ValueError):
-                    raise PerfctlError(f"{where_}.{metric}.{op}: limit {limit!r} is not a "
-                                       "number. Fix: give a plain number (in the metric's "
-                                       "unit, e.g. ms for p99_ms).") from None
+                    raise PerfctlError(
+                        f"{where_}.{metric}.{op}: limit {limit!r} is not a "
+                        "number. Fix: give a plain number (in the metric's "
+                        "unit, e.g. ms for p99_ms)."
+                    ) from None
                 out.append(Threshold(i, dict(where), metric, column, op, value))
     return out
 
@@ -119,15 +138,18 @@ def load_file(path: Path) -> list:
     try:
         doc = yaml.safe_load(Path(path).read_text())
     except OSError as e:
-        raise PerfctlError(f"{path}: cannot read the thresholds file ({e.strerror}). "
-                           "Fix: give an existing YAML file.") from None
+        raise PerfctlError(
+            f"{path}: cannot read the thresholds file ({e.strerror}). "
+            "Fix: give an existing YAML file."
+        ) from None
     except yaml.YAMLError as e:
         raise PerfctlError(f"{path}: not valid YAML ({e}). Fix the syntax.") from None
     if isinstance(doc, dict):
         doc = doc.get("thresholds")
     if doc is None:
-        raise PerfctlError(f"{path}: no thresholds found. Fix: a top-level list or a "
-                           "`thresholds:` key.")
+        raise PerfctlError(
+            f"{path}: no thresholds found. Fix: a top-level list or a `thresholds:` key."
+        )
     return doc
 
 
@@ -146,15 +168,19 @@ def _matches(trials: pd.DataFrame, where: dict) -> pd.Series:
         col = trials[k]
         num = pd.to_numeric(col, errors="coerce")
         try:
-            m &= (num == float(v)) if num.notna().all() and not isinstance(v, str) else \
-                (col.astype(str) == str(v))
+            m &= (
+                (num == float(v))
+                if num.notna().all() and not isinstance(v, str)
+                else (col.astype(str) == str(v))
+            )
         except (TypeError, ValueError):
             m &= col.astype(str) == str(v)
     return m
 
 
-def evaluate(run: results.Run, thresholds: list[Threshold],
-             include_noisy: bool = False) -> list[Verdict]:
+def evaluate(
+    run: results.Run, thresholds: list[Threshold], include_noisy: bool = False
+) -> list[Verdict]:
     """Every threshold x matching cell, in threshold order then cell order."""
     trials = run.trials
     labels = cell_labels(run)
@@ -164,8 +190,7 @@ def evaluate(run: results.Run, thresholds: list[Threshold],
     for th in thresholds:
         sel = trials[_matches(trials, th.where)]
         if sel.empty:
-            out.append(Verdict(th, "", f"({th.where_text})", math.nan, 0, False,
-                               "matches no cell"))
+            out.append(Verdict(th, "", f"({th.where_text})", math.nan, 0, False, "matches no cell"))
             continue
         fn = OPERATORS[th.op][0]
         for cid, g in sel.groupby("cell_id", sort=False):
@@ -174,17 +199,22 @@ def evaluate(run: results.Run, thresholds: list[Threshold],
             skipped = len(left_out.get(cid, []))
             if good.empty:
                 noisy = sum("noisy" in w for w in left_out.get(cid, []))
-                note = (f"no usable trial ({skipped - noisy} invalid, {noisy} noisy)"
-                        if noisy else "no valid trial")
+                note = (
+                    f"no usable trial ({skipped - noisy} invalid, {noisy} noisy)"
+                    if noisy
+                    else "no valid trial"
+                )
                 out.append(Verdict(th, cid, label, math.nan, 0, False, note, skipped))
                 continue
             value = float(pd.to_numeric(good[th.column], errors="coerce").mean())
             if math.isnan(value):
-                out.append(Verdict(th, cid, label, value, len(good), False, "no value",
-                                   skipped))
+                out.append(Verdict(th, cid, label, value, len(good), False, "no value", skipped))
                 continue
-            out.append(Verdict(th, cid, label, value, len(good), bool(fn(value, th.limit)),
-                               excluded=skipped))
+            out.append(
+                Verdict(
+                    th, cid, label, value, len(good), bool(fn(value, th.limit)), excluded=skipped
+                )
+            )
     return out
 
 

@@ -25,6 +25,7 @@ With a host calibration (calibration.py), a significant change, or one past the 
 that is smaller than what the host resolves at the cell's trial count is named as such. The
 note never changes the verdict: the calibration measured a reference experiment, not this one.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,9 +38,8 @@ import pandas as pd
 from .. import results
 from ..errors import PerfctlError
 from . import calibration as calib
-from .trial_tests import (holm, mann_whitney_p, median_change_ci, min_attainable_p,
-                          trials_needed)
 from .histograms import cell_distributions, has_distributions
+from .trial_tests import holm, mann_whitney_p, median_change_ci, min_attainable_p, trials_needed
 from .views import cell_labels, excluded_trials, usable_trials
 
 MIN_TRIALS = 3
@@ -50,14 +50,14 @@ POOLED_QUANTILES = {"p50": 0.50, "p99": 0.99}
 
 @dataclass
 class MetricChange:
-    base: float                # median over the base's usable trials
+    base: float  # median over the base's usable trials
     cand: float
-    change: float              # cand / base - 1
-    ci: tuple[float, float]    # bootstrap over trials, of change
-    p: float                   # Mann-Whitney across trials, unadjusted
+    change: float  # cand / base - 1
+    ci: tuple[float, float]  # bootstrap over trials, of change
+    p: float  # Mann-Whitney across trials, unadjusted
     p_holm: float = math.nan
     significant: bool = False
-    pooled_change: float = math.nan    # the same quantile over the pooled requests (secondary)
+    pooled_change: float = math.nan  # the same quantile over the pooled requests (secondary)
     host_resolution: float | None = None
 
 
@@ -66,7 +66,7 @@ class CellComparison:
     label: str
     base_id: str
     cand_id: str
-    n_base: int = 0            # usable trials
+    n_base: int = 0  # usable trials
     n_cand: int = 0
     metrics: dict[str, MetricChange] = field(default_factory=dict)
     verdict: str = "no significant change"
@@ -76,7 +76,7 @@ class CellComparison:
 @dataclass
 class Comparison:
     cells: list[CellComparison]
-    notes: list[str]                   # cells on one side only, the calibration used
+    notes: list[str]  # cells on one side only, the calibration used
     calibration: Path | None = None
 
 
@@ -102,13 +102,17 @@ def _pairs(base: results.Run, cand: results.Run) -> tuple[list[tuple[str, str, s
 
 def _no_common_cell(base: results.Run, cand: results.Run) -> PerfctlError:
     def cells(run):
-        labels = list(cell_labels(run).values()) or list(dict.fromkeys(run.trials.get("cell_id", [])))
+        labels = list(cell_labels(run).values()) or list(
+            dict.fromkeys(run.trials.get("cell_id", []))
+        )
         return "; ".join(labels[:4]) + (" ..." if len(labels) > 4 else "") or "none"
+
     return PerfctlError(
         f"{base.path} and {cand.path} share no cell, so there is nothing to compare (base: "
         f"{cells(base)}; candidate: {cells(cand)}). Cells are matched by cell_id, then by "
         "their axis values. Fix: compare two runs of the same experiment, with the same "
-        "matrix axes and values.")
+        "matrix axes and values."
+    )
 
 
 def _check_requests(run: results.Run, cell_ids: set[str], side: str) -> None:
@@ -116,27 +120,31 @@ def _check_requests(run: results.Run, cell_ids: set[str], side: str) -> None:
     recorded = pd.to_numeric(t.get("requests", pd.Series(dtype=float)), errors="coerce").sum()
     if recorded > 0 and has_distributions(run, t):
         return
-    why = ("its trials record no request" if recorded <= 0 else
-           "neither digest.json nor requests.parquet under cells/ (deleted, or never written)")
+    why = (
+        "its trials record no request"
+        if recorded <= 0
+        else "neither digest.json nor requests.parquet under cells/ (deleted, or never written)"
+    )
     raise PerfctlError(
         f"{run.path} (the {side}) has no requests in the cells to compare: {why}. Every trial "
         "of it failed before load ran, or its raw data is gone, so there is nothing to "
         f"measure. Fix: look at {run.path / 'trials.csv'} (invalid_reasons) and the trials' "
-        "loadgen.log and server.log, then run the experiment again.")
+        "loadgen.log and server.log, then run the experiment again."
+    )
 
 
-
-
-def _compare_cell(cc: CellComparison, bt: pd.DataFrame, ct: pd.DataFrame,
-                  rng: np.random.Generator) -> None:
+def _compare_cell(
+    cc: CellComparison, bt: pd.DataFrame, ct: pd.DataFrame, rng: np.random.Generator
+) -> None:
     for name, col in METRICS.items():
         b = pd.to_numeric(bt.get(col, pd.Series(dtype=float)), errors="coerce").dropna().to_numpy()
         c = pd.to_numeric(ct.get(col, pd.Series(dtype=float)), errors="coerce").dropna().to_numpy()
         mb = float(np.median(b)) if b.size else math.nan
         mc = float(np.median(c)) if c.size else math.nan
         change = mc / mb - 1 if mb == mb and mc == mc and mb > 0 else math.nan
-        cc.metrics[name] = MetricChange(mb, mc, change, median_change_ci(b, c, rng),
-                                        mann_whitney_p(b, c))
+        cc.metrics[name] = MetricChange(
+            mb, mc, change, median_change_ci(b, c, rng), mann_whitney_p(b, c)
+        )
 
 
 def _verdict(cc: CellComparison, tolerance: float) -> None:
@@ -159,9 +167,15 @@ def _verdict(cc: CellComparison, tolerance: float) -> None:
         cc.notes.insert(0, "better: " + ", ".join(better))
 
 
-def compare_runs(base_dir, cand_dir, tolerance: float = 0.05, alpha: float = 0.05,
-                 seed: int = 1, include_noisy: bool = False,
-                 calibration: Path | None = None) -> Comparison:
+def compare_runs(
+    base_dir,
+    cand_dir,
+    tolerance: float = 0.05,
+    alpha: float = 0.05,
+    seed: int = 1,
+    include_noisy: bool = False,
+    calibration: Path | None = None,
+) -> Comparison:
     """Compare two run directories (see the module docstring). PerfctlError when they share
     no cell or a side has no requests."""
     base, cand = results.load(base_dir), results.load(cand_dir)
@@ -171,8 +185,10 @@ def compare_runs(base_dir, cand_dir, tolerance: float = 0.05, alpha: float = 0.0
     _check_requests(base, {b for b, _, _ in pairs}, "base")
     _check_requests(cand, {c for _, c, _ in pairs}, "candidate")
     bt, ct = usable_trials(base.trials, include_noisy), usable_trials(cand.trials, include_noisy)
-    b_out, c_out = excluded_trials(base.trials, include_noisy), excluded_trials(cand.trials,
-                                                                                include_noisy)
+    b_out, c_out = (
+        excluded_trials(base.trials, include_noisy),
+        excluded_trials(cand.trials, include_noisy),
+    )
     rng = np.random.default_rng(seed)
     cells = []
     for b_id, c_id, label in pairs:
@@ -189,13 +205,19 @@ def compare_runs(base_dir, cand_dir, tolerance: float = 0.05, alpha: float = 0.0
         n = min(c.n_base, c.n_cand)
         if n < MIN_TRIALS:
             c.verdict = "inconclusive"
-            c.notes.insert(0, f"{c.n_base} usable trial(s) in base, {c.n_cand} in candidate: "
-                           f"at least {MIN_TRIALS} each are needed")
+            c.notes.insert(
+                0,
+                f"{c.n_base} usable trial(s) in base, {c.n_cand} in candidate: "
+                f"at least {MIN_TRIALS} each are needed",
+            )
         elif min_attainable_p(c.n_base, c.n_cand) > alpha / tests:
             c.verdict = "inconclusive"
-            c.notes.insert(0, f"with {c.n_base} and {c.n_cand} trials no p-value can fall "
-                           f"below {alpha:g}/{tests} (Holm over {tests} tests): run "
-                           f"{trials_needed(alpha, tests)}+ usable trials per side")
+            c.notes.insert(
+                0,
+                f"with {c.n_base} and {c.n_cand} trials no p-value can fall "
+                f"below {alpha:g}/{tests} (Holm over {tests} tests): run "
+                f"{trials_needed(alpha, tests)}+ usable trials per side",
+            )
     judged = [c for c in cells if c.verdict != "inconclusive"]
     flat = [(c, name) for c in judged for name in METRICS]
     for (c, name), p in zip(flat, holm([c.metrics[name].p for c, name in flat])):
@@ -206,8 +228,7 @@ def compare_runs(base_dir, cand_dir, tolerance: float = 0.05, alpha: float = 0.0
     _pooled_detail(base, cand, bt, ct, cells)
     used = calib.find(calibration, base.path)
     if used is not None:
-        _resolution_notes(calib.load(used), base, cells, alpha, max(tests, len(METRICS)),
-                          tolerance)
+        _resolution_notes(calib.load(used), base, cells, alpha, max(tests, len(METRICS)), tolerance)
         notes.append(f"host calibration: {used}")
     return Comparison(cells, notes, used)
 
@@ -224,13 +245,20 @@ def _pooled_detail(base, cand, bt, ct, cells: list[CellComparison]) -> None:
             c.metrics[name].pooled_change = pc / pb - 1 if pb > 0 else math.nan
 
 
-def _resolution_notes(doc: dict, base: results.Run, cells: list[CellComparison], alpha: float,
-                      tests: int, tolerance: float) -> None:
+def _resolution_notes(
+    doc: dict,
+    base: results.Run,
+    cells: list[CellComparison],
+    alpha: float,
+    tests: int,
+    tolerance: float,
+) -> None:
     host = base.info.get("host", {}).get("hostname")
     if host and doc.get("host", {}).get("hostname") not in (None, host):
         for c in cells:
-            c.notes.append(f"calibration is of host {doc['host']['hostname']}, not {host}: "
-                           "not used")
+            c.notes.append(
+                f"calibration is of host {doc['host']['hostname']}, not {host}: not used"
+            )
         return
     for c in cells:
         n = min(c.n_base, c.n_cand)
@@ -239,8 +267,10 @@ def _resolution_notes(doc: dict, base: results.Run, cells: list[CellComparison],
             m.host_resolution = r
             notable = m.significant or abs(m.change) > tolerance
             if r is not None and m.change == m.change and notable and abs(m.change) < r:
-                c.notes.append(f"{name} {m.change:+.1%} is below what this host resolves with "
-                               f"{n} trials (±{r:.1%}, perfctl calibrate)")
+                c.notes.append(
+                    f"{name} {m.change:+.1%} is below what this host resolves with "
+                    f"{n} trials (±{r:.1%}, perfctl calibrate)"
+                )
 
 
 def regressed(cells: list[CellComparison]) -> bool:

@@ -8,6 +8,7 @@ the first numeric axis that varies inside the group: closed-load cells get `conn
 open-load cells `rate`, in one figure panel per such axis. Any further varying numeric axis
 splits a group into several lines (distinct markers, same colour).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,16 +17,26 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.colors  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-AXIS_UNITS = {"rate": "arrivals/s", "connections": "connections", "threads": "threads",
-              "delay": "", "users": "users", "target_rate": "arrivals/s"}
-PERCENTILE_STYLES = [("p50", "latency_p50_ms", "-"), ("p90", "latency_p90_ms", "-."),
-                     ("p99", "latency_p99_ms", "--"), ("p99.9", "latency_p999_ms", ":")]
+AXIS_UNITS = {
+    "rate": "arrivals/s",
+    "connections": "connections",
+    "threads": "threads",
+    "delay": "",
+    "users": "users",
+    "target_rate": "arrivals/s",
+}
+PERCENTILE_STYLES = [
+    ("p50", "latency_p50_ms", "-"),
+    ("p90", "latency_p90_ms", "-."),
+    ("p99", "latency_p99_ms", "--"),
+    ("p99.9", "latency_p999_ms", ":"),
+]
 MARKERS = "os^Dv<>pPX*"
 MAX_TIMELINE_CELLS = 16
 MAX_CDF_POINTS = 2000
@@ -77,7 +88,7 @@ def axis_label(axis: str | None) -> str:
     if axis is None:
         return "cell"
     unit = AXIS_UNITS.get(axis, "")
-    return f"{axis} ({unit})" if unit and unit != axis else axis   # not "connections (connections)"
+    return f"{axis} ({unit})" if unit and unit != axis else axis  # not "connections (connections)"
 
 
 def load_series(rows: pd.DataFrame, axes: list[str]) -> list[Series]:
@@ -85,8 +96,9 @@ def load_series(rows: pd.DataFrame, axes: list[str]) -> list[Series]:
     if rows.empty:
         return []
     axes = [a for a in axes if a in rows.columns]
-    numeric = [a for a in axes if a != "server"
-               and pd.to_numeric(rows[a], errors="coerce").notna().all()]
+    numeric = [
+        a for a in axes if a != "server" and pd.to_numeric(rows[a], errors="coerce").notna().all()
+    ]
     categorical = [a for a in axes if a != "server" and a not in numeric]
     shown_cat = [a for a in categorical if rows[a].nunique() > 1]
     out: list[Series] = []
@@ -97,8 +109,9 @@ def load_series(rows: pd.DataFrame, axes: list[str]) -> list[Series]:
         varying = [a for a in numeric if g[a].nunique() > 1]
         x = varying[0] if varying else None
         extra = varying[1:]
-        base = ", ".join([server] + [f"{a}={v}" for a, v in zip(categorical, key[1:])
-                                     if a in shown_cat])
+        base = ", ".join(
+            [server] + [f"{a}={v}" for a, v in zip(categorical, key[1:]) if a in shown_cat]
+        )
         parts = g.groupby(extra, sort=True) if extra else [((), g)]
         for i, (ek, sub) in enumerate(parts):
             ek = ek if isinstance(ek, tuple) else (ek,)
@@ -124,8 +137,9 @@ def log_if_spans(ax, values, axis: str = "y") -> None:
         (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
         which = ax.yaxis if axis == "y" else ax.xaxis
         which.set_major_formatter(_PLAIN)
-        which.set_minor_formatter(_PLAIN if v.max() / v.min() < 30 else
-                                  matplotlib.ticker.NullFormatter())
+        which.set_minor_formatter(
+            _PLAIN if v.max() / v.min() < 30 else matplotlib.ticker.NullFormatter()
+        )
 
 
 def x_scale(ax, series: list[Series]) -> None:
@@ -158,17 +172,25 @@ def mark_invalid(ax, s: Series, metric: str, labelled: set) -> None:
         return
     label = None if "invalid" in labelled else "invalid trial"
     labelled.add("invalid")
-    ax.plot(bad["_x"], bad[metric], "o", mfc="none", mec="red", mew=1.5, ms=10, label=label,
-            zorder=5)
+    ax.plot(
+        bad["_x"], bad[metric], "o", mfc="none", mec="red", mew=1.5, ms=10, label=label, zorder=5
+    )
 
 
-def metric_vs_load(series: list[Series], metric: str, ylabel: str, title: str,
-                   colours: dict, log_y: bool = False, offered: bool = False):
+def metric_vs_load(
+    series: list[Series],
+    metric: str,
+    ylabel: str,
+    title: str,
+    colours: dict,
+    log_y: bool = False,
+    offered: bool = False,
+):
     fig, panels = panel_grid(series)
     for ax, x, ss in panels:
         labelled: set = set()
         for k, s in enumerate(ss):
-            if x is None:   # no numeric axis: one bar group per cell
+            if x is None:  # no numeric axis: one bar group per cell
                 s.rows["_x"] = np.arange(len(s.rows)) + sum(len(t.rows) for t in ss[:k])
             agg = s.rows.groupby("_x")[metric].agg(["mean", "min", "max"]).sort_index()
             c = colours[s.server]
@@ -196,8 +218,11 @@ def metric_vs_load(series: list[Series], metric: str, ylabel: str, title: str,
 
 def trial_cell_labels(trials: pd.DataFrame, axes: list[str]) -> pd.Series:
     shown = [a for a in axes if a in trials.columns and trials[a].nunique() > 1] or ["server"]
-    return trials[shown].astype(str).apply(
-        lambda r: ", ".join(f"{a}={v}" for a, v in r.items()), axis=1)
+    return (
+        trials[shown]
+        .astype(str)
+        .apply(lambda r: ", ".join(f"{a}={v}" for a, v in r.items()), axis=1)
+    )
 
 
 def prepare(trials: pd.DataFrame, axes: list[str]) -> pd.DataFrame:

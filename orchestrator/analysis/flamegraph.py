@@ -6,6 +6,7 @@ caller (roots at the bottom); siblings are sorted by name, so the x axis is not 
 tooltip (<title>) gives the frame, its samples and its share. Colours are warm hues chosen by
 the frame's name, so one function has one colour everywhere. No scripts, no external files.
 """
+
 from __future__ import annotations
 
 import html
@@ -17,15 +18,15 @@ from pathlib import Path
 WIDTH_PX = 1200
 ROW_PX = 17
 FONT_PX = 11
-CHAR_PX = 6.2             # average glyph width at FONT_PX in a monospace face
-MIN_BOX_PX = 0.3          # narrower boxes are left out (they still count in their caller)
+CHAR_PX = 6.2  # average glyph width at FONT_PX in a monospace face
+MIN_BOX_PX = 0.3  # narrower boxes are left out (they still count in their caller)
 
 
 @dataclass
 class Node:
     name: str
     count: int = 0
-    children: dict[str, "Node"] = field(default_factory=dict)
+    children: dict[str, Node] = field(default_factory=dict)
 
 
 def read_folded(text: str) -> Node:
@@ -58,14 +59,16 @@ def svg(root: Node, title: str, subtitle: str = "") -> str:
     depth = _depth(root)
     top_px = 52
     height = top_px + depth * ROW_PX + 10
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH_PX}" height="{height}" '
-             f'viewBox="0 0 {WIDTH_PX} {height}" font-family="monospace" '
-             f'font-size="{FONT_PX}">',
-             '<rect width="100%" height="100%" fill="#fdfdf6"/>',
-             f'<text x="{WIDTH_PX / 2}" y="20" text-anchor="middle" font-size="15">'
-             f'{html.escape(title)}</text>',
-             f'<text x="{WIDTH_PX / 2}" y="38" text-anchor="middle" fill="#555">'
-             f'{html.escape(subtitle)}</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH_PX}" height="{height}" '
+        f'viewBox="0 0 {WIDTH_PX} {height}" font-family="monospace" '
+        f'font-size="{FONT_PX}">',
+        '<rect width="100%" height="100%" fill="#fdfdf6"/>',
+        f'<text x="{WIDTH_PX / 2}" y="20" text-anchor="middle" font-size="15">'
+        f"{html.escape(title)}</text>",
+        f'<text x="{WIDTH_PX / 2}" y="38" text-anchor="middle" fill="#555">'
+        f"{html.escape(subtitle)}</text>",
+    ]
     if root.count == 0:
         parts.append(f'<text x="10" y="{top_px + 14}">no samples</text></svg>')
         return "\n".join(parts)
@@ -78,12 +81,14 @@ def svg(root: Node, title: str, subtitle: str = "") -> str:
         y = height - 10 - (level + 1) * ROW_PX
         share = 100 * node.count / root.count
         label = html.escape(node.name)
-        parts.append(f'<g><title>{label} ({node.count} samples, {share:.2f}%)</title>'
-                     f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{ROW_PX - 1}" '
-                     f'fill="{"#e8e8e0" if level == 0 else _colour(node.name)}" rx="2"/>')
+        parts.append(
+            f"<g><title>{label} ({node.count} samples, {share:.2f}%)</title>"
+            f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{ROW_PX - 1}" '
+            f'fill="{"#e8e8e0" if level == 0 else _colour(node.name)}" rx="2"/>'
+        )
         chars = int((w - 6) / CHAR_PX)
         if chars >= 3:
-            text = node.name if len(node.name) <= chars else node.name[:chars - 2] + ".."
+            text = node.name if len(node.name) <= chars else node.name[: chars - 2] + ".."
             parts.append(f'<text x="{x + 3:.2f}" y="{y + ROW_PX - 5}">{html.escape(text)}</text>')
         parts.append("</g>")
         cx = x
@@ -109,10 +114,12 @@ def draw_trial(trial_dir: Path) -> Path | None:
     info = json.loads(info_file.read_text()) if info_file.is_file() else {}
     root = read_folded(folded.read_text(errors="replace"))
     cost = info.get("profiler_cpu_pct_of_one_cpu")
-    sub = (f"{info.get('tool', '?')} at {info.get('rate_hz', '?')} Hz, {root.count} samples"
-           f" over {info.get('window_s', '?')} s"
-           + (f"; profiler used {cost}% of one CPU" if cost is not None else "")
-           + (f"; {info['note']}" if info.get("note") else ""))
+    sub = (
+        f"{info.get('tool', '?')} at {info.get('rate_hz', '?')} Hz, {root.count} samples"
+        f" over {info.get('window_s', '?')} s"
+        + (f"; profiler used {cost}% of one CPU" if cost is not None else "")
+        + (f"; {info['note']}" if info.get("note") else "")
+    )
     title = f"{trial_dir.parent.name}/{trial_dir.name}: where the server spent its time"
     out.write_text(svg(root, title, sub))
     return out
@@ -120,5 +127,8 @@ def draw_trial(trial_dir: Path) -> Path | None:
 
 def draw_run(run_dir: Path) -> list[Path]:
     """Every profiled trial's profile.svg under run_dir/cells/."""
-    return [p for p in (draw_trial(d) for d in sorted(Path(run_dir).glob("cells/*/trial-*")))
-            if p is not None]
+    return [
+        p
+        for p in (draw_trial(d) for d in sorted(Path(run_dir).glob("cells/*/trial-*")))
+        if p is not None
+    ]

@@ -7,6 +7,7 @@ send-to-done, Server-Timing svc/queue and the overhead beside them) and exact co
 A cell's distribution over several trials is their histograms added, never their percentiles
 averaged. Percentiles read from them are within 0.1% (hdr.py); means are exact (sums).
 """
+
 from __future__ import annotations
 
 import math
@@ -67,8 +68,11 @@ def _window_from_rows(tdir, summary: dict | None) -> digest.Window | None:
     f = tdir / "requests.parquet"
     if summary is None or not f.is_file():
         return None
-    w = digest.Window(summary.get("start_ns", summary["measure_start_ns"]),
-                      summary["measure_start_ns"], summary["measure_end_ns"])
+    w = digest.Window(
+        summary.get("start_ns", summary["measure_start_ns"]),
+        summary["measure_start_ns"],
+        summary["measure_end_ns"],
+    )
     for batch in stream_batches(f, batch_size=1 << 20):
         w.add({k: batch.column(k).to_numpy(zero_copy_only=False) for k in batch.schema.names})
     return w
@@ -96,8 +100,10 @@ def cell_distributions(run: Run, trials: pd.DataFrame) -> dict[str, CellDistribu
 
 def has_distributions(run: Run, trials: pd.DataFrame) -> bool:
     """True when any of the trials has a digest with a completed request."""
-    return any((w := trial_window(run, c, k)) is not None and w.counts["completed"] > 0
-               for c, k in zip(trials["cell_id"], trials["trial"]))
+    return any(
+        (w := trial_window(run, c, k)) is not None and w.counts["completed"] > 0
+        for c, k in zip(trials["cell_id"], trials["trial"])
+    )
 
 
 def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
@@ -113,7 +119,7 @@ def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
     if n < 2:
         return None
     mean_ms = s["svc_sum_ms"] / n
-    var_ms2 = max((s["svc_sumsq_ms2"] - n * mean_ms ** 2) / (n - 1), 0.0)
+    var_ms2 = max((s["svc_sumsq_ms2"] - n * mean_ms**2) / (n - 1), 0.0)
     if mean_ms <= 0:
         return None
     over_h = d.window.hists["overhead"]
@@ -121,9 +127,16 @@ def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
     over_mean = s["overhead_sum_ms"] / s["overhead_n"] if s["overhead_n"] else 0.0
     # db time per request over the requests with svc (those without db_ms spent none there)
     db_ms = s.get("db_sum_ms", 0.0) / n if s.get("db_n", 0.0) > 0 else math.nan
-    return ServiceEstimate(mean_ms / 1e3, var_ms2 / mean_ms ** 2, "server_timing",
-                           max(over_median, 0.0) / 1e3, int(n), max(over_mean, 0.0) / 1e3, 0.0,
-                           min(db_ms, mean_ms) / 1e3 if db_ms == db_ms else math.nan)
+    return ServiceEstimate(
+        mean_ms / 1e3,
+        var_ms2 / mean_ms**2,
+        "server_timing",
+        max(over_median, 0.0) / 1e3,
+        int(n),
+        max(over_mean, 0.0) / 1e3,
+        0.0,
+        min(db_ms, mean_ms) / 1e3 if db_ms == db_ms else math.nan,
+    )
 
 
 def single_user_service(d: CellDistribution) -> ServiceEstimate | None:
@@ -135,15 +148,17 @@ def single_user_service(d: CellDistribution) -> ServiceEstimate | None:
     _, std_ms = hdr.mean_std_ms(d.window.hists["sent_to_done"])
     if not mean_ms > 0:
         return None
-    return ServiceEstimate(mean_ms / 1e3, (std_ms / mean_ms) ** 2, "single_user_latency", 0.0,
-                           int(d.completed))
+    return ServiceEstimate(
+        mean_ms / 1e3, (std_ms / mean_ms) ** 2, "single_user_latency", 0.0, int(d.completed)
+    )
 
 
-GAP_ROWS = 200_000     # rows per trial read for the one-worker gap (a contiguous stretch)
+GAP_ROWS = 200_000  # rows per trial read for the one-worker gap (a contiguous stretch)
 
 
-def worker_gap_from_rows(run: Run, cell_id: str, trials: list[int],
-                         max_rows: int = GAP_ROWS) -> float:
+def worker_gap_from_rows(
+    run: Run, cell_id: str, trials: list[int], max_rows: int = GAP_ROWS
+) -> float:
     """models.estimate.worker_gap over the first max_rows measured requests of each trial
     that kept its rows (0 when none did): a bounded read, as the gap needs completions in
     order, which no histogram holds."""
@@ -157,11 +172,16 @@ def worker_gap_from_rows(run: Run, cell_id: str, trials: list[int],
         f = pq.ParquetFile(tdir / "requests.parquet")
         if "svc_ms" not in f.schema_arrow.names:
             continue
-        for batch in stream_batches(tdir / "requests.parquet", [
-                "intended_ns", "done_ns", "error", "status", "svc_ms", "queue_ms"], 65_536):
+        for batch in stream_batches(
+            tdir / "requests.parquet",
+            ["intended_ns", "done_ns", "error", "status", "svc_ms", "queue_ms"],
+            65_536,
+        ):
             df = batch.to_pandas()
-            df = df[(df["intended_ns"] >= summary["measure_start_ns"])
-                    & (df["intended_ns"] < summary["measure_end_ns"])]
+            df = df[
+                (df["intended_ns"] >= summary["measure_start_ns"])
+                & (df["intended_ns"] < summary["measure_end_ns"])
+            ]
             got.append(df)
             n += len(df)
             if n >= max_rows:
@@ -185,12 +205,16 @@ def cell_measures(run: Run, trials: pd.DataFrame) -> dict[str, dict]:
             continue
         svc = service_from_histograms(d)
         if svc is not None and estimate.threads_cores(firsts.loc[cid])[0] == 1:
-            gap = worker_gap_from_rows(run, cid, list(trials.loc[trials["cell_id"] == cid,
-                                                                 "trial"]))
+            gap = worker_gap_from_rows(
+                run, cid, list(trials.loc[trials["cell_id"] == cid, "trial"])
+            )
             if gap > 0:
                 mean = svc.mean_s + gap
-                svc = replace(svc, mean_s=mean, scv=svc.scv * (svc.mean_s / mean) ** 2,
-                              gap_s=gap)
-        out[cid] = {"mean_ms": d.latency_mean_ms, "p99_ms": d.latency_percentile_ms(99.0),
-                    "service": svc, "single_user_service": single_user_service(d)}
+                svc = replace(svc, mean_s=mean, scv=svc.scv * (svc.mean_s / mean) ** 2, gap_s=gap)
+        out[cid] = {
+            "mean_ms": d.latency_mean_ms,
+            "p99_ms": d.latency_percentile_ms(99.0),
+            "service": svc,
+            "single_user_service": single_user_service(d),
+        }
     return out

@@ -1,5 +1,6 @@
 """Queueing-model figures: predicted vs measured latency against load, and USL fits. They
 draw what queueing.py computed; nothing here fits a model."""
+
 from __future__ import annotations
 
 import math
@@ -10,9 +11,17 @@ import pandas as pd
 
 from models import estimate, usl
 
-from .figures import plt
-from .figures import (Figure, axis_label, load_series, log_if_spans, panel_grid, save,
-                      server_colours, xticks_for_cells)
+from .figures import (
+    Figure,
+    axis_label,
+    load_series,
+    log_if_spans,
+    panel_grid,
+    plt,
+    save,
+    server_colours,
+    xticks_for_cells,
+)
 from .queueing import service_of, usl_fits
 
 
@@ -26,8 +35,11 @@ def _curve(rows: pd.DataFrame, x: str, service) -> tuple[np.ndarray, dict[str, t
         return np.array([]), {}
     xs = rows["_x"].to_numpy(dtype=float)
     lo, hi = xs.min(), xs.max()
-    grid = (np.unique(np.round(np.geomspace(max(lo, 1), hi, 40))) if driver == "connections"
-            else np.linspace(lo, hi, 60))
+    grid = (
+        np.unique(np.round(np.geomspace(max(lo, 1), hi, 40)))
+        if driver == "connections"
+        else np.linspace(lo, hi, 60)
+    )
     drv = np.interp(grid, xs, rows[driver].to_numpy(dtype=float))
     curves: dict[str, list] = {}
     names: dict[str, str] = {}
@@ -49,8 +61,9 @@ def _curve(rows: pd.DataFrame, x: str, service) -> tuple[np.ndarray, dict[str, t
     return grid, out
 
 
-def model_latency_figure(table: pd.DataFrame, axes: list[str], out_dir: Path,
-                         colours: dict) -> Figure | None:
+def model_latency_figure(
+    table: pd.DataFrame, axes: list[str], out_dir: Path, colours: dict
+) -> Figure | None:
     """Measured mean and p99 latency per cell against load with each model's curve."""
 
     if table.empty or "pred_mean_ms" not in table:
@@ -65,34 +78,80 @@ def model_latency_figure(table: pd.DataFrame, axes: list[str], out_dir: Path,
         for s in ss:
             c = colours[s.server]
             r = s.rows
-            ax.plot(r["_x"], r["measured_mean_ms"], s.marker, color=c, ms=6,
-                    label=f"{s.label} measured mean")
-            ax.plot(r["_x"], r["measured_p99_ms"], s.marker, color=c, ms=6, mfc="none",
-                    label=f"{s.label} measured p99")
+            ax.plot(
+                r["_x"],
+                r["measured_mean_ms"],
+                s.marker,
+                color=c,
+                ms=6,
+                label=f"{s.label} measured mean",
+            )
+            ax.plot(
+                r["_x"],
+                r["measured_p99_ms"],
+                s.marker,
+                color=c,
+                ms=6,
+                mfc="none",
+                label=f"{s.label} measured p99",
+            )
             values += list(r["measured_mean_ms"]) + list(r["measured_p99_ms"])
             bad = r[r["from_invalid"].astype(bool)]
             if not bad.empty:
-                ax.plot(bad["_x"], bad["measured_mean_ms"], "o", mfc="none", mec="red", ms=11,
-                        mew=1.5, label="from invalid trials")
+                ax.plot(
+                    bad["_x"],
+                    bad["measured_mean_ms"],
+                    "o",
+                    mfc="none",
+                    mec="red",
+                    ms=11,
+                    mew=1.5,
+                    label="from invalid trials",
+                )
             fitted = r[r["pred_mean_ms"].notna()]
             if x is None or fitted.empty:
-                ax.plot(fitted["_x"], fitted["pred_mean_ms"], "x", color=c, ms=8,
-                        label=f"{s.label} model mean")
+                ax.plot(
+                    fitted["_x"],
+                    fitted["pred_mean_ms"],
+                    "x",
+                    color=c,
+                    ms=8,
+                    label=f"{s.label} model mean",
+                )
                 continue
             service = service_of(fitted.iloc[0])
             _, curves = _curve(fitted, x, service) if service else (None, {})
-            for i, (key, (name, gx, mean, p99)) in enumerate(curves.items()):
+            for i, (_key, (name, gx, mean, p99)) in enumerate(curves.items()):
                 finite = np.isfinite(mean)
                 if finite.any():
-                    ax.plot(gx[finite], mean[finite], linestyle=styles[i % len(styles)],
-                            color=c, lw=1.2, alpha=0.8, label=f"{name} mean")
+                    ax.plot(
+                        gx[finite],
+                        mean[finite],
+                        linestyle=styles[i % len(styles)],
+                        color=c,
+                        lw=1.2,
+                        alpha=0.8,
+                        label=f"{name} mean",
+                    )
                     values += list(mean[finite])
                 if np.isfinite(p99).any():
-                    ax.plot(gx, p99, linestyle=styles[i % len(styles)], color="grey", lw=1,
-                            label=f"{name} p99")
+                    ax.plot(
+                        gx,
+                        p99,
+                        linestyle=styles[i % len(styles)],
+                        color="grey",
+                        lw=1,
+                        label=f"{name} p99",
+                    )
             if not curves:
-                ax.plot(fitted["_x"], fitted["pred_mean_ms"], "x", color=c, ms=8,
-                        label=f"{s.label} model mean")
+                ax.plot(
+                    fitted["_x"],
+                    fitted["pred_mean_ms"],
+                    "x",
+                    color=c,
+                    ms=8,
+                    label=f"{s.label} model mean",
+                )
         log_if_spans(ax, values)
         if x is None:
             xticks_for_cells(ax, ss)
@@ -102,10 +161,14 @@ def model_latency_figure(table: pd.DataFrame, axes: list[str], out_dir: Path,
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6)
     fig.tight_layout()
-    return Figure("model_latency", "Queueing models vs measured latency",
-                  "Markers: measured mean (filled) and p99 (hollow); lines: each applicable "
-                  "model's mean (server colour) and p99 (grey), using the service time "
-                  "estimated at the lowest load of each line.", save(fig, out_dir, "model_latency"))
+    return Figure(
+        "model_latency",
+        "Queueing models vs measured latency",
+        "Markers: measured mean (filled) and p99 (hollow); lines: each applicable "
+        "model's mean (server colour) and p99 (grey), using the service time "
+        "estimated at the lowest load of each line.",
+        save(fig, out_dir, "model_latency"),
+    )
 
 
 def usl_figure(run, table: pd.DataFrame, out_dir: Path, colours: dict) -> Figure | None:
@@ -119,28 +182,50 @@ def usl_figure(run, table: pd.DataFrame, out_dir: Path, colours: dict) -> Figure
     for f in fits:
         c = colours.get(f["server"], "C0")
         t = trials[trials["cell_id"].isin(f["cell_ids"])]
-        ax.plot(t["connections"], t["throughput_rps"], "o", color=c, label=f"{f['server']} measured")
+        ax.plot(
+            t["connections"], t["throughput_rps"], "o", color=c, label=f"{f['server']} measured"
+        )
         n_max = float(t["connections"].max())
         peak_n = f["peak_concurrency"]
         top = max(n_max, peak_n * 1.3) if math.isfinite(peak_n) else n_max
         grid = np.linspace(1, top, 200)
-        ax.plot(grid, usl.predict(grid, f["sigma"], f["kappa"], f["lam"]), "-", color=c,
-                label=f"USL: sigma={f['sigma']:.3g}, kappa={f['kappa']:.2g}, "
-                      f"lambda={f['lam']:.3g}/s (R²={f['r_squared']:.2f})")
+        ax.plot(
+            grid,
+            usl.predict(grid, f["sigma"], f["kappa"], f["lam"]),
+            "-",
+            color=c,
+            label=f"USL: sigma={f['sigma']:.3g}, kappa={f['kappa']:.2g}, "
+            f"lambda={f['lam']:.3g}/s (R²={f['r_squared']:.2f})",
+        )
         if math.isfinite(peak_n) and peak_n > 0:
-            ax.plot([peak_n], [f["peak_throughput_rps"]], "*", color=c, ms=14, mec="black",
-                    label=f"peak {f['peak_throughput_rps']:,.0f} req/s at N={peak_n:.1f}")
+            ax.plot(
+                [peak_n],
+                [f["peak_throughput_rps"]],
+                "*",
+                color=c,
+                ms=14,
+                mec="black",
+                label=f"peak {f['peak_throughput_rps']:,.0f} req/s at N={peak_n:.1f}",
+            )
         elif math.isfinite(f["peak_throughput_rps"]):
-            ax.axhline(f["peak_throughput_rps"], color=c, ls=":", lw=1,
-                       label=f"asymptote {f['peak_throughput_rps']:,.0f} req/s (kappa = 0)")
+            ax.axhline(
+                f["peak_throughput_rps"],
+                color=c,
+                ls=":",
+                lw=1,
+                label=f"asymptote {f['peak_throughput_rps']:,.0f} req/s (kappa = 0)",
+            )
     ax.set_xlabel("concurrency N (connections)")
     ax.set_ylabel("throughput (requests/s)")
     ax.set_title("Universal Scalability Law fit")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    return Figure("usl", "Throughput vs concurrency (USL)",
-                  "Closed-load trials with the fitted Universal Scalability Law and its peak.",
-                  save(fig, out_dir, "usl"))
+    return Figure(
+        "usl",
+        "Throughput vs concurrency (USL)",
+        "Closed-load trials with the fitted Universal Scalability Law and its peak.",
+        save(fig, out_dir, "usl"),
+    )
 
 
 def draw_models(run, table: pd.DataFrame, out_dir: Path) -> list[Figure]:
@@ -149,6 +234,8 @@ def draw_models(run, table: pd.DataFrame, out_dir: Path) -> list[Figure]:
         return []
     colours = server_colours(list(run.trials["server"].unique()))
     axes = run.axes or ["server"]
-    figs = [model_latency_figure(table, axes, out_dir, colours),
-            usl_figure(run, table, out_dir, colours)]
+    figs = [
+        model_latency_figure(table, axes, out_dir, colours),
+        usl_figure(run, table, out_dir, colours),
+    ]
     return [f for f in figs if f is not None]

@@ -10,6 +10,7 @@ paths as well to run them beside the threshold cases.
 Registered as the `perfctl` pytest11 entry point; or load it with
 `-p orchestrator.analysis.pytest_plugin`.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,12 +24,24 @@ from . import check
 
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("perfctl")
-    group.addoption("--perf-run", metavar="RUN_DIR", default=None,
-                    help="perfctl results dir: one test per threshold x matching cell.")
-    group.addoption("--perf-thresholds", metavar="FILE", default=None,
-                    help="YAML thresholds to use instead of the run's experiment file.")
-    group.addoption("--perf-include-noisy", action="store_true", default=False,
-                    help="Average valid trials the host disturbed too (default: valid, quiet).")
+    group.addoption(
+        "--perf-run",
+        metavar="RUN_DIR",
+        default=None,
+        help="perfctl results dir: one test per threshold x matching cell.",
+    )
+    group.addoption(
+        "--perf-thresholds",
+        metavar="FILE",
+        default=None,
+        help="YAML thresholds to use instead of the run's experiment file.",
+    )
+    group.addoption(
+        "--perf-include-noisy",
+        action="store_true",
+        default=False,
+        help="Average valid trials the host disturbed too (default: valid, quiet).",
+    )
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -54,8 +67,9 @@ class ThresholdItem(pytest.Item):
         if not v.passed:
             value = "no value" if math.isnan(v.measured) else f"{v.measured:.6g}"
             why = f" ({v.note})" if v.note else ""
-            raise ThresholdFailure(f"{v.cell_label}: {v.threshold.column} = {value}, "
-                                   f"needs {v.threshold.text}{why}")
+            raise ThresholdFailure(
+                f"{v.cell_label}: {v.threshold.column} = {value}, needs {v.threshold.text}{why}"
+            )
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ThresholdFailure):
@@ -79,8 +93,9 @@ class PerfRunCollector(pytest.Collector):
             name = f"threshold-{th.index}[{bound} | {v.cell_label}]"
             n = seen.get(name, 0)
             seen[name] = n + 1
-            yield ThresholdItem.from_parent(self, name=name if n == 0 else f"{name}#{n + 1}",
-                                            verdict=v)
+            yield ThresholdItem.from_parent(
+                self, name=name if n == 0 else f"{name}#{n + 1}", verdict=v
+            )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -90,12 +105,15 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         return
     file = config.getoption("--perf-thresholds")
     try:
-        verdicts = check.check_run(Path(run_dir), Path(file) if file else None,
-                                   config.getoption("--perf-include-noisy"))
+        verdicts = check.check_run(
+            Path(run_dir), Path(file) if file else None, config.getoption("--perf-include-noisy")
+        )
     except PerfctlError as e:
         raise pytest.UsageError(f"--perf-run: {e}") from None
     if not verdicts:
-        raise pytest.UsageError(f"--perf-run {run_dir}: the run has no thresholds. Fix: add "
-                                "`thresholds:` to the experiment or pass --perf-thresholds FILE.")
+        raise pytest.UsageError(
+            f"--perf-run {run_dir}: the run has no thresholds. Fix: add "
+            "`thresholds:` to the experiment or pass --perf-thresholds FILE."
+        )
     collector = PerfRunCollector.from_parent(session, name="perf-run", verdicts=verdicts)
     items.extend(collector.collect())

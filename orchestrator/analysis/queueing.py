@@ -6,6 +6,7 @@ run, and runs that kept no requests fit too), writes RUN_DIR/models.json and ret
 is the caller's job (model_figures.py). Trials and requests count as views.py says; a cell
 measured only by invalid trials is flagged `from_invalid`.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,9 +25,21 @@ from .views import analysis_trials, cell_labels
 
 # Measurement columns models.comparison.compare reads. The rest (start-up time, self-check
 # readings, CPU...) differs per trial and is left out of the table it is given.
-MEASURED_COLUMNS = ["throughput_rps", "latency_mean_ms", "latency_p50_ms", "latency_p90_ms",
-                    "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "requests", "errors",
-                    "error_rate", "target_rate", "achieved_rate", "valid"]
+MEASURED_COLUMNS = [
+    "throughput_rps",
+    "latency_mean_ms",
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "latency_p999_ms",
+    "latency_max_ms",
+    "requests",
+    "errors",
+    "error_rate",
+    "target_rate",
+    "achieved_rate",
+    "valid",
+]
 
 
 def queueing_table(run: Run) -> pd.DataFrame:
@@ -36,10 +49,14 @@ def queueing_table(run: Run) -> pd.DataFrame:
         return pd.DataFrame()
     trials, fallback = analysis_trials(run.trials)
     config = configuration_columns(trials, run.axes)
-    keep = list(dict.fromkeys(["cell_id", "trial", *config] +
-                              [c for c in MEASURED_COLUMNS if c in trials.columns]))
-    table = comparison.compare(trials[keep], None, config_columns=config,
-                               measures=cell_measures(run, trials))
+    keep = list(
+        dict.fromkeys(
+            ["cell_id", "trial", *config] + [c for c in MEASURED_COLUMNS if c in trials.columns]
+        )
+    )
+    table = comparison.compare(
+        trials[keep], None, config_columns=config, measures=cell_measures(run, trials)
+    )
     if table.empty:
         return table
     labels = cell_labels(run, short=True)
@@ -54,14 +71,15 @@ def service_of(row: pd.Series) -> estimate.ServiceEstimate | None:
     if not (isinstance(m, (int, float)) and m == m and m > 0):
         return None
     oh_mean = row.get("overhead_mean_ms", math.nan)
-    db = row.get("db_mean_ms", math.nan)      # /db: the figures predict the tandem the table did
-    return estimate.ServiceEstimate(m / 1e3, float(row.get("service_scv", 1.0)),
-                                    str(row.get("service_source", "")),
-                                    float(row.get("overhead_ms", 0.0) or 0.0) / 1e3,
-                                    overhead_mean_s=float(oh_mean) / 1e3 if oh_mean == oh_mean
-                                    else math.nan,
-                                    db_mean_s=float(db) / 1e3 if isinstance(db, (int, float))
-                                    and db == db else math.nan)
+    db = row.get("db_mean_ms", math.nan)  # /db: the figures predict the tandem the table did
+    return estimate.ServiceEstimate(
+        m / 1e3,
+        float(row.get("service_scv", 1.0)),
+        str(row.get("service_source", "")),
+        float(row.get("overhead_ms", 0.0) or 0.0) / 1e3,
+        overhead_mean_s=float(oh_mean) / 1e3 if oh_mean == oh_mean else math.nan,
+        db_mean_s=float(db) / 1e3 if isinstance(db, (int, float)) and db == db else math.nan,
+    )
 
 
 def usl_fits(table: pd.DataFrame) -> list[dict]:
@@ -74,16 +92,23 @@ def usl_fits(table: pd.DataFrame) -> list[dict]:
     for key, g in done.groupby(["usl_sigma", "usl_kappa", "usl_lam"], sort=False):
         sigma, kappa, lam = (float(v) for v in key)
         peak_n = float(g["usl_peak_concurrency"].iloc[0])
-        if math.isfinite(peak_n):   # sigma >= 1 gives N* = 0: throughput only falls past N = 1
+        if math.isfinite(peak_n):  # sigma >= 1 gives N* = 0: throughput only falls past N = 1
             peak_n = max(peak_n, 1.0)
             peak_x = float(usl.predict(peak_n, sigma, kappa, lam))
         else:
             peak_x = lam / sigma if sigma > 0 else math.inf
-        fits.append({"server": str(g["server"].iloc[0]) if "server" in g else "",
-                     "sigma": sigma, "kappa": kappa, "lam": lam,
-                     "peak_concurrency": peak_n, "peak_throughput_rps": peak_x,
-                     "r_squared": float(g["usl_r_squared"].iloc[0]),
-                     "cell_ids": list(g["cell_id"])})
+        fits.append(
+            {
+                "server": str(g["server"].iloc[0]) if "server" in g else "",
+                "sigma": sigma,
+                "kappa": kappa,
+                "lam": lam,
+                "peak_concurrency": peak_n,
+                "peak_throughput_rps": peak_x,
+                "r_squared": float(g["usl_r_squared"].iloc[0]),
+                "cell_ids": list(g["cell_id"]),
+            }
+        )
     return fits
 
 
@@ -108,13 +133,16 @@ def fit_run(run_dir: str | Path) -> tuple[dict, pd.DataFrame]:
     doc = {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "basis": "valid trials per cell (all trials when a cell has none: from_invalid); "
-                 "requests in the measured window that completed without error, through "
-                 "their HdrHistograms (mean exact, p99 within 0.1%)",
-        "cells": [{k: _jsonable(v) for k, v in r.items()
-                   if not (isinstance(v, float) and math.isnan(v))}
-                  for r in table.to_dict("records")],
-        "usl": [{k: _jsonable(v) if not isinstance(v, list) else v for k, v in f.items()}
-                for f in usl_fits(table)],
+        "requests in the measured window that completed without error, through "
+        "their HdrHistograms (mean exact, p99 within 0.1%)",
+        "cells": [
+            {k: _jsonable(v) for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
+            for r in table.to_dict("records")
+        ],
+        "usl": [
+            {k: _jsonable(v) if not isinstance(v, list) else v for k, v in f.items()}
+            for f in usl_fits(table)
+        ],
     }
     write_json(run.path / "models.json", doc)
     return doc, table

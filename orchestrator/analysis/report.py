@@ -9,6 +9,7 @@ run's configuration and host (run.json).
 A small inline script sets <body data-figures="ok"> once every image has decoded with a
 non-zero size ("failed:N" otherwise); tests read it from a headless browser's DOM.
 """
+
 from __future__ import annotations
 
 import base64
@@ -77,20 +78,30 @@ def _precision(g: pd.DataFrame) -> str:
     last = g.iloc[-1]
     half = _num(last.get("precision_half_width_pct"), ".1f")
     ok = bool(last.get("precision_reached"))
-    return (f'<span class="{"good" if ok else "warn"}">±{half}% '
-            f'{"reached" if ok else "not reached"}</span> (target '
-            f'{_num(last.get("precision_target_pct"), "g")}%)')
+    return (
+        f'<span class="{"good" if ok else "warn"}">±{half}% '
+        f"{'reached' if ok else 'not reached'}</span> (target "
+        f"{_num(last.get('precision_target_pct'), 'g')}%)"
+    )
 
 
 def _summary(trials: pd.DataFrame, axes: list[str]) -> str:
-    cols = [("trials", None), ("throughput req/s", "throughput_rps", ",.0f"),
-            ("p50 ms", "latency_p50_ms", ".3f"), ("p90 ms", "latency_p90_ms", ".3f"),
-            ("p99 ms", "latency_p99_ms", ".3f"), ("p99.9 ms", "latency_p999_ms", ".3f"),
-            ("max ms", "latency_max_ms", ".2f"), ("error rate", "error_rate", ".4f")]
+    cols = [
+        ("trials", None),
+        ("throughput req/s", "throughput_rps", ",.0f"),
+        ("p50 ms", "latency_p50_ms", ".3f"),
+        ("p90 ms", "latency_p90_ms", ".3f"),
+        ("p99 ms", "latency_p99_ms", ".3f"),
+        ("p99.9 ms", "latency_p999_ms", ".3f"),
+        ("max ms", "latency_max_ms", ".2f"),
+        ("error rate", "error_rate", ".4f"),
+    ]
     head = "".join(f'<th class="l">{_e(a)}</th>' for a in axes)
     head += "".join(f"<th>{_e(c[0])}</th>" for c in cols)
-    head += ('<th>valid</th><th>quiet</th><th>precision</th><th class="l">why invalid</th>'
-             '<th class="l">why noisy</th>')
+    head += (
+        '<th>valid</th><th>quiet</th><th>precision</th><th class="l">why invalid</th>'
+        '<th class="l">why noisy</th>'
+    )
     rows = []
     for _, g in trials.groupby("cell_id", sort=False):
         valid, quiet = flag(g, "valid"), flag(g, "quiet")
@@ -106,18 +117,25 @@ def _summary(trials: pd.DataFrame, axes: list[str]) -> str:
         cells += f'<td class="l">{_e(_reasons(g, ~quiet, "noise_reasons"))}</td>'
         cls = "invalid" if not valid.all() else ("noisy" if not quiet.all() else "")
         rows.append(f'<tr class="{cls}">{cells}</tr>')
-    return (f"<table><tr>{head}</tr>{''.join(rows)}</table><p>Means over each cell's valid "
-            "trials (over all of them, in a red row, when none is valid). <b>valid</b>: the "
-            "measurement worked (the load generator kept its schedule, the server answered). "
-            "<b>quiet</b>: the host left the trial alone (no CPU steal, no other process on "
-            "the trial's CPUs); <code>perfctl compare</code> and <code>check</code> use only "
-            "valid, quiet trials. An amber row had a noisy trial.</p>")
+    return (
+        f"<table><tr>{head}</tr>{''.join(rows)}</table><p>Means over each cell's valid "
+        "trials (over all of them, in a red row, when none is valid). <b>valid</b>: the "
+        "measurement worked (the load generator kept its schedule, the server answered). "
+        "<b>quiet</b>: the host left the trial alone (no CPU steal, no other process on "
+        "the trial's CPUs); <code>perfctl compare</code> and <code>check</code> use only "
+        "valid, quiet trials. An amber row had a noisy trial.</p>"
+    )
 
 
-TCP_COLUMNS = [("listen overflows", "tcp_listen_overflows"), ("listen drops", "tcp_listen_drops"),
-               ("retransmitted segments", "tcp_retrans_segs"), ("timeouts", "tcp_timeouts"),
-               ("RSTs sent", "tcp_resets"), ("aborts on data", "tcp_abort_on_data"),
-               ("accept queue peak", "tcp_accept_queue_max")]
+TCP_COLUMNS = [
+    ("listen overflows", "tcp_listen_overflows"),
+    ("listen drops", "tcp_listen_drops"),
+    ("retransmitted segments", "tcp_retrans_segs"),
+    ("timeouts", "tcp_timeouts"),
+    ("RSTs sent", "tcp_resets"),
+    ("aborts on data", "tcp_abort_on_data"),
+    ("accept queue peak", "tcp_accept_queue_max"),
+]
 
 
 def _kernel_tcp(trials: pd.DataFrame, axes: list[str]) -> str:
@@ -136,14 +154,16 @@ def _kernel_tcp(trials: pd.DataFrame, axes: list[str]) -> str:
         scopes = sorted({str(v) for v in g.get("tcp_counters_scope", pd.Series(dtype=str))})
         cells += f'<td class="l">{_e(", ".join(scopes) or "-")}</td>'
         rows.append(f"<tr>{cells}</tr>")
-    return ("<h2>Kernel TCP counters</h2>"
-            f"<table><tr>{head}</tr>{''.join(rows)}</table><p>Per trial, the change of the "
-            "kernel's counters (/proc/net/netstat, /proc/net/snmp) over the load, read in the "
-            "server's network namespace; the mean over the cell's trials. <b>listen "
-            "overflows</b>: handshakes dropped because the accept queue was full (the clients "
-            "retry their SYN after 1 s, 3 s, ...). <b>counted in</b> <code>host</code>: the "
-            "server shared the host's namespace, so other processes' traffic in the same "
-            "seconds is counted too; <code>namespace</code>: the server's own.</p>")
+    return (
+        "<h2>Kernel TCP counters</h2>"
+        f"<table><tr>{head}</tr>{''.join(rows)}</table><p>Per trial, the change of the "
+        "kernel's counters (/proc/net/netstat, /proc/net/snmp) over the load, read in the "
+        "server's network namespace; the mean over the cell's trials. <b>listen "
+        "overflows</b>: handshakes dropped because the accept queue was full (the clients "
+        "retry their SYN after 1 s, 3 s, ...). <b>counted in</b> <code>host</code>: the "
+        "server shared the host's namespace, so other processes' traffic in the same "
+        "seconds is counted too; <code>namespace</code>: the server's own.</p>"
+    )
 
 
 def _profiles(run: results.Run, out: Path) -> str:
@@ -155,9 +175,15 @@ def _profiles(run: results.Run, out: Path) -> str:
     flamegraph.draw_run(run.path)
     labels = {}
     if not run.trials.empty:
-        labels = dict(zip(run.trials["cell_id"].astype(str),
-                          (", ".join(f"{a}={r[a]}" for a in run.axes if a in r)
-                           for _, r in run.trials.iterrows())))
+        labels = dict(
+            zip(
+                run.trials["cell_id"].astype(str),
+                (
+                    ", ".join(f"{a}={r[a]}" for a in run.axes if a in r)
+                    for _, r in run.trials.iterrows()
+                ),
+            )
+        )
     rows = []
     for f in infos:
         info = json.loads(f.read_text())
@@ -167,25 +193,32 @@ def _profiles(run: results.Run, out: Path) -> str:
             href = svg.resolve().relative_to(out.resolve().parent).as_posix()
         except ValueError:
             href = svg.resolve().as_uri()
-        link = (f'<a href="{_e(href)}">{_e(tdir.parent.name)}/{_e(tdir.name)}</a>'
-                if svg.is_file() else _e(f"{tdir.parent.name}/{tdir.name}"))
+        link = (
+            f'<a href="{_e(href)}">{_e(tdir.parent.name)}/{_e(tdir.name)}</a>'
+            if svg.is_file()
+            else _e(f"{tdir.parent.name}/{tdir.name}")
+        )
         cost = info.get("profiler_cpu_pct_of_one_cpu")
-        rows.append(f'<tr><td class="l">{link}</td>'
-                    f'<td class="l">{_e(labels.get(tdir.parent.name, ""))}</td>'
-                    f'<td class="l">{_e(info.get("tool", ""))}</td>'
-                    f'<td>{_e(info.get("samples", 0))}</td>'
-                    f'<td>{"-" if cost is None else _num(cost, ".2f")}</td>'
-                    f'<td class="l">{_e(info.get("cost", ""))}</td>'
-                    f'<td class="l">{_e(info.get("note", ""))}</td></tr>')
-    return ("<h2>Server profiles</h2><table><tr><th class='l'>flame graph</th>"
-            "<th class='l'>cell</th><th class='l'>profiler</th><th>samples</th>"
-            "<th>profiler CPU % of one CPU</th><th class='l'>what that covers</th>"
-            f"<th class='l'>note</th></tr>{''.join(rows)}</table><p>Each trial's server was "
-            "sampled while the load ran (py-spy for Python, JDK Flight Recorder for Java, perf "
-            "for C); a box's width is its share of the samples. The profiler's cost is measured "
-            "per trial (its CPU time over the load) and written in profile.json beside the "
-            "graph; benchmarks/profile_overhead.py measures what it costs the server's "
-            "throughput.</p>")
+        rows.append(
+            f'<tr><td class="l">{link}</td>'
+            f'<td class="l">{_e(labels.get(tdir.parent.name, ""))}</td>'
+            f'<td class="l">{_e(info.get("tool", ""))}</td>'
+            f"<td>{_e(info.get('samples', 0))}</td>"
+            f"<td>{'-' if cost is None else _num(cost, '.2f')}</td>"
+            f'<td class="l">{_e(info.get("cost", ""))}</td>'
+            f'<td class="l">{_e(info.get("note", ""))}</td></tr>'
+        )
+    return (
+        "<h2>Server profiles</h2><table><tr><th class='l'>flame graph</th>"
+        "<th class='l'>cell</th><th class='l'>profiler</th><th>samples</th>"
+        "<th>profiler CPU % of one CPU</th><th class='l'>what that covers</th>"
+        f"<th class='l'>note</th></tr>{''.join(rows)}</table><p>Each trial's server was "
+        "sampled while the load ran (py-spy for Python, JDK Flight Recorder for Java, perf "
+        "for C); a box's width is its share of the samples. The profiler's cost is measured "
+        "per trial (its CPU time over the load) and written in profile.json beside the "
+        "graph; benchmarks/profile_overhead.py measures what it costs the server's "
+        "throughput.</p>"
+    )
 
 
 def _thresholds(run: results.Run) -> str:
@@ -198,18 +231,25 @@ def _thresholds(run: results.Run) -> str:
     rows = []
     for v in verdicts:
         cls = "good" if v.passed else "bad"
-        rows.append(f'<tr><td>{v.threshold.index}</td><td class="l">{_e(v.threshold.text)}</td>'
-                    f'<td class="l">{_e(v.cell_label)}</td><td>{_num(v.measured, ".4g")}</td>'
-                    f'<td>{v.trials}{f" ({v.excluded} left out)" if v.excluded else ""}</td>'
-                    f'<td class="{cls}">{"pass" if v.passed else "BREACH"}</td>'
-                    f'<td class="l">{_e(v.note)}</td></tr>')
+        rows.append(
+            f'<tr><td>{v.threshold.index}</td><td class="l">{_e(v.threshold.text)}</td>'
+            f'<td class="l">{_e(v.cell_label)}</td><td>{_num(v.measured, ".4g")}</td>'
+            f"<td>{v.trials}{f' ({v.excluded} left out)' if v.excluded else ''}</td>"
+            f'<td class="{cls}">{"pass" if v.passed else "BREACH"}</td>'
+            f'<td class="l">{_e(v.note)}</td></tr>'
+        )
     breaches = sum(not v.passed for v in verdicts)
-    badge = (f'<span class="flag">{breaches} breach{"es" if breaches != 1 else ""}</span>'
-             if breaches else '<span class="flag ok">all pass</span>')
-    return (f"<h2>Thresholds {badge}</h2><table><tr><th>#</th><th class='l'>threshold</th>"
-            f"<th class='l'>cell</th><th>measured (mean of valid, quiet trials)</th><th>trials</th>"
-            f"<th>verdict</th>"
-            f"<th class='l'>note</th></tr>{''.join(rows)}</table>")
+    badge = (
+        f'<span class="flag">{breaches} breach{"es" if breaches != 1 else ""}</span>'
+        if breaches
+        else '<span class="flag ok">all pass</span>'
+    )
+    return (
+        f"<h2>Thresholds {badge}</h2><table><tr><th>#</th><th class='l'>threshold</th>"
+        f"<th class='l'>cell</th><th>measured (mean of valid, quiet trials)</th><th>trials</th>"
+        f"<th>verdict</th>"
+        f"<th class='l'>note</th></tr>{''.join(rows)}</table>"
+    )
 
 
 def _models(table: pd.DataFrame) -> str:
@@ -218,26 +258,32 @@ def _models(table: pd.DataFrame) -> str:
     rows = []
     for _, r in table.iterrows():
         cls = "fallback" if bool(r.get("from_invalid", False)) else ""
-        rows.append(f'<tr class="{cls}"><td class="l">{_e(r.get("label", r["cell_id"]))}</td>'
-                    f'<td class="l">{_e(r.get("model", ""))}</td>'
-                    f'<td>{_num(r.get("measured_mean_ms"), ".3f")}</td>'
-                    f'<td>{_num(r.get("pred_mean_ms"), ".3f")}</td>'
-                    f'<td>{_num(100 * r.get("err_mean", math.nan), "+.0f")}</td>'
-                    f'<td>{_num(r.get("measured_p99_ms"), ".3f")}</td>'
-                    f'<td>{_num(r.get("pred_p99_ms"), ".3f")}</td>'
-                    f'<td>{_num(100 * r.get("err_p99", math.nan), "+.0f")}</td></tr>')
-    return ("<h2>Queueing models</h2><table><tr><th class='l'>cell</th><th class='l'>model</th>"
-            "<th>measured mean ms</th><th>predicted mean ms</th><th>error %</th>"
-            "<th>measured p99 ms</th><th>predicted p99 ms</th><th>error %</th></tr>"
-            f"{''.join(rows)}</table><p>Yellow rows: the cell had no valid trial, so its "
-            "invalid trials were used. <code>perfctl model</code> prints every model.</p>")
+        rows.append(
+            f'<tr class="{cls}"><td class="l">{_e(r.get("label", r["cell_id"]))}</td>'
+            f'<td class="l">{_e(r.get("model", ""))}</td>'
+            f"<td>{_num(r.get('measured_mean_ms'), '.3f')}</td>"
+            f"<td>{_num(r.get('pred_mean_ms'), '.3f')}</td>"
+            f"<td>{_num(100 * r.get('err_mean', math.nan), '+.0f')}</td>"
+            f"<td>{_num(r.get('measured_p99_ms'), '.3f')}</td>"
+            f"<td>{_num(r.get('pred_p99_ms'), '.3f')}</td>"
+            f"<td>{_num(100 * r.get('err_p99', math.nan), '+.0f')}</td></tr>"
+        )
+    return (
+        "<h2>Queueing models</h2><table><tr><th class='l'>cell</th><th class='l'>model</th>"
+        "<th>measured mean ms</th><th>predicted mean ms</th><th>error %</th>"
+        "<th>measured p99 ms</th><th>predicted p99 ms</th><th>error %</th></tr>"
+        f"{''.join(rows)}</table><p>Yellow rows: the cell had no valid trial, so its "
+        "invalid trials were used. <code>perfctl model</code> prints every model.</p>"
+    )
 
 
 def _figure(f: Figure) -> str:
     data = base64.b64encode(f.png.read_bytes()).decode("ascii")
-    return (f'<figure id="fig-{_e(f.name)}"><h3>{_e(f.title)}</h3>'
-            f'<img alt="{_e(f.title)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{_e(f.caption)}</figcaption></figure>")
+    return (
+        f'<figure id="fig-{_e(f.name)}"><h3>{_e(f.title)}</h3>'
+        f'<img alt="{_e(f.title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{_e(f.caption)}</figcaption></figure>"
+    )
 
 
 def build(run_dir, out: Path | None = None) -> Path:
@@ -255,29 +301,41 @@ def build(run_dir, out: Path | None = None) -> Path:
     figs += draw_models(run, table, plot_dir)
     info = run.info
     invalid = int((~trials["valid"].fillna(False).astype(bool)).sum()) if not trials.empty else 0
-    badge = (f'<span class="flag">{invalid} of {len(trials)} trials invalid</span>' if invalid
-             else f'<span class="flag ok">all {len(trials)} trials valid</span>')
+    badge = (
+        f'<span class="flag">{invalid} of {len(trials)} trials invalid</span>'
+        if invalid
+        else f'<span class="flag ok">all {len(trials)} trials valid</span>'
+    )
     noisy = int((~flag(trials, "quiet")).sum()) if not trials.empty else 0
     if noisy:
         badge += f' <span class="flag" style="background:#8a5a00">{noisy} noisy</span>'
     host = info.get("host", {})
-    sub = (f"{_e(info.get('started', ''))} · {_e(host.get('hostname', ''))} · "
-           f"{_e(host.get('cpu_count', '?'))} CPUs · perfctl {_e(host.get('perfctl_version', ''))}"
-           f" · commit {_e(str(host.get('git_commit', ''))[:10])} · profile "
-           f"{_e(info.get('profile') or '-')} · overrides {_e(' '.join(info.get('overrides') or []) or '-')}")
-    body = [f"<h1>{_e(info.get('experiment', run.path.name))}</h1><p class='sub'>{sub}</p>",
-            f"<p>{_e(info.get('document', {}).get('description', ''))}</p>",
-            f"<h2>Summary {badge}</h2>", _summary(trials, run.axes) if not trials.empty
-            else "<p>No trial recorded.</p>", _thresholds(run) if not trials.empty else "",
-            _kernel_tcp(trials, run.axes) if not trials.empty else "",
-            _profiles(run, out),
-            "<h2>Figures</h2>", *(_figure(f) for f in figs), _models(table),
-            "<h2>Configuration and host</h2><details><summary>run.json</summary>"
-            f"<pre>{_e(json.dumps(info, indent=1, default=str))}</pre></details>"]
-    page = ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            f"<title>perfctl report: {_e(info.get('experiment', ''))}</title>"
-            f"<style>{CSS}</style></head><body>{''.join(body)}<script>{SCRIPT}</script>"
-            "</body></html>")
+    sub = (
+        f"{_e(info.get('started', ''))} · {_e(host.get('hostname', ''))} · "
+        f"{_e(host.get('cpu_count', '?'))} CPUs · perfctl {_e(host.get('perfctl_version', ''))}"
+        f" · commit {_e(str(host.get('git_commit', ''))[:10])} · profile "
+        f"{_e(info.get('profile') or '-')} · overrides {_e(' '.join(info.get('overrides') or []) or '-')}"
+    )
+    body = [
+        f"<h1>{_e(info.get('experiment', run.path.name))}</h1><p class='sub'>{sub}</p>",
+        f"<p>{_e(info.get('document', {}).get('description', ''))}</p>",
+        f"<h2>Summary {badge}</h2>",
+        _summary(trials, run.axes) if not trials.empty else "<p>No trial recorded.</p>",
+        _thresholds(run) if not trials.empty else "",
+        _kernel_tcp(trials, run.axes) if not trials.empty else "",
+        _profiles(run, out),
+        "<h2>Figures</h2>",
+        *(_figure(f) for f in figs),
+        _models(table),
+        "<h2>Configuration and host</h2><details><summary>run.json</summary>"
+        f"<pre>{_e(json.dumps(info, indent=1, default=str))}</pre></details>",
+    ]
+    page = (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>perfctl report: {_e(info.get('experiment', ''))}</title>"
+        f"<style>{CSS}</style></head><body>{''.join(body)}<script>{SCRIPT}</script>"
+        "</body></html>"
+    )
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out)

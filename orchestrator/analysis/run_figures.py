@@ -1,43 +1,75 @@
 """Measurement figures of a run: throughput, percentiles, p99, errors against load; the
 per-second timeline; the latency spectrum (CDF). Conventions: figures.py."""
+
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
 import matplotlib
-
 import numpy as np
 import pandas as pd
 
 from loadgen import hdr
 
-from .figures import plt
-from .figures import (MAX_CDF_POINTS, MAX_TIMELINE_CELLS, PERCENTILE_STYLES, Figure,
-                      axis_label, load_series, log_if_spans, mark_invalid, metric_vs_load,
-                      panel_grid, prepare, save, server_colours, trial_cell_labels,
-                      x_scale, xticks_for_cells)
+from .figures import (
+    MAX_CDF_POINTS,
+    MAX_TIMELINE_CELLS,
+    PERCENTILE_STYLES,
+    Figure,
+    axis_label,
+    load_series,
+    log_if_spans,
+    mark_invalid,
+    metric_vs_load,
+    panel_grid,
+    plt,
+    prepare,
+    save,
+    server_colours,
+    trial_cell_labels,
+    x_scale,
+    xticks_for_cells,
+)
 from .histograms import cell_distributions
 from .views import trimmed_timeline
 
 
 def throughput_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
     colours = colours or server_colours(list(trials["server"].unique()))
-    fig = metric_vs_load(load_series(prepare(trials, axes), axes), "throughput_rps",
-                         "throughput (requests/s)", "Throughput", colours, offered=True)
-    return Figure("throughput", "Throughput vs load",
-                  "Completed requests per second in the measured window, mean over trials "
-                  "(band: min-max); dotted: offered rate in open mode.",
-                  save(fig, out_dir, "throughput"))
+    fig = metric_vs_load(
+        load_series(prepare(trials, axes), axes),
+        "throughput_rps",
+        "throughput (requests/s)",
+        "Throughput",
+        colours,
+        offered=True,
+    )
+    return Figure(
+        "throughput",
+        "Throughput vs load",
+        "Completed requests per second in the measured window, mean over trials "
+        "(band: min-max); dotted: offered rate in open mode.",
+        save(fig, out_dir, "throughput"),
+    )
 
 
 def p99_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
     colours = colours or server_colours(list(trials["server"].unique()))
-    fig = metric_vs_load(load_series(prepare(trials, axes), axes), "latency_p99_ms",
-                         "p99 latency (ms)", "p99 latency", colours, log_y=True)
-    return Figure("latency_p99", "p99 latency vs load",
-                  "99th percentile latency per trial, mean over trials (band: min-max).",
-                  save(fig, out_dir, "latency_p99"))
+    fig = metric_vs_load(
+        load_series(prepare(trials, axes), axes),
+        "latency_p99_ms",
+        "p99 latency (ms)",
+        "p99 latency",
+        colours,
+        log_y=True,
+    )
+    return Figure(
+        "latency_p99",
+        "p99 latency vs load",
+        "99th percentile latency per trial, mean over trials (band: min-max).",
+        save(fig, out_dir, "latency_p99"),
+    )
 
 
 def percentiles_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
@@ -58,8 +90,15 @@ def percentiles_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
                     continue
                 m = s.rows.groupby("_x")[col].mean().sort_index()
                 values.extend(m.values)
-                ax.plot(m.index, m.values, ls, marker=s.marker, color=colours[s.server], ms=4,
-                        label=f"{s.label} {pname}")
+                ax.plot(
+                    m.index,
+                    m.values,
+                    ls,
+                    marker=s.marker,
+                    color=colours[s.server],
+                    ms=4,
+                    label=f"{s.label} {pname}",
+                )
             mark_invalid(ax, s, "latency_p99_ms", labelled)
         if x is None:
             xticks_for_cells(ax, ss)
@@ -72,25 +111,34 @@ def percentiles_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
-    return Figure("latency_percentiles", "Latency percentiles vs load",
-                  "p50 (solid), p90 (dash-dot), p99 (dashed) and p99.9 (dotted) latency, mean "
-                  "over trials; red rings mark invalid trials (at their p99).",
-                  save(fig, out_dir, "latency_percentiles"))
+    return Figure(
+        "latency_percentiles",
+        "Latency percentiles vs load",
+        "p50 (solid), p90 (dash-dot), p99 (dashed) and p99.9 (dotted) latency, mean "
+        "over trials; red rings mark invalid trials (at their p99).",
+        save(fig, out_dir, "latency_percentiles"),
+    )
 
 
 def error_rate_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
     colours = colours or server_colours(list(trials["server"].unique()))
     t = prepare(trials, axes).assign(error_pct=100 * trials["error_rate"].fillna(0.0))
-    fig = metric_vs_load(load_series(t, axes), "error_pct", "errors (% of requests)",
-                         "Error rate", colours)
+    fig = metric_vs_load(
+        load_series(t, axes), "error_pct", "errors (% of requests)", "Error rate", colours
+    )
     total = int(trials["errors"].sum()) if "errors" in trials else 0
-    return Figure("error_rate", "Error rate vs load",
-                  f"Transport errors and HTTP statuses >= 400 as a share of requests "
-                  f"({total} errors in the run).", save(fig, out_dir, "error_rate"))
+    return Figure(
+        "error_rate",
+        "Error rate vs load",
+        f"Transport errors and HTTP statuses >= 400 as a share of requests "
+        f"({total} errors in the run).",
+        save(fig, out_dir, "error_rate"),
+    )
 
 
-def timeline_figure(timeline: pd.DataFrame, trials: pd.DataFrame, axes: list[str],
-                    out_dir: Path, colours=None) -> Figure | None:
+def timeline_figure(
+    timeline: pd.DataFrame, trials: pd.DataFrame, axes: list[str], out_dir: Path, colours=None
+) -> Figure | None:
     """Per-second throughput (server colour) and p50/p99 latency (black, right axis) of every
     trial, one small panel per cell (first MAX_TIMELINE_CELLS cells); warm-up shaded."""
     if timeline.empty:
@@ -103,28 +151,49 @@ def timeline_figure(timeline: pd.DataFrame, trials: pd.DataFrame, axes: list[str
     ncols = min(3, len(cells))
     nrows = math.ceil(len(cells) / ncols)
     fig, axs = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.2 * nrows), squeeze=False)
-    for ax in axs.flat[len(cells):]:
+    for ax in axs.flat[len(cells) :]:
         ax.set_visible(False)
     for ax, cid in zip(axs.flat, cells):
         g = timeline[timeline["cell_id"] == cid]
         c = colours.get(server_of.get(cid, ""), "C0")
         ax2 = ax.twinx()
-        for k, (trial, tg) in enumerate(g.groupby("trial")):
+        for k, (_trial, tg) in enumerate(g.groupby("trial")):
             first = k == 0
-            ax.plot(tg["t_s"], tg["throughput_rps"], "-", color=c, lw=1.5,
-                    label="throughput" if first else None)
-            ax2.plot(tg["t_s"], tg["latency_p99_ms"], "--", color="black", lw=1,
-                     label="p99" if first else None)
-            ax2.plot(tg["t_s"], tg["latency_p50_ms"], "-", color="grey", lw=1,
-                     label="p50" if first else None)
+            ax.plot(
+                tg["t_s"],
+                tg["throughput_rps"],
+                "-",
+                color=c,
+                lw=1.5,
+                label="throughput" if first else None,
+            )
+            ax2.plot(
+                tg["t_s"],
+                tg["latency_p99_ms"],
+                "--",
+                color="black",
+                lw=1,
+                label="p99" if first else None,
+            )
+            ax2.plot(
+                tg["t_s"],
+                tg["latency_p50_ms"],
+                "-",
+                color="grey",
+                lw=1,
+                label="p50" if first else None,
+            )
             warm = tg[tg["warmup"].astype(bool)]
             if first and not warm.empty:
                 ax.axvspan(0, warm["t_s"].max() + 1, color="grey", alpha=0.12, lw=0)
         ax.set_ylim(bottom=0)
         log_if_spans(ax2, g[["latency_p50_ms", "latency_p99_ms"]].to_numpy().ravel())
         ok = bool(valid.get(cid, True))
-        ax.set_title(labels.get(cid, cid) + ("" if ok else "  [INVALID]"), fontsize=8,
-                     color="black" if ok else "red")
+        ax.set_title(
+            labels.get(cid, cid) + ("" if ok else "  [INVALID]"),
+            fontsize=8,
+            color="black" if ok else "red",
+        )
         ax.set_xlabel("time since start (s)", fontsize=8)
         ax.set_ylabel("throughput (requests/s)", fontsize=8, color=c)
         ax2.set_ylabel("latency (ms)", fontsize=8)
@@ -136,15 +205,19 @@ def timeline_figure(timeline: pd.DataFrame, trials: pd.DataFrame, axes: list[str
         ax.legend(h1 + h2, l1 + l2, fontsize=6, loc="lower center")
     fig.tight_layout()
     more = len(set(timeline["cell_id"])) - len(cells)
-    return Figure("timeline", "Throughput and latency over time",
-                  "Per-second throughput (left axis) and p50/p99 latency (right axis) within "
-                  "each trial; the shaded band is the warm-up" +
-                  (f"; {more} more cells not shown." if more > 0 else "."),
-                  save(fig, out_dir, "timeline"))
+    return Figure(
+        "timeline",
+        "Throughput and latency over time",
+        "Per-second throughput (left axis) and p50/p99 latency (right axis) within "
+        "each trial; the shaded band is the warm-up"
+        + (f"; {more} more cells not shown." if more > 0 else "."),
+        save(fig, out_dir, "timeline"),
+    )
 
 
-def spectrum_figure(dists: dict, trials: pd.DataFrame, axes: list[str],
-                    out_dir: Path, colours=None) -> Figure | None:
+def spectrum_figure(
+    dists: dict, trials: pd.DataFrame, axes: list[str], out_dir: Path, colours=None
+) -> Figure | None:
     """Latency percentile spectrum (x: nines) and CDF of each cell's measured requests, from
     the cell's trials' HdrHistograms added up (histograms.cell_distributions)."""
     dists = {cid: d for cid, d in dists.items() if d.completed}
@@ -163,7 +236,7 @@ def spectrum_figure(dists: dict, trials: pd.DataFrame, axes: list[str],
         server = server_of.get(cid, "")
         k = seen.get(server, 0)
         seen[server] = k + 1
-        shade = 1.0 - 0.3 * ((k // 4) % 3)      # darker for every 4 cells of one server
+        shade = 1.0 - 0.3 * ((k // 4) % 3)  # darker for every 4 cells of one server
         rgb = tuple(shade * x for x in matplotlib.colors.to_rgb(colours.get(server, "C0")))
         style = dict(color=rgb, ls=styles[k % 4], lw=1.4, label=labels.get(cid, cid))
         qs = q[q <= 1 - 1 / n] if n > 1 else q[:1]
@@ -188,10 +261,14 @@ def spectrum_figure(dists: dict, trials: pd.DataFrame, axes: list[str],
         a.grid(True, which="both", alpha=0.3)
         a.legend(fontsize=6)
     fig.tight_layout()
-    return Figure("latency_spectrum", "Latency spectrum and CDF",
-                  "Every measured request (warm-up and errors excluded) of each cell, pooled "
-                  "over its trials through their HdrHistograms (values within 0.1%); one "
-                  "colour per server.", save(fig, out_dir, "latency_spectrum"))
+    return Figure(
+        "latency_spectrum",
+        "Latency spectrum and CDF",
+        "Every measured request (warm-up and errors excluded) of each cell, pooled "
+        "over its trials through their HdrHistograms (values within 0.1%); one "
+        "colour per server.",
+        save(fig, out_dir, "latency_spectrum"),
+    )
 
 
 def draw_basic(trials: pd.DataFrame, axes: list[str], out_dir: Path) -> list[Path]:
@@ -199,8 +276,14 @@ def draw_basic(trials: pd.DataFrame, axes: list[str], out_dir: Path) -> list[Pat
     if trials.empty:
         return []
     colours = server_colours(list(trials["server"].unique()))
-    return [p for f in (throughput_figure(trials, axes, out_dir, colours),
-                        p99_figure(trials, axes, out_dir, colours)) for p in f.paths]
+    return [
+        p
+        for f in (
+            throughput_figure(trials, axes, out_dir, colours),
+            p99_figure(trials, axes, out_dir, colours),
+        )
+        for p in f.paths
+    ]
 
 
 def draw_run(run, out_dir: Path) -> list[Figure]:
@@ -211,10 +294,12 @@ def draw_run(run, out_dir: Path) -> list[Figure]:
         return []
     axes = run.axes or [a for a in ("server",) if a in trials.columns]
     colours = server_colours(list(trials["server"].unique()))
-    figs = [throughput_figure(trials, axes, out_dir, colours),
-            percentiles_figure(trials, axes, out_dir, colours),
-            p99_figure(trials, axes, out_dir, colours),
-            error_rate_figure(trials, axes, out_dir, colours),
-            timeline_figure(trimmed_timeline(run), trials, axes, out_dir, colours),
-            spectrum_figure(cell_distributions(run, trials), trials, axes, out_dir, colours)]
+    figs = [
+        throughput_figure(trials, axes, out_dir, colours),
+        percentiles_figure(trials, axes, out_dir, colours),
+        p99_figure(trials, axes, out_dir, colours),
+        error_rate_figure(trials, axes, out_dir, colours),
+        timeline_figure(trimmed_timeline(run), trials, axes, out_dir, colours),
+        spectrum_figure(cell_distributions(run, trials), trials, axes, out_dir, colours),
+    ]
     return [f for f in figs if f is not None]

@@ -11,6 +11,7 @@ are exact and distribution-free:
 - holm: Holm-Bonferroni adjustment across cells and metrics;
 - median_change_ci: a bootstrap interval of the change in the median trial (secondary).
 """
+
 from __future__ import annotations
 
 import math
@@ -63,9 +64,13 @@ def holm(pvalues: list[float]) -> list[float]:
     return list(out)
 
 
-def median_change_ci(base: np.ndarray, cand: np.ndarray, rng: np.random.Generator,
-                     confidence: float = 0.95,
-                     draws: int = BOOTSTRAP_DRAWS) -> tuple[float, float]:
+def median_change_ci(
+    base: np.ndarray,
+    cand: np.ndarray,
+    rng: np.random.Generator,
+    confidence: float = 0.95,
+    draws: int = BOOTSTRAP_DRAWS,
+) -> tuple[float, float]:
     """Bootstrap interval of median(cand) / median(base) - 1, resampling trials within each
     side. With a handful of trials it is too narrow: the test decides, not this."""
     base, cand = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)

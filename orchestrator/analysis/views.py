@@ -8,6 +8,7 @@ quiet, never a fallback (`usable_trials`).
 Which requests count: those intended inside their trial's measured window (warm-up
 excluded), and for latency only the ok ones (`ok_requests`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,9 @@ from ..results import Run, read_summary, trial_dir
 
 def ok_requests(requests: pd.DataFrame) -> pd.DataFrame:
     """The requests that completed without a transport error and with a 2xx status."""
-    return requests[(requests["error"] == 0) & (requests["status"] >= 200)
-                    & (requests["status"] < 300)]
+    return requests[
+        (requests["error"] == 0) & (requests["status"] >= 200) & (requests["status"] < 300)
+    ]
 
 
 def flag(trials: pd.DataFrame, column: str, default: bool = True) -> pd.Series:
@@ -95,8 +97,9 @@ def trimmed_timeline(run: Run) -> pd.DataFrame:
     return tl[keep]
 
 
-def measured_requests(run: Run, trials: pd.DataFrame | None = None,
-                      ok_only: bool = True) -> pd.DataFrame:
+def measured_requests(
+    run: Run, trials: pd.DataFrame | None = None, ok_only: bool = True
+) -> pd.DataFrame:
     """The run's requests intended inside each trial's measured window (warm-up dropped),
     restricted to the (cell_id, trial) pairs of `trials` (default: all) and, with ok_only,
     to requests that completed without a transport error or an HTTP status >= 400."""

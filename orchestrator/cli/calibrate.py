@@ -7,12 +7,13 @@ several repeat counts (analysis/calibration.py says how). The result is saved (d
 results/.calibration.json), where `compare` finds it and names changes below the host's
 resolution.
 """
+
 from __future__ import annotations
 
 import math
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 import yaml
@@ -50,22 +51,29 @@ def _reference(repeats: int) -> dict:
 
 
 def calibrate(
-        runs: Annotated[int, typer.Option(min=2, max=50, help="A/A runs of the experiment.")] = 6,
-        repeats: Annotated[int, typer.Option(min=2, max=100,
-                                             help="Trials per run (the reference only).")] = 5,
-        experiment: Annotated[Optional[Path], typer.Option(
-            help="Calibrate with this experiment's first cell instead of the reference.")] = None,
-        out: Annotated[Path, typer.Option(help="Where to save the calibration.")]
-        = calib.DEFAULT_PATH) -> None:
+    runs: Annotated[int, typer.Option(min=2, max=50, help="A/A runs of the experiment.")] = 6,
+    repeats: Annotated[
+        int, typer.Option(min=2, max=100, help="Trials per run (the reference only).")
+    ] = 5,
+    experiment: Annotated[
+        Path | None,
+        typer.Option(help="Calibrate with this experiment's first cell instead of the reference."),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Where to save the calibration.")] = calib.DEFAULT_PATH,
+) -> None:
     """Run a reference experiment N times (A/A): this host's run-to-run spread and the smallest
     change compare can resolve; saved for compare."""
-    plan = (load_plan(experiment) if experiment is not None
-            else compile_document(_reference(repeats), "perfctl calibrate (reference)"))
+    plan = (
+        load_plan(experiment)
+        if experiment is not None
+        else compile_document(_reference(repeats), "perfctl calibrate (reference)")
+    )
     if len(plan.cells) > 1:
         plan = plan.model_copy(update={"cells": plan.cells[:1]})
     base = results.new_run_dir("calibrate")
-    console.print(f"calibrate: {runs} runs x {plan.repeats} trials of "
-                  f"{plan.cells[0].label} -> {base}")
+    console.print(
+        f"calibrate: {runs} runs x {plan.repeats} trials of {plan.cells[0].label} -> {base}"
+    )
     run_dirs = []
     try:
         for i in range(1, runs + 1):
@@ -80,16 +88,20 @@ def calibrate(
         process.stop_all()
     per_metric = {}
     for col in calib.METRICS:
-        values = [usable_trials(results.read_trials(d))[col].to_numpy(dtype=float)
-                  for d in run_dirs]
+        values = [
+            usable_trials(results.read_trials(d))[col].to_numpy(dtype=float) for d in run_dirs
+        ]
         per_metric[col] = calib.spreads(values)
     if all(math.isnan(s["trial_cv"]) for s in per_metric.values()):
-        raise PerfctlError(f"calibrate: fewer than two runs had 2+ valid, quiet trials ({base}). "
-                           "Fix: stop other work on this host (see trials.csv noise_reasons), "
-                           "or raise --repeats.")
+        raise PerfctlError(
+            f"calibrate: fewer than two runs had 2+ valid, quiet trials ({base}). "
+            "Fix: stop other work on this host (see trials.csv noise_reasons), "
+            "or raise --repeats."
+        )
     verdicts = _aa_verdicts(run_dirs)
-    doc = calib.document(host_info(), plan.experiment.name, runs, plan.repeats, per_metric,
-                         REPEAT_COUNTS)
+    doc = calib.document(
+        host_info(), plan.experiment.name, runs, plan.repeats, per_metric, REPEAT_COUNTS
+    )
     doc["aa_verdicts"] = verdicts
     calib.save(out, doc)
     _print(doc, verdicts)
@@ -110,19 +122,34 @@ def _aa_verdicts(run_dirs: list[Path]) -> list[str]:
 
 
 def _print(doc: dict, verdicts: list[str]) -> None:
-    t = Table(title=f"A/A spread on {doc['host'].get('hostname', 'this host')} "
-                    f"({doc['runs']} runs x {doc['trials_per_run']} trials)")
-    for col in ("metric", "level", "trial-to-trial", "run-to-run", *(
-            f"resolves at {n} trials" for n in REPEAT_COUNTS)):
+    t = Table(
+        title=f"A/A spread on {doc['host'].get('hostname', 'this host')} "
+        f"({doc['runs']} runs x {doc['trials_per_run']} trials)"
+    )
+    for col in (
+        "metric",
+        "level",
+        "trial-to-trial",
+        "run-to-run",
+        *(f"resolves at {n} trials" for n in REPEAT_COUNTS),
+    ):
         t.add_column(col, justify="left" if col == "metric" else "right")
     for m, s in doc["metrics"].items():
         res = [doc["resolution"][str(n)].get(m, math.nan) for n in REPEAT_COUNTS]
-        t.add_row(m, fmt(s.get("level"), ".4g"), f"±{fmt(100 * s['trial_cv'], '.1f')}%",
-                  f"±{fmt(100 * s['run_cv'], '.1f')}%",
-                  *[("-" if r == math.inf else f"±{fmt(100 * r, '.1f')}%") for r in res])
+        t.add_row(
+            m,
+            fmt(s.get("level"), ".4g"),
+            f"±{fmt(100 * s['trial_cv'], '.1f')}%",
+            f"±{fmt(100 * s['run_cv'], '.1f')}%",
+            *[("-" if r == math.inf else f"±{fmt(100 * r, '.1f')}%") for r in res],
+        )
     console.print(t)
-    console.print("resolves at n trials: the smallest change compare detects (80% power) with n "
-                  "valid, quiet trials per side; '-': n trials cannot reach significance.")
+    console.print(
+        "resolves at n trials: the smallest change compare detects (80% power) with n "
+        "valid, quiet trials per side; '-': n trials cannot reach significance."
+    )
     alarms = sum(v != "no significant change" for v in verdicts)
-    console.print(f"A/A compare of consecutive runs: {', '.join(verdicts) or 'none'} "
-                  f"({alarms} of {len(verdicts)} not 'no significant change')")
+    console.print(
+        f"A/A compare of consecutive runs: {', '.join(verdicts) or 'none'} "
+        f"({alarms} of {len(verdicts)} not 'no significant change')"
+    )

@@ -1,4 +1,5 @@
 """The consoles every command prints to, and number formatting for tables."""
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,9 @@ def fmt(v, spec: str) -> str:
 
 def pct(v) -> str:
     """A relative change as a signed whole percentage (0.123 -> "+12%")."""
-    return fmt(100 * v if isinstance(v, (int, float)) else math.nan, "+.0f") + \
-        ("%" if isinstance(v, (int, float)) and math.isfinite(v) else "")
+    return fmt(100 * v if isinstance(v, (int, float)) else math.nan, "+.0f") + (
+        "%" if isinstance(v, (int, float)) and math.isfinite(v) else ""
+    )
 
 
 def fmt_duration(seconds: float) -> str:

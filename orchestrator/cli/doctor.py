@@ -1,4 +1,5 @@
 """`perfctl doctor`: which network backends work here, and the host settings that move results."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,9 @@ from ..run.hostinfo import SETTING_NOTES, host_settings, setting_hint
 from .console import console
 
 
-def doctor(json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-           = False) -> None:
+def doctor(
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
     """What this host can do: injection backends, and host settings that change results."""
     backends = backends_report()
     settings = host_settings()
@@ -40,6 +42,5 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Print JSON ins
         hint = setting_hint(key, val)
         if key == "RLIMIT_NOFILE" and isinstance(val, dict):
             val = f"{val['soft']} (hard {val['hard']})"
-        h.add_row(key, "-" if val is None else str(val),
-                  f"[yellow]{hint}[/]" if hint else note)
+        h.add_row(key, "-" if val is None else str(val), f"[yellow]{hint}[/]" if hint else note)
     console.print(h)

@@ -1,5 +1,6 @@
 """The `perfctl` command line: every command is registered here, and this is the one place
 where PerfctlError becomes exit code 2 and Ctrl-C/SIGTERM a clean stop (exit 130)."""
+
 from __future__ import annotations
 
 import signal
@@ -17,9 +18,13 @@ from .netem import app as netem_app
 
 # rich_markup_mode=None: plain click help ("-o, --out DIR  ..."), where the rich panels showed
 # flags as `--no-plots <bool>` and cut the short options into a column of their own.
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  rich_markup_mode=None,
-                  help="Server-performance experiments from one YAML file.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Server-performance experiments from one YAML file.",
+)
 
 
 def _version(value: bool) -> None:
@@ -29,8 +34,14 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the version and exit.")] = False) -> None:
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """perfctl: build, launch, load, record, model and plot server experiments."""
 
 
@@ -49,15 +60,19 @@ app.add_typer(netem_app, name="netem", help="Network emulation tools (the latenc
 
 def _interrupted() -> None:
     process.stop_all()
-    err_console.print("perfctl: interrupted; every finished trial is kept in trials.csv "
-                      "(perfctl run --resume RUN_DIR finishes the rest).")
+    err_console.print(
+        "perfctl: interrupted; every finished trial is kept in trials.csv "
+        "(perfctl run --resume RUN_DIR finishes the rest)."
+    )
     sys.exit(130)
 
 
 def main() -> None:
     """Console-script entry: maps PerfctlError to exit 2 and signals to a clean stop."""
+
     def on_term(signum, frame):
         raise KeyboardInterrupt
+
     signal.signal(signal.SIGTERM, on_term)
     try:
         code = app(standalone_mode=False)
@@ -67,12 +82,12 @@ def main() -> None:
     except KeyboardInterrupt:
         _interrupted()
     except Exception as e:
-        if hasattr(e, "show") and hasattr(e, "exit_code"):   # click usage errors
+        if hasattr(e, "show") and hasattr(e, "exit_code"):  # click usage errors
             e.show()
             sys.exit(2)
         if type(e).__name__ == "Abort":
             _interrupted()
         raise
-    if code == 130:   # typer turns KeyboardInterrupt inside a command into Exit(130)
+    if code == 130:  # typer turns KeyboardInterrupt inside a command into Exit(130)
         _interrupted()
     sys.exit(code if isinstance(code, int) else 0)

@@ -8,11 +8,11 @@
 
 main.py mounts `app` as the `netem` group.
 """
+
 from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
 
 import typer
 
@@ -21,9 +21,12 @@ from ..experiment.network import Network
 from ..netem.build import build_proxy
 from ..netem.commands import proxy_argv
 
-app = typer.Typer(help="Network emulation: run perfctl-proxy by hand.", no_args_is_help=True,
-                  rich_markup_mode=None,
-                  add_completion=False)
+app = typer.Typer(
+    help="Network emulation: run perfctl-proxy by hand.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    add_completion=False,
+)
 
 
 @app.callback()
@@ -31,37 +34,63 @@ def _group() -> None:
     """Network emulation: run perfctl-proxy by hand."""
 
 
-def build_proxy_command(listen: str, to: str, delay: str | None = None, delay_up: str | None = None,
-                        delay_down: str | None = None, jitter: str | None = None,
-                        distribution: str = "uniform", loss: str | None = None, rto: str = "200ms",
-                        bandwidth: str | None = None, echo_listen: str | None = None,
-                        seed: int | None = None, binary: str = "perfctl-proxy",
-                        profile: str | None = None, jitter_correlation: str | None = None,
-                        loss_burst: str | None = None, reorder: str | None = None,
-                        reset: str | None = None, blackhole: str | None = None,
-                        cpus: str | None = None) -> list[str]:
+def build_proxy_command(
+    listen: str,
+    to: str,
+    delay: str | None = None,
+    delay_up: str | None = None,
+    delay_down: str | None = None,
+    jitter: str | None = None,
+    distribution: str = "uniform",
+    loss: str | None = None,
+    rto: str = "200ms",
+    bandwidth: str | None = None,
+    echo_listen: str | None = None,
+    seed: int | None = None,
+    binary: str = "perfctl-proxy",
+    profile: str | None = None,
+    jitter_correlation: str | None = None,
+    loss_burst: str | None = None,
+    reorder: str | None = None,
+    reset: str | None = None,
+    blackhole: str | None = None,
+    cpus: str | None = None,
+) -> list[str]:
     """Validate the options through Network (PerfctlError on bad units) and return argv."""
     raw = {"backend": "proxy", "rto": rto}
     if distribution != "uniform":
         raw["distribution"] = distribution
-    for key, value in (("delay", delay), ("delay_up", delay_up), ("delay_down", delay_down),
-                       ("jitter", jitter), ("loss", loss), ("bandwidth", bandwidth),
-                       ("profile", profile), ("jitter_correlation", jitter_correlation),
-                       ("reorder", reorder), ("reset", reset), ("blackhole", blackhole)):
+    for key, value in (
+        ("delay", delay),
+        ("delay_up", delay_up),
+        ("delay_down", delay_down),
+        ("jitter", jitter),
+        ("loss", loss),
+        ("bandwidth", bandwidth),
+        ("profile", profile),
+        ("jitter_correlation", jitter_correlation),
+        ("reorder", reorder),
+        ("reset", reset),
+        ("blackhole", blackhole),
+    ):
         if value is not None:
             raw[key] = value
     if loss_burst is not None:
         parts = loss_burst.split(",")
         if not 2 <= len(parts) <= 4:
-            raise PerfctlError(f"--loss-burst {loss_burst!r}: expected p,r[,loss_bad[,loss_good]], "
-                               "e.g. 1%,25% (Gilbert-Elliott)")
+            raise PerfctlError(
+                f"--loss-burst {loss_burst!r}: expected p,r[,loss_bad[,loss_good]], "
+                "e.g. 1%,25% (Gilbert-Elliott)"
+            )
         raw["loss_burst"] = dict(zip(("p", "r", "loss_bad", "loss_good"), parts))
     cpu_list = None
     if cpus is not None:
         try:
             cpu_list = [int(c) for c in cpus.split(",")]
         except ValueError:
-            raise PerfctlError(f"--cpus {cpus!r}: expected a comma-separated list like 2,3") from None
+            raise PerfctlError(
+                f"--cpus {cpus!r}: expected a comma-separated list like 2,3"
+            ) from None
     spec = Network.from_config(raw, where="netem proxy option")
     for flag, addr in (("--listen", listen), ("--to", to), ("--echo-listen", echo_listen)):
         if addr is not None and (":" not in addr or not addr.rsplit(":", 1)[1].isdigit()):
@@ -73,38 +102,67 @@ def build_proxy_command(listen: str, to: str, delay: str | None = None, delay_up
 def proxy(
     listen: str = typer.Option(..., help="HOST:PORT to accept clients on (port 0 = any free port)"),
     to: str = typer.Option(..., help="HOST:PORT of the server"),
-    delay: Optional[str] = typer.Option(None, help="one-way delay each direction, e.g. 10ms"),
-    delay_up: Optional[str] = typer.Option(None, help="client->server delay (default: --delay)"),
-    delay_down: Optional[str] = typer.Option(None, help="server->client delay (default: --delay)"),
-    jitter: Optional[str] = typer.Option(None, help="jitter, e.g. 2ms"),
+    delay: str | None = typer.Option(None, help="one-way delay each direction, e.g. 10ms"),
+    delay_up: str | None = typer.Option(None, help="client->server delay (default: --delay)"),
+    delay_down: str | None = typer.Option(None, help="server->client delay (default: --delay)"),
+    jitter: str | None = typer.Option(None, help="jitter, e.g. 2ms"),
     distribution: str = typer.Option("uniform", help="uniform | normal | pareto"),
-    loss: Optional[str] = typer.Option(None, help="probability a chunk is held back one RTO (0.01 or 1%)"),
+    loss: str | None = typer.Option(
+        None, help="probability a chunk is held back one RTO (0.01 or 1%)"
+    ),
     rto: str = typer.Option("200ms", help="hold-back time of a 'lost' chunk"),
-    bandwidth: Optional[str] = typer.Option(None, help="per-direction aggregate rate, e.g. 10mbit"),
-    echo_listen: Optional[str] = typer.Option(None, help="extra HOST:PORT echoing at the far end of the path"),
-    seed: Optional[int] = typer.Option(None, help="seed of the jitter/loss draws"),
-    profile: Optional[str] = typer.Option(None, help="named profile: 3g, 3g-slow, lte, intercontinental, transatlantic, wifi-lossy"),
-    jitter_correlation: Optional[str] = typer.Option(None, help="correlation of consecutive jitter draws, e.g. 25%"),
-    loss_burst: Optional[str] = typer.Option(None, help="Gilbert-Elliott loss p,r[,loss_bad,loss_good], e.g. 1%,25%"),
-    reorder: Optional[str] = typer.Option(None, help="probability a chunk skips the delay, e.g. 5%"),
-    reset: Optional[str] = typer.Option(None, help="probability a chunk resets its connection"),
-    blackhole: Optional[str] = typer.Option(None, help="probability a chunk black-holes its connection"),
-    cpus: Optional[str] = typer.Option(None, help="pin one worker thread per CPU, e.g. 2,3"),
+    bandwidth: str | None = typer.Option(None, help="per-direction aggregate rate, e.g. 10mbit"),
+    echo_listen: str | None = typer.Option(
+        None, help="extra HOST:PORT echoing at the far end of the path"
+    ),
+    seed: int | None = typer.Option(None, help="seed of the jitter/loss draws"),
+    profile: str | None = typer.Option(
+        None, help="named profile: 3g, 3g-slow, lte, intercontinental, transatlantic, wifi-lossy"
+    ),
+    jitter_correlation: str | None = typer.Option(
+        None, help="correlation of consecutive jitter draws, e.g. 25%"
+    ),
+    loss_burst: str | None = typer.Option(
+        None, help="Gilbert-Elliott loss p,r[,loss_bad,loss_good], e.g. 1%,25%"
+    ),
+    reorder: str | None = typer.Option(None, help="probability a chunk skips the delay, e.g. 5%"),
+    reset: str | None = typer.Option(None, help="probability a chunk resets its connection"),
+    blackhole: str | None = typer.Option(
+        None, help="probability a chunk black-holes its connection"
+    ),
+    cpus: str | None = typer.Option(None, help="pin one worker thread per CPU, e.g. 2,3"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the command line and exit"),
 ) -> None:
     """Run perfctl-proxy in the foreground until SIGTERM / Ctrl-C."""
     try:
-        argv = build_proxy_command(listen, to, delay, delay_up, delay_down, jitter, distribution,
-                                   loss, rto, bandwidth, echo_listen, seed, profile=profile,
-                                   jitter_correlation=jitter_correlation, loss_burst=loss_burst,
-                                   reorder=reorder, reset=reset, blackhole=blackhole, cpus=cpus)
+        argv = build_proxy_command(
+            listen,
+            to,
+            delay,
+            delay_up,
+            delay_down,
+            jitter,
+            distribution,
+            loss,
+            rto,
+            bandwidth,
+            echo_listen,
+            seed,
+            profile=profile,
+            jitter_correlation=jitter_correlation,
+            loss_burst=loss_burst,
+            reorder=reorder,
+            reset=reset,
+            blackhole=blackhole,
+            cpus=cpus,
+        )
         if dry_run:
             typer.echo(" ".join(argv))
             return
         binary = str(build_proxy())
     except PerfctlError as e:
         typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(binary, [binary, *argv[1:]])

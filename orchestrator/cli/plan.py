@@ -4,11 +4,12 @@ Up to a screenful of cells gets one line each; a bigger matrix gets a summary (e
 its values, the first cells) instead, so a 10^5-cell plan prints a page, not 10^5 lines. The
 cells are compiled one at a time (experiment/cells.py), never all held at once.
 """
+
 from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -16,23 +17,31 @@ from rich.table import Table
 from ..experiment import Plan, load_plan
 from .console import console, fmt_duration, fmt_span
 
-SCREEN_CELLS = 30        # more cells than this: a summary instead of one line per cell
-FIRST_CELLS = 10         # cells listed in the summary
+SCREEN_CELLS = 30  # more cells than this: a summary instead of one line per cell
+FIRST_CELLS = 10  # cells listed in the summary
 
-FileArg = Annotated[Path, typer.Argument(metavar="FILE", help="Experiment YAML file.",
-                                       show_default=False)]
-ProfileOpt = Annotated[Optional[str], typer.Option("--profile", "-p",
-                                                   help="Apply a named profile from the file.")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", metavar="KEY=VALUE",
-                                                     help="Override any key, e.g. load.duration=5s.")]
+FileArg = Annotated[
+    Path, typer.Argument(metavar="FILE", help="Experiment YAML file.", show_default=False)
+]
+ProfileOpt = Annotated[
+    str | None, typer.Option("--profile", "-p", help="Apply a named profile from the file.")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", "-s", metavar="KEY=VALUE", help="Override any key, e.g. load.duration=5s."
+    ),
+]
 
 
 def _load_text(cell) -> str:
     ld = cell.load
-    text = {"open": f"open {ld.arrivals} {ld.rate_rps or 0:g}/s",
-            "closed": f"closed {ld.connections} conn",
-            "burst": f"burst {ld.bursts}x{ld.connections} conn",
-            "ramp": f"ramp {len(ld.ramp.rates) if ld.ramp else 0} steps"}[ld.mode]
+    text = {
+        "open": f"open {ld.arrivals} {ld.rate_rps or 0:g}/s",
+        "closed": f"closed {ld.connections} conn",
+        "burst": f"burst {ld.bursts}x{ld.connections} conn",
+        "ramp": f"ramp {len(ld.ramp.rates) if ld.ramp else 0} steps",
+    }[ld.mode]
     driver = "" if ld.driver == "http" else f" (driver {ld.driver_label})"
     return text + f", {fmt_span(ld.window_s)} + {fmt_span(ld.warmup_s)} warm-up{driver}"
 
@@ -50,8 +59,10 @@ def _cell_table(p: Plan, cells, title: str) -> Table:
 
 
 def _axes_table(p: Plan) -> Table:
-    t = Table(title=f"{p.experiment.name}: {len(p.cells):,} cells x {p.repeats} repeats "
-                    "(one line per axis)")
+    t = Table(
+        title=f"{p.experiment.name}: {len(p.cells):,} cells x {p.repeats} repeats "
+        "(one line per axis)"
+    )
     t.add_column("axis")
     t.add_column("values", justify="right")
     t.add_column("first values")
@@ -70,13 +81,20 @@ def plan(file: FileArg, profile: ProfileOpt = None, set_: SetOpt = None) -> None
     p = load_plan(file.resolve(), profile, set_)
     n = len(p.cells)
     if n <= SCREEN_CELLS:
-        console.print(_cell_table(p, p.cells,
-                                  f"{p.experiment.name}: {n} cells x {p.repeats} repeats"))
+        console.print(
+            _cell_table(p, p.cells, f"{p.experiment.name}: {n} cells x {p.repeats} repeats")
+        )
     else:
         console.print(_axes_table(p))
-        console.print(_cell_table(p, itertools.islice(p.cells, FIRST_CELLS),
-                                  f"the first {FIRST_CELLS} of {n:,} cells"))
-        console.print(f"... and {n - FIRST_CELLS:,} more cells (a line per cell only up to "
-                      f"{SCREEN_CELLS} cells)")
-    console.print(f"{p.trial_count:,} trials, estimated wall time "
-                  f"{fmt_duration(p.estimated_seconds())}")
+        console.print(
+            _cell_table(
+                p, itertools.islice(p.cells, FIRST_CELLS), f"the first {FIRST_CELLS} of {n:,} cells"
+            )
+        )
+        console.print(
+            f"... and {n - FIRST_CELLS:,} more cells (a line per cell only up to "
+            f"{SCREEN_CELLS} cells)"
+        )
+    console.print(
+        f"{p.trial_count:,} trials, estimated wall time {fmt_duration(p.estimated_seconds())}"
+    )

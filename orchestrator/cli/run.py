@@ -1,11 +1,12 @@
 """`perfctl run`: every trial of an experiment, then its summary, models and plots."""
+
 from __future__ import annotations
 
 import os
 import shutil
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,41 +22,67 @@ from ..run.execute import execute_plan, run_info
 from ..run.hostinfo import host_info
 from . import run_target, trial_display
 from .console import console, step
-from .summary import summary_table
 from .plan import ProfileOpt, SetOpt
+from .summary import summary_table
 
 
-def run(file: Annotated[Optional[Path], typer.Argument(metavar="[FILE]", help="Experiment YAML file.",
-                                                       show_default=False)] = None,
-        profile: ProfileOpt = None, set_: SetOpt = None,
-        out: Annotated[Optional[Path], typer.Option("--out", "-o",
-                       help="Results dir: a new or empty one (default "
-                            "results/<name>/<YYYYmmdd-HHMMSS>).")] = None,
-        resume: Annotated[Optional[Path], typer.Option("--resume",
-                          help="Finish an interrupted run: only trials not yet recorded; "
-                               "refused if its experiment or config changed.")] = None,
-        no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the plots.")] = False,
-        profile_server: Annotated[bool, typer.Option(
-            "--profile-server", help="Record a profile of the server in every trial and draw "
-                                     "its flame graph (the same as `profile: true` in the "
-                                     "file): py-spy, JFR or perf.")] = False,
-        quiet: Annotated[bool, typer.Option(
-            "--quiet", "-q", help="Plain log lines, one per trial, instead of the progress bar "
-                                  "and the live per-second line (off a terminal the lines come "
-                                  "anyway, with one per second of load).")] = False) -> None:
+def run(
+    file: Annotated[
+        Path | None,
+        typer.Argument(metavar="[FILE]", help="Experiment YAML file.", show_default=False),
+    ] = None,
+    profile: ProfileOpt = None,
+    set_: SetOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Results dir: a new or empty one (default results/<name>/<YYYYmmdd-HHMMSS>).",
+        ),
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="Finish an interrupted run: only trials not yet recorded; "
+            "refused if its experiment or config changed.",
+        ),
+    ] = None,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the plots.")] = False,
+    profile_server: Annotated[
+        bool,
+        typer.Option(
+            "--profile-server",
+            help="Record a profile of the server in every trial and draw "
+            "its flame graph (the same as `profile: true` in the "
+            "file): py-spy, JFR or perf.",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="Plain log lines, one per trial, instead of the progress bar "
+            "and the live per-second line (off a terminal the lines come "
+            "anyway, with one per second of load).",
+        ),
+    ] = False,
+) -> None:
     """Run every trial of an experiment: servers, load, results, plots. On a terminal a line
     under the progress bar shows the running trial second by second."""
     if profile_server:
         set_ = [*(set_ or []), "profile=true"]
     choice = run_target.choose(file, profile, set_, out, resume)
     limits.ensure_fd_limit(choice.plan.cells, choice.plan.source)
-    run_dir = choice.claim()           # every check passed: only now is anything written
+    run_dir = choice.claim()  # every check passed: only now is anything written
     try:
         with storage_guard(run_dir):
             _run(choice.plan, run_dir, choice, no_plots, quiet)
     finally:
         process.stop_all()
-        process.record_in(None)        # nothing left running: children.json goes
+        process.record_in(None)  # nothing left running: children.json goes
 
 
 def _reap_leftovers(run_dir: Path) -> None:
@@ -70,21 +97,29 @@ def _reap_leftovers(run_dir: Path) -> None:
     if removed:
         what.append(f"removed {len(removed)} network namespace(s) ({', '.join(removed)})")
     if what:
-        console.print(f"perfctl: {' and '.join(what)} left behind by a crashed perfctl run.",
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"perfctl: {' and '.join(what)} left behind by a crashed perfctl run.",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _open_cluster(p, run_dir: Path):
     """Connect to (or start) the experiment's cluster, check the placement against its hosts
     and record them in run.json. Returns the session and the trial function that uses it.
     Dask is imported here only: a run without `cluster:` never loads it."""
-    from ..cluster import session as cluster_session   # Dask is loaded with `cluster:` only
-    from ..cluster import trial as cluster_trial        # (and this imports it too)
-    console.print("cluster: " + (f"starting {p.experiment.cluster.local.hosts} local hosts"
-                                 if p.experiment.cluster.local else
-                                 f"connecting to {p.experiment.cluster.scheduler}"))
-    session = cluster_session.Session(p.experiment.cluster, p.source,
-                                      run_dir / "cluster").open()
+    from ..cluster import session as cluster_session  # Dask is loaded with `cluster:` only
+    from ..cluster import trial as cluster_trial  # (and this imports it too)
+
+    console.print(
+        "cluster: "
+        + (
+            f"starting {p.experiment.cluster.local.hosts} local hosts"
+            if p.experiment.cluster.local
+            else f"connecting to {p.experiment.cluster.scheduler}"
+        )
+    )
+    session = cluster_session.Session(p.experiment.cluster, p.source, run_dir / "cluster").open()
     try:
         session.check_placement(p)
         info = results.load(run_dir).info
@@ -94,13 +129,18 @@ def _open_cluster(p, run_dir: Path):
         session.close()
         raise
     hosts = session.info()["hosts"]
-    console.print(f"cluster: {session.address}, hosts " + ", ".join(
-        f"{n} ({h['ip']}, {len(h['cpus'])} CPUs)" for n, h in hosts.items()), highlight=False)
+    console.print(
+        f"cluster: {session.address}, hosts "
+        + ", ".join(f"{n} ({h['ip']}, {len(h['cpus'])} CPUs)" for n, h in hosts.items()),
+        highlight=False,
+    )
     off = [n for n, h in hosts.items() if h.get("profiler")]
     if off:
-        console.print(f"[yellow]cluster: the profiler of worker(s) {', '.join(off)} is on; it "
-                      "samples the worker's threads every 10 ms (start them with "
-                      "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False)[/]")
+        console.print(
+            f"[yellow]cluster: the profiler of worker(s) {', '.join(off)} is on; it "
+            "samples the worker's threads every 10 ms (start them with "
+            "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False)[/]"
+        )
     return session, partial(cluster_trial.execute_cluster_trial, session)
 
 
@@ -108,18 +148,21 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
     results.prepare(run_dir)
     if not choice.resumed:
         results.write_json(run_dir / "run.json", run_info(p, host_info()))
-    if choice.default:   # results/latest follows default runs only
+    if choice.default:  # results/latest follows default runs only
         results.point_latest(run_dir, run_target.RESULTS_ROOT.resolve())
     _reap_leftovers(run_dir)
     process.record_in(run_dir)
-    console.print(f"[bold]{p.experiment.name}[/]: {len(p.cells)} cells x {p.repeats} repeats "
-                  f"-> {run_dir}")
+    console.print(
+        f"[bold]{p.experiment.name}[/]: {len(p.cells)} cells x {p.repeats} repeats -> {run_dir}"
+    )
     outcome = None
     done_before = len(results.TrialTable(run_dir).done())
     with trial_display.make(console, p.trial_count, done_before, quiet) as display:
+
         def on_start(cell, k):
             check_present(run_dir)
             display.on_start(cell.label, k)
+
         session, trial_fn = _open_cluster(p, run_dir) if p.experiment.cluster else (None, None)
         try:
             if session is None:
@@ -153,5 +196,6 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
         for path in paths:
             if path.suffix == ".png":
                 console.print(f"plot: {path}")
-    console.print(f"trials: {run_dir / 'trials.csv'} ({outcome.ran} run, {outcome.skipped} "
-                  "already recorded)")
+    console.print(
+        f"trials: {run_dir / 'trials.csv'} ({outcome.ran} run, {outcome.skipped} already recorded)"
+    )

@@ -11,6 +11,7 @@ perfctl is writing or whose config differs) is a PerfctlError and nothing is wri
 path the user gives is made absolute here, against the current directory, before any use:
 the load generator and the servers run with other working directories.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,7 @@ class Choice:
     `default` (the dir is results/<name>/<stamp>, so results/latest follows it)."""
 
     plan: Plan
-    run_dir: Path | None      # None until claim(): a new dir is created only then
+    run_dir: Path | None  # None until claim(): a new dir is created only then
     resumed: bool
     default: bool
     out: Path | None = None
@@ -41,43 +42,63 @@ class Choice:
     def claim(self) -> Path:
         """Create the new run dir (after every check passed); the resumed dir as it is."""
         if self.run_dir is None:
-            self.run_dir = (claim_out_dir(self.out) if self.out is not None
-                            else results.new_run_dir(self.plan.experiment.name,
-                                                     RESULTS_ROOT.resolve()))
+            self.run_dir = (
+                claim_out_dir(self.out)
+                if self.out is not None
+                else results.new_run_dir(self.plan.experiment.name, RESULTS_ROOT.resolve())
+            )
         return self.run_dir
 
 
-def choose(file: Path | None, profile: str | None, overrides: list[str] | None,
-           out: Path | None, resume: Path | None) -> Choice:
+def choose(
+    file: Path | None,
+    profile: str | None,
+    overrides: list[str] | None,
+    out: Path | None,
+    resume: Path | None,
+) -> Choice:
     """The plan and the target of one `perfctl run` (module docstring)."""
     if resume is not None:
         if out is not None and out.resolve() != resume.resolve():
-            raise PerfctlError(f"--out {out} and --resume {resume} name two directories; "
-                               "--resume writes into the run it finishes. Fix: drop --out.")
+            raise PerfctlError(
+                f"--out {out} and --resume {resume} name two directories; "
+                "--resume writes into the run it finishes. Fix: drop --out."
+            )
         return _resume(resume.resolve(), file, profile, overrides)
     if file is None:
-        raise PerfctlError("perfctl run needs an experiment file (or --resume RUN_DIR). "
-                           "Fix: perfctl run experiments.yaml")
+        raise PerfctlError(
+            "perfctl run needs an experiment file (or --resume RUN_DIR). "
+            "Fix: perfctl run experiments.yaml"
+        )
     plan = load_plan(file.resolve(), profile, overrides)
-    return Choice(plan, None, resumed=False, default=out is None,
-                  out=out.resolve() if out is not None else None)
+    return Choice(
+        plan,
+        None,
+        resumed=False,
+        default=out is None,
+        out=out.resolve() if out is not None else None,
+    )
 
 
-def _resume(run_dir: Path, file: Path | None, profile: str | None,
-            overrides: list[str] | None) -> Choice:
+def _resume(
+    run_dir: Path, file: Path | None, profile: str | None, overrides: list[str] | None
+) -> Choice:
     info = results.load(run_dir).info
     owner = process.run_owner(run_dir)
     if owner is not None:
-        raise PerfctlError(f"--resume {run_dir}: perfctl (pid {owner}) is running this run "
-                           f"right now. Fix: wait for it to finish, or stop it (kill {owner}) "
-                           "and resume then.")
+        raise PerfctlError(
+            f"--resume {run_dir}: perfctl (pid {owner}) is running this run "
+            f"right now. Fix: wait for it to finish, or stop it (kill {owner}) "
+            "and resume then."
+        )
     if file is not None:
         plan = load_plan(file.resolve(), profile, overrides)
         now = f"in {file.resolve()}"
     else:
         plan = compile_document(info["document"], info["source"], profile, overrides)
-        how = " ".join(([f"--profile {profile}"] if profile else []) +
-                       [f"--set {o}" for o in overrides or []])
+        how = " ".join(
+            ([f"--profile {profile}"] if profile else []) + [f"--set {o}" for o in overrides or []]
+        )
         now = f"with {how}" if how else "as compiled now from its run.json"
     problem = config_difference(info, _as_json(run_info(plan, {})))
     if problem:
@@ -85,7 +106,8 @@ def _resume(run_dir: Path, file: Path | None, profile: str | None,
             f"--resume {run_dir}: the run and the experiment {now} differ: {problem}. "
             "Resuming would mix trials of two configurations in one trials.csv. Fix: resume "
             "with the experiment as it was (perfctl run --resume DIR, nothing else), or start a "
-            "new run (perfctl run FILE).")
+            "new run (perfctl run FILE)."
+        )
     return Choice(plan, run_dir, resumed=True, default=False)
 
 
@@ -125,8 +147,10 @@ def config_difference(stored: dict, now: dict) -> str | None:
         twin = by_values.get(json.dumps(cell["values"], sort_keys=True))
         if twin is None:
             return f"cell {_label(cell['values'])} is not in the run"
-        found = first_difference({k: v for k, v in twin.items() if k != "cell_id"},
-                                 {k: v for k, v in cell.items() if k != "cell_id"})
+        found = first_difference(
+            {k: v for k, v in twin.items() if k != "cell_id"},
+            {k: v for k, v in cell.items() if k != "cell_id"},
+        )
         if found:
             key, was, is_ = found
             return f"cell {_label(cell['values'])}: `{key}` is {was!r} in the run but {is_!r} now"

@@ -6,12 +6,13 @@ least important first (the note under the table names them); a wider terminal sh
 (p90, p99.9, server CPU, listen-queue overflows). An axis that only sets the arrival rate
 (`rate: "{rate}"` under `load:`) shows `-` in closed-load and burst rows, which ignore it.
 """
+
 from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pandas as pd
 from rich import box
@@ -22,7 +23,7 @@ from rich.text import Text
 from ..analysis.views import flag
 from ..experiment.document import placeholders
 
-RATE_KEYS = ("rate",)                 # load: keys only open and ramp load read
+RATE_KEYS = ("rate",)  # load: keys only open and ramp load read
 RATELESS_MODES = {"closed", "burst"}
 
 
@@ -61,8 +62,11 @@ def rate_only_axes(document: dict | None, axes: list[str]) -> set[str]:
         return set()
     load = document.get("load") or {}
     in_rate = placeholders({k: v for k, v in load.items() if k in RATE_KEYS})
-    rest = {k: v for k, v in document.items() if k not in ("load", "matrix", "exclude",
-                                                           "include", "profiles")}
+    rest = {
+        k: v
+        for k, v in document.items()
+        if k not in ("load", "matrix", "exclude", "include", "profiles")
+    }
     rest["load"] = {k: v for k, v in load.items() if k not in RATE_KEYS}
     elsewhere = placeholders(rest)
     return {a for a in axes if a in in_rate and a not in elsewhere}
@@ -71,8 +75,8 @@ def rate_only_axes(document: dict | None, axes: list[str]) -> set[str]:
 @dataclass
 class Column:
     header: str
-    values: Callable[[pd.DataFrame, pd.DataFrame], str]   # (the cell's trials, usable) -> text
-    priority: int            # lower: kept longer when the terminal is narrow
+    values: Callable[[pd.DataFrame, pd.DataFrame], str]  # (the cell's trials, usable) -> text
+    priority: int  # lower: kept longer when the terminal is narrow
     wide_only: bool = False  # shown only when there is room to spare
 
 
@@ -118,8 +122,14 @@ def _precision(last) -> str:
 
 
 def _table(rows: list[tuple[list[str], str | None]], axes: list[str], cols: list[Column]) -> Table:
-    t = Table(title="Summary: mean over valid trials; latency in ms", box=box.SIMPLE_HEAD,
-              pad_edge=False, show_edge=False, padding=(0, 1), collapse_padding=True)
+    t = Table(
+        title="Summary: mean over valid trials; latency in ms",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
     for a in axes:
         t.add_column(a, overflow="fold")
     for c in cols:
@@ -137,8 +147,9 @@ def _natural_width(table: Table) -> int:
     return max((len(line.rstrip()) for line in cap.get().splitlines()), default=0)
 
 
-def summary_table(trials: pd.DataFrame, axes: list[str], width: int,
-                  document: dict | None = None) -> Group:
+def summary_table(
+    trials: pd.DataFrame, axes: list[str], width: int, document: dict | None = None
+) -> Group:
     """The per-cell summary for a console `width` columns wide, which trials were noisy and
     why, and which columns were left out for lack of room."""
     all_cols = _columns(trials)
@@ -152,34 +163,56 @@ def summary_table(trials: pd.DataFrame, axes: list[str], width: int,
         valid = flag(g, "valid")
         use = g[valid] if valid.any() else g
         mode = str(g["load_mode"].iloc[0]) if "load_mode" in g else ""
-        axis_cells = ["-" if a in rateless and mode in RATELESS_MODES else str(g[a].iloc[0])
-                      for a in axes]
-        rows.append((axis_cells, {c.header: c.values(g, use) for c in all_cols},
-                     None if valid.all() else "red"))
+        axis_cells = [
+            "-" if a in rateless and mode in RATELESS_MODES else str(g[a].iloc[0]) for a in axes
+        ]
+        rows.append(
+            (
+                axis_cells,
+                {c.header: c.values(g, use) for c in all_cols},
+                None if valid.all() else "red",
+            )
+        )
 
     def rows_for(cols: list[Column], sample: bool = False):
         chosen = rows
-        if sample:      # the widest text of each column is all a width needs
-            chosen = [max(rows, key=lambda r: Text.from_markup(r[0][i]).cell_len)
-                      for i in range(len(axes))]
-            chosen += [max(rows, key=lambda r: Text.from_markup(r[1][c.header]).cell_len)
-                       for c in cols]
-        return [(axis_cells + [vals[c.header] for c in cols], style)
-                for axis_cells, vals, style in chosen]
+        if sample:  # the widest text of each column is all a width needs
+            chosen = [
+                max(rows, key=lambda r: Text.from_markup(r[0][i]).cell_len)
+                for i in range(len(axes))
+            ]
+            chosen += [
+                max(rows, key=lambda r: Text.from_markup(r[1][c.header]).cell_len) for c in cols
+            ]
+        return [
+            (axis_cells + [vals[c.header] for c in cols], style)
+            for axis_cells, vals, style in chosen
+        ]
 
     kept = list(all_cols)
     while kept and _natural_width(_table(rows_for(kept, sample=True), axes, kept)) > width:
-        kept.remove(max(kept, key=lambda c: c.priority))   # least important first
+        kept.remove(max(kept, key=lambda c: c.priority))  # least important first
     ordered = [c for c in all_cols if c in kept]
     table = _table(rows_for(ordered), axes, ordered)
     left_out = [c.header for c in all_cols if c not in kept and not c.wide_only]
     if left_out:
-        notes.append(Text(f"left out for width: {', '.join(left_out)} (a wider terminal, or "
-                          "trials.csv, has them)", style="dim"))
-    if rateless and any(str(g["load_mode"].iloc[0]) in RATELESS_MODES for _, g in groups
-                        if "load_mode" in g):
-        notes.append(Text(f"-: {', '.join(sorted(rateless))} sets the arrival rate, which "
-                          "closed and burst load do not use", style="dim"))
+        notes.append(
+            Text(
+                f"left out for width: {', '.join(left_out)} (a wider terminal, or "
+                "trials.csv, has them)",
+                style="dim",
+            )
+        )
+    if rateless and any(
+        str(g["load_mode"].iloc[0]) in RATELESS_MODES for _, g in groups if "load_mode" in g
+    ):
+        notes.append(
+            Text(
+                f"-: {', '.join(sorted(rateless))} sets the arrival rate, which "
+                "closed and burst load do not use",
+                style="dim",
+            )
+        )
     why = []
     for _, g in groups:
         label = ", ".join(f"{a}={g[a].iloc[0]}" for a in axes)
@@ -188,7 +221,11 @@ def summary_table(trials: pd.DataFrame, axes: list[str], width: int,
                 why.append(f"[yellow]noisy[/] {label} #{r['trial']}: {r.get('noise_reasons', '')}")
     notes += [Text.from_markup(w) for w in why]
     if why:
-        notes.append(Text("valid: the measurement worked; quiet: the host left the trial alone. "
-                          "compare and check use valid, quiet trials only (README: valid and "
-                          "quiet)."))
+        notes.append(
+            Text(
+                "valid: the measurement worked; quiet: the host left the trial alone. "
+                "compare and check use valid, quiet trials only (README: valid and "
+                "quiet)."
+            )
+        )
     return Group(table, *notes)

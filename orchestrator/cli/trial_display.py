@@ -6,13 +6,20 @@ second, errors, the server's CPU, the load generator's send lateness and the hos
 (run/live.py). Off a terminal, or with --quiet: plain log lines, one per trial start and end,
 and (not --quiet) one per second of load.
 """
+
 from __future__ import annotations
 
 import time
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Column
 from rich.text import Text
 
@@ -36,14 +43,20 @@ class LiveDisplay:
     def __init__(self, console: Console, total: int, done: int) -> None:
         # the cell's label gives way (ellipsis) so the counts and times are never cut
         label = Column(ratio=1, no_wrap=True, overflow="ellipsis", min_width=8)
-        self.progress = _BarWithLine(TextColumn("{task.description}", table_column=label),
-                                     BarColumn(bar_width=8), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), TextColumn("ETA"),
-                                     TimeRemainingColumn(), console=console, transient=False,
-                                     expand=True)
+        self.progress = _BarWithLine(
+            TextColumn("{task.description}", table_column=label),
+            BarColumn(bar_width=8),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+            expand=True,
+        )
         self.task = self.progress.add_task("trials", total=total, completed=done)
 
-    def __enter__(self) -> "LiveDisplay":
+    def __enter__(self) -> LiveDisplay:
         self.progress.__enter__()
         return self
 
@@ -63,8 +76,9 @@ class LiveDisplay:
         self.progress.live_line = ""
         self.progress.advance(self.task)
         if not row.get("valid", True):
-            self.progress.console.print(f"[red]invalid trial[/] {row['cell_id']} "
-                                        f"#{row['trial']}: {row['invalid_reasons']}")
+            self.progress.console.print(
+                f"[red]invalid trial[/] {row['cell_id']} #{row['trial']}: {row['invalid_reasons']}"
+            )
 
 
 class PlainDisplay:
@@ -75,7 +89,7 @@ class PlainDisplay:
         self.per_second = per_second
         self.t0 = time.monotonic()
 
-    def __enter__(self) -> "PlainDisplay":
+    def __enter__(self) -> PlainDisplay:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -97,8 +111,11 @@ class PlainDisplay:
         if row.get("quiet") is False:
             verdict += f"; noisy: {row.get('noise_reasons', '')}"
         rps, p99 = row.get("throughput_rps"), row.get("latency_p99_ms")
-        numbers = (f"{rps:,.0f} req/s, p99 {p99:.3g} ms, "
-                   if isinstance(rps, float) and isinstance(p99, float) and p99 == p99 else "")
+        numbers = (
+            f"{rps:,.0f} req/s, p99 {p99:.3g} ms, "
+            if isinstance(rps, float) and isinstance(p99, float) and p99 == p99
+            else ""
+        )
         self._print(f"  done: {numbers}{verdict} ({time.monotonic() - self.t0:.0f} s elapsed)")
 
 

@@ -8,6 +8,7 @@ netem.namespace.cleanup_stale() removes them), veth ends `pc<hex6>b<i>` (bridge 
 hi is .(10+i). Before anything is made, the guardian learns the teardown commands, so a
 perfctl killed with -9 leaves no namespace, bridge or veth behind.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -26,36 +27,42 @@ PREFIX_LEN = 24
 
 
 def bridge_setup_commands(bridge: str, bridge_ip: str) -> list[list[str]]:
-    return [["ip", "link", "add", bridge, "type", "bridge"],
-            ["ip", "addr", "add", f"{bridge_ip}/{PREFIX_LEN}", "dev", bridge],
-            ["ip", "link", "set", bridge, "up"]]
+    return [
+        ["ip", "link", "add", bridge, "type", "bridge"],
+        ["ip", "addr", "add", f"{bridge_ip}/{PREFIX_LEN}", "dev", bridge],
+        ["ip", "link", "set", bridge, "up"],
+    ]
 
 
-def host_setup_commands(netns: str, bridge: str, bridge_if: str, host_if: str,
-                        ip: str) -> list[list[str]]:
+def host_setup_commands(
+    netns: str, bridge: str, bridge_if: str, host_if: str, ip: str
+) -> list[list[str]]:
     """Namespace `netns` with address ip on veth host_if, whose peer bridge_if is a port of
     `bridge`."""
-    return [["ip", "netns", "add", netns],
-            ["ip", "link", "add", bridge_if, "type", "veth", "peer", "name", host_if,
-             "netns", netns],
-            ["ip", "link", "set", bridge_if, "master", bridge],
-            ["ip", "link", "set", bridge_if, "up"],
-            ["ip", "-n", netns, "addr", "add", f"{ip}/{PREFIX_LEN}", "dev", host_if],
-            ["ip", "-n", netns, "link", "set", host_if, "up"],
-            ["ip", "-n", netns, "link", "set", "lo", "up"]]
+    return [
+        ["ip", "netns", "add", netns],
+        ["ip", "link", "add", bridge_if, "type", "veth", "peer", "name", host_if, "netns", netns],
+        ["ip", "link", "set", bridge_if, "master", bridge],
+        ["ip", "link", "set", bridge_if, "up"],
+        ["ip", "-n", netns, "addr", "add", f"{ip}/{PREFIX_LEN}", "dev", host_if],
+        ["ip", "-n", netns, "link", "set", host_if, "up"],
+        ["ip", "-n", netns, "link", "set", "lo", "up"],
+    ]
 
 
 def teardown_commands(bridge: str, netns: list[str], bridge_ifs: list[str]) -> list[list[str]]:
     """Remove every namespace (which destroys its veth pair), any veth end left over, and the
     bridge. Each may fail harmlessly when already gone."""
-    return ([["ip", "netns", "del", n] for n in netns]
-            + [["ip", "link", "del", i] for i in bridge_ifs]
-            + [["ip", "link", "del", bridge]])
+    return (
+        [["ip", "netns", "del", n] for n in netns]
+        + [["ip", "link", "del", i] for i in bridge_ifs]
+        + [["ip", "link", "del", bridge]]
+    )
 
 
 @dataclass
 class Host:
-    name: str          # h1, h2, ...: the Dask worker's name
+    name: str  # h1, h2, ...: the Dask worker's name
     netns: str
     ip: str
 
@@ -75,18 +82,22 @@ class LocalHosts:
         return f"cluster:{self.bridge}"
 
     @classmethod
-    def create(cls, names: list[str]) -> "LocalHosts":
+    def create(cls, names: list[str]) -> LocalHosts:
         if os.geteuid() != 0:
-            raise PerfctlError("cluster.local: a local cluster's hosts are network namespaces, "
-                               "which need root (CAP_NET_ADMIN). Fix: run perfctl as root, or "
-                               "use `cluster: {scheduler: tcp://HOST:8786}` with workers you "
-                               "started (README: Running on several machines).")
+            raise PerfctlError(
+                "cluster.local: a local cluster's hosts are network namespaces, "
+                "which need root (CAP_NET_ADMIN). Fix: run perfctl as root, or "
+                "use `cluster: {scheduler: tcp://HOST:8786}` with workers you "
+                "started (README: Running on several machines)."
+            )
         net = _free_subnet()
         token = secrets.token_hex(3)
         self = cls(bridge=f"{BRIDGE_PREFIX}{os.getpid()}", bridge_ip=str(net[1]))
         if self.bridge in _bridges():
-            raise PerfctlError(f"bridge {self.bridge} exists already: this perfctl process "
-                               "runs one local cluster at a time")
+            raise PerfctlError(
+                f"bridge {self.bridge} exists already: this perfctl process "
+                "runs one local cluster at a time"
+            )
         for i, name in enumerate(names, start=1):
             self.hosts.append(Host(name, namespace.next_name(), str(net[10 + i])))
             self.bridge_ifs.append(f"pc{token}b{i}")
@@ -96,8 +107,9 @@ class LocalHosts:
             for cmd in bridge_setup_commands(self.bridge, self.bridge_ip):
                 namespace.run(cmd)
             for i, h in enumerate(self.hosts, start=1):
-                for cmd in host_setup_commands(h.netns, self.bridge, self.bridge_ifs[i - 1],
-                                               f"pc{token}h{i}", h.ip):
+                for cmd in host_setup_commands(
+                    h.netns, self.bridge, self.bridge_ifs[i - 1], f"pc{token}h{i}", h.ip
+                ):
                     namespace.run(cmd)
         except BaseException:
             self.delete()
@@ -133,8 +145,10 @@ def _free_subnet() -> ipaddress.IPv4Network:
         net = blocks[(start + k) % len(blocks)]
         if not any(a in net for a in used):
             return net
-    raise PerfctlError("no free /24 in 10.214.0.0/16 for a local cluster; remove stale "
-                       f"bridges ({BRIDGE_PREFIX}...) with `ip link del`")
+    raise PerfctlError(
+        "no free /24 in 10.214.0.0/16 for a local cluster; remove stale "
+        f"bridges ({BRIDGE_PREFIX}...) with `ip link del`"
+    )
 
 
 def cleanup_stale_bridges() -> list[str]:

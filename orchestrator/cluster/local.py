@@ -7,6 +7,7 @@ The scheduler listens on the bridge's address in the root namespace; worker hi r
 its namespace (`ip netns exec`), listens on hi's address and is named hi. Workers run without
 a nanny (the process perfctl supervises is the worker itself) and with the profiler off.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,10 @@ from ..run.ports import free_port
 from ..run.process import spawn, tail, terminate
 from .hosts import LocalHosts
 
-WORKER_THREADS = 4          # a trial's tasks block a thread each: server start, shard, stop
-DEATH_TIMEOUT_S = 60        # a worker whose scheduler is gone this long exits by itself
+WORKER_THREADS = 4  # a trial's tasks block a thread each: server start, shard, stop
+DEATH_TIMEOUT_S = 60  # a worker whose scheduler is gone this long exits by itself
 QUIET_WORKER_ENV = {
-    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",   # no sampling profiler thread
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",  # no sampling profiler thread
     "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "warning",
 }
 
@@ -48,18 +49,45 @@ class LocalProcesses:
         env = {**os.environ, **QUIET_WORKER_ENV, noise.RUN_ROOT_ENV: str(os.getpid())}
         port = free_port(self.net.bridge_ip)
         self.address = f"tcp://{self.net.bridge_ip}:{port}"
-        self.scheduler = spawn([sys.executable, "-m", "distributed.cli.dask_scheduler",
-                                "--host", self.net.bridge_ip, "--port", str(port),
-                                "--no-dashboard"],
-                               self.work_dir / "scheduler.log", cwd=ROOT, env=env)
+        self.scheduler = spawn(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                self.net.bridge_ip,
+                "--port",
+                str(port),
+                "--no-dashboard",
+            ],
+            self.work_dir / "scheduler.log",
+            cwd=ROOT,
+            env=env,
+        )
         for h in self.net.hosts:
-            argv = [sys.executable, "-m", "distributed.cli.dask_worker", self.address,
-                    "--name", h.name, "--host", h.ip, "--nthreads", str(WORKER_THREADS),
-                    "--no-nanny", "--no-dashboard", "--memory-limit", "0",
-                    "--death-timeout", str(DEATH_TIMEOUT_S),
-                    "--local-directory", str(self.work_dir / h.name)]
-            self.workers[h.name] = spawn(netns_exec(h.netns, argv),
-                                         self.work_dir / f"{h.name}.log", cwd=ROOT, env=env)
+            argv = [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_worker",
+                self.address,
+                "--name",
+                h.name,
+                "--host",
+                h.ip,
+                "--nthreads",
+                str(WORKER_THREADS),
+                "--no-nanny",
+                "--no-dashboard",
+                "--memory-limit",
+                "0",
+                "--death-timeout",
+                str(DEATH_TIMEOUT_S),
+                "--local-directory",
+                str(self.work_dir / h.name),
+            ]
+            self.workers[h.name] = spawn(
+                netns_exec(h.netns, argv), self.work_dir / f"{h.name}.log", cwd=ROOT, env=env
+            )
         return self.address
 
     def ips(self) -> dict[str, str]:

@@ -13,6 +13,7 @@ its merged time minus its shard's shift_ns. The digests need no shift: their per
 count from each shard's own start instant, and every shard's measured window lies at the same
 offsets from it (warm-up, window), so the merged digest is in the first shard's clock too.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,9 @@ def merge_shards(shards: list[tuple[str, Path]], out: Path) -> tuple[dict, dict]
     summaries = [json.loads((d / "summary.json").read_text()) for _, d in shards]
     ref = summaries[0]["start_ns"]
     shifts = {h: int(ref - s["start_ns"]) for (h, _), s in zip(shards, summaries)}
-    ldigest.merge_files([d / "digest.json" for _, d in shards],
-                        [d / "latency.hlog" for _, d in shards], out)
+    ldigest.merge_files(
+        [d / "digest.json" for _, d in shards], [d / "latency.hlog" for _, d in shards], out
+    )
     files = [(h, d / "requests.parquet") for h, d in shards if (d / "requests.parquet").is_file()]
     if files:
         _merge_records(files, shifts, out / "requests.parquet")
@@ -76,18 +78,27 @@ def _merge_records(files: list[tuple[str, Path]], shifts: dict[str, int], out: P
     tmp.replace(out)
 
 
-def shard_noise(samples: list, summary: dict, requests: int, window_s: float, cpus: set[int],
-                own_cpus: bool) -> tuple[dict, list[str]]:
+def shard_noise(
+    samples: list, summary: dict, requests: int, window_s: float, cpus: set[int], own_cpus: bool
+) -> tuple[dict, list[str]]:
     """One shard host's noise readings over its measured window (its own clock)."""
-    pair = noise.window_samples(samples, int(summary["measure_start_ns"]),
-                                int(summary["measure_end_ns"])) if summary else None
+    pair = (
+        noise.window_samples(
+            samples, int(summary["measure_start_ns"]), int(summary["measure_end_ns"])
+        )
+        if summary
+        else None
+    )
     row = noise.readings(*pair, requests, window_s, cpus) if pair else noise.not_measured()
     return row, noise.noise_reasons(row, own_cpus)
 
 
-def noise_rollup(server: tuple[str, dict, list[str]] | None,
-                 shards: list[tuple[str, dict, list[str]]], requests: int,
-                 window_s: float) -> dict:
+def noise_rollup(
+    server: tuple[str, dict, list[str]] | None,
+    shards: list[tuple[str, dict, list[str]]],
+    requests: int,
+    window_s: float,
+) -> dict:
     """The trial's noise columns from every host's readings: steal, foreign CPU and the load
     generator's waits are the worst host's; the server's are its host's; `quiet` only when
     every host was; `noise_reasons` name the host."""
@@ -97,19 +108,26 @@ def noise_rollup(server: tuple[str, dict, list[str]] | None,
     def worst(col: str, among) -> float:
         vals = [r[col] for _, r, _ in among if r.get(col, math.nan) == r.get(col, math.nan)]
         return max(vals) if vals else math.nan
+
     for col in ("noise_steal_pct", "noise_foreign_cpu_pct"):
         row[col] = worst(col, hosts)
-    for col in ("noise_loadgen_runqueue_wait_ms_per_s", "noise_loadgen_involuntary_switches_per_s",
-                "noise_loadgen_cpu_others_pct"):
+    for col in (
+        "noise_loadgen_runqueue_wait_ms_per_s",
+        "noise_loadgen_involuntary_switches_per_s",
+        "noise_loadgen_cpu_others_pct",
+    ):
         row[col] = worst(col, shards)
     if server:
-        for col in ("noise_server_runqueue_wait_ms_per_s",
-                    "noise_server_involuntary_switches_per_s"):
+        for col in (
+            "noise_server_runqueue_wait_ms_per_s",
+            "noise_server_involuntary_switches_per_s",
+        ):
             row[col] = server[1][col]
     waits = [server[1]["noise_server_runqueue_wait_ms_per_s"]] if server else []
     waits += [r["noise_loadgen_runqueue_wait_ms_per_s"] for _, r, _ in shards]
-    row["noise_runqueue_wait_us_per_request"] = (sum(waits) * window_s * 1e3 / requests
-                                                 if requests and waits else math.nan)
+    row["noise_runqueue_wait_us_per_request"] = (
+        sum(waits) * window_s * 1e3 / requests if requests and waits else math.nan
+    )
     row["noise_cpus"] = " ".join(f"{h}:{r['noise_cpus']}" for h, r, _ in hosts)
     reasons = [f"{h}: {why}" for h, _, rs in hosts for why in rs]
     row["quiet"] = not reasons
@@ -117,12 +135,14 @@ def noise_rollup(server: tuple[str, dict, list[str]] | None,
     return row
 
 
-def shard_verdicts(host: str, sdir: Path, summary: dict, mode: str, rate_rps: float,
-                   max_error_rate: float | None) -> tuple[dict, list[str]]:
+def shard_verdicts(
+    host: str, sdir: Path, summary: dict, mode: str, rate_rps: float, max_error_rate: float | None
+) -> tuple[dict, list[str]]:
     """One shard's own metrics and self-checks (lateness, loop lag, CPU, GC, its share of the
     rate) from its digest, each reason prefixed with its host."""
     doc = ldigest.read(sdir / "digest.json")
-    m = lstats.summarize_digest(doc, summary, mode, target_rate_rps=rate_rps or None,
-                                max_error_rate=max_error_rate)
+    m = lstats.summarize_digest(
+        doc, summary, mode, target_rate_rps=rate_rps or None, max_error_rate=max_error_rate
+    )
     reasons = [f"shard {host}: {r}" for r in m["invalid_reasons"].split("; ") if r]
     return m, reasons

@@ -7,6 +7,7 @@ is th - (t0 + t1) / 2, known to +-(t1 - t0) / 2 (RTT/2). Of CLOCK_SAMPLES exchan
 with the smallest RTT is kept. The exchange goes coordinator -> scheduler -> worker and back,
 so the bound is conservative.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,7 +26,7 @@ CLOCK_SAMPLES = 8
 POLL_S = 0.2
 LOCAL_START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 10.0
-FETCH_CHUNK_TIMEOUT_S = 60.0    # one chunk of a shard's files (tasks.CHUNK_BYTES)
+FETCH_CHUNK_TIMEOUT_S = 60.0  # one chunk of a shard's files (tasks.CHUNK_BYTES)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Session:
         self.facts: dict[str, dict] = {}
 
     # --- connecting --------------------------------------------------------------------
-    def open(self) -> "Session":
+    def open(self) -> Session:
         try:
             if self.cfg.local is not None:
                 self._open_local()
@@ -73,7 +74,8 @@ class Session:
                     f"{self.source}: key `cluster.scheduler`: the Dask scheduler at "
                     f"{self.address} has no workers. Fix: start one per host with "
                     f"`dask worker {self.address} --name h1` (README: Running on several "
-                    "machines).")
+                    "machines)."
+                )
             facts = self.client.run(tasks.host_facts)
             self.facts = {n: facts[a] for n, a in self.addresses().items() if a in facts}
         except BaseException:
@@ -89,7 +91,8 @@ class Session:
                 f"{self.source}: key `cluster.scheduler`: cannot reach the Dask scheduler at "
                 f"{address} within {timeout_s:g} s ({type(e).__name__}: {e}). Fix: start it "
                 f"(`dask scheduler` on that host), check the address and that its port is open "
-                "to this machine, or raise cluster.connect_timeout.") from None
+                "to this machine, or raise cluster.connect_timeout."
+            ) from None
 
     def _open_local(self) -> None:
         self.local = LocalProcesses(self.cfg.local.host_names, self.work_dir)
@@ -103,13 +106,14 @@ class Session:
                 f"{self.source}: key `cluster.local`: the local cluster's {n} workers did not "
                 f"all join within {LOCAL_START_TIMEOUT_S:g} s. Their last lines:\n"
                 f"{self.local.logs()}\nFix: check that `python -m distributed.cli.dask_worker` "
-                "runs here (pip install -e .).") from None
+                "runs here (pip install -e .)."
+            ) from None
 
     def close(self) -> None:
         if self.client is not None:
             try:
                 self.client.close(timeout=STOP_TIMEOUT_S)
-            except Exception:   # a scheduler already gone: nothing to close politely
+            except Exception:  # a scheduler already gone: nothing to close politely
                 pass
             self.client = None
         if self.local is not None:
@@ -137,8 +141,7 @@ class Session:
             proc = self.local.workers.get(h)
             code = proc.poll() if proc is not None else None
             state = "running" if code is None else f"exited {code}"
-            parts.append(f"worker {h} {state}, last log line: "
-                         f"{self.local.log_tail(h)}")
+            parts.append(f"worker {h} {state}, last log line: {self.local.log_tail(h)}")
         return "; ".join(parts)
 
     def check_placement(self, plan: Plan) -> None:
@@ -147,26 +150,34 @@ class Session:
         for cell in plan.cells:
             p = cell.placement
             server = p.server_host(known)
-            for key, hosts in (("placement.server.host", [server]),
-                               ("placement.loadgen.hosts", p.loadgen_hosts(known))):
+            for key, hosts in (
+                ("placement.server.host", [server]),
+                ("placement.loadgen.hosts", p.loadgen_hosts(known)),
+            ):
                 for h in hosts:
                     if h not in known:
                         raise PerfctlError(
                             f"{self.source}: key `{key}`: host {h!r} (cell {cell.label}) is "
                             f"not a worker of the cluster at {self.address}; known hosts: "
                             f"{', '.join(known)}. Fix: name one of those, or start "
-                            f"`dask worker {self.address} --name {h}` on that machine.")
-            for key, cpus, hosts in (("placement.server.cpus", p.server.cpus if p.server
-                                      else None, [server]),
-                                     ("placement.loadgen.cpus", p.loadgen.cpus if p.loadgen
-                                      else None, p.loadgen_hosts(known))):
+                            f"`dask worker {self.address} --name {h}` on that machine."
+                        )
+            for key, cpus, hosts in (
+                ("placement.server.cpus", p.server.cpus if p.server else None, [server]),
+                (
+                    "placement.loadgen.cpus",
+                    p.loadgen.cpus if p.loadgen else None,
+                    p.loadgen_hosts(known),
+                ),
+            ):
                 for h in hosts:
                     have = self.facts.get(h, {}).get("cpus", [])
                     bad = [c for c in cpus or [] if c not in have]
                     if bad:
                         raise PerfctlError(
                             f"{self.source}: key `{key}`: CPU(s) {bad} do not exist on host "
-                            f"{h} (its usable CPUs: {have}). Fix: name CPUs of that host.")
+                            f"{h} (its usable CPUs: {have}). Fix: name CPUs of that host."
+                        )
 
     def require(self, hosts: list[str]) -> dict[str, str]:
         """The addresses of `hosts`, waiting up to cluster.host_return for missing ones;
@@ -184,7 +195,8 @@ class Session:
                     f"(hosts there now: {', '.join(sorted(addrs)) or 'none'}). The run "
                     "stops; every finished trial is kept in trials.csv. Fix: restart "
                     f"`dask worker {self.address} --name {missing[0]}` there (a local "
-                    "cluster starts afresh), then perfctl run --resume RUN_DIR.")
+                    "cluster starts afresh), then perfctl run --resume RUN_DIR."
+                )
             time.sleep(POLL_S)
 
     def clock(self, name: str, address: str) -> Clock:
@@ -194,7 +206,7 @@ class Session:
             t0 = time.time_ns()
             try:
                 th = self.client.run(tasks.clock_now, workers=[address])[address]
-            except Exception:   # whatever the comm raises, the host did not answer
+            except Exception:  # whatever the comm raises, the host did not answer
                 raise HostLost([name]) from None
             t1 = time.time_ns()
             if best is None or t1 - t0 < best[1] - best[0]:
@@ -205,11 +217,13 @@ class Session:
     # --- tasks -------------------------------------------------------------------------
     def submit(self, address: str, fn, *args) -> distributed.Future:
         """fn(*args) as a task on that host's worker only (never moved elsewhere)."""
-        return self.client.submit(fn, *args, workers=[address], allow_other_workers=False,
-                                  pure=False)
+        return self.client.submit(
+            fn, *args, workers=[address], allow_other_workers=False, pure=False
+        )
 
-    def wait(self, futures: dict[str, distributed.Future], hosts: dict[str, str],
-             timeout_s: float) -> dict:
+    def wait(
+        self, futures: dict[str, distributed.Future], hosts: dict[str, str], timeout_s: float
+    ) -> dict:
         """Wait for every future. Returns name -> its result, or the exception its task
         raised (as a value: the caller decides what a failed task means). Raises HostLost
         naming every host in `hosts` (name -> address) that left meanwhile, and
@@ -229,8 +243,9 @@ class Session:
                 self.client.cancel(pending)
                 raise TimeoutError
 
-    def fetch_files(self, name: str, address: str, token: str, files: dict[str, int],
-                    dest: Path) -> None:
+    def fetch_files(
+        self, name: str, address: str, token: str, files: dict[str, int], dest: Path
+    ) -> None:
         """Copy a shard's files ({name: size}, tasks.run_shard) from host `name` into dest,
         one chunk (tasks.CHUNK_BYTES) per task, each written before the next is asked for,
         then remove them there. Raises HostLost when the host leaves, OSError when a file
@@ -240,17 +255,22 @@ class Session:
             tmp = dest / f"{fname}.part"
             with open(tmp, "wb") as out:
                 while out.tell() < size:
-                    got = self.wait({name: self.submit(address, tasks.fetch_chunk, token, fname,
-                                                       out.tell())},
-                                    {name: address}, FETCH_CHUNK_TIMEOUT_S)[name]
+                    got = self.wait(
+                        {name: self.submit(address, tasks.fetch_chunk, token, fname, out.tell())},
+                        {name: address},
+                        FETCH_CHUNK_TIMEOUT_S,
+                    )[name]
                     if isinstance(got, BaseException):
                         raise OSError(f"{type(got).__name__}: {got}")
                     if not got:
                         raise OSError(f"{fname} ended at byte {out.tell()} of {size}")
                     out.write(got)
             tmp.replace(dest / fname)
-        self.wait({name: self.submit(address, tasks.drop_shard, token)}, {name: address},
-                  FETCH_CHUNK_TIMEOUT_S)
+        self.wait(
+            {name: self.submit(address, tasks.drop_shard, token)},
+            {name: address},
+            FETCH_CHUNK_TIMEOUT_S,
+        )
 
     def stop_trial(self, token: str, hosts: dict[str, str], server: bool) -> None:
         """Best effort: stop the load generators a trial still runs on those hosts, and with
@@ -259,18 +279,32 @@ class Session:
         targets = [a for a in hosts.values() if a in alive]
         if not targets:
             return
-        fut = [self.client.submit(tasks.stop_token, token, server, workers=[a],
-                                  allow_other_workers=False, pure=False, priority=100)
-               for a in targets]
+        fut = [
+            self.client.submit(
+                tasks.stop_token,
+                token,
+                server,
+                workers=[a],
+                allow_other_workers=False,
+                pure=False,
+                priority=100,
+            )
+            for a in targets
+        ]
         _wait_some(fut, STOP_TIMEOUT_S)
         self.client.cancel(fut)
 
     def info(self) -> dict:
         """run.json's `cluster`: scheduler, hosts, their addresses and CPUs."""
         addrs = self.addresses()
-        return {"scheduler": self.address, "mode": "local" if self.local else "scheduler",
-                "hosts": {n: {"address": addrs.get(n, ""), **self.facts.get(n, {})}
-                          for n in sorted(self.facts)}}
+        return {
+            "scheduler": self.address,
+            "mode": "local" if self.local else "scheduler",
+            "hosts": {
+                n: {"address": addrs.get(n, ""), **self.facts.get(n, {})}
+                for n in sorted(self.facts)
+            },
+        }
 
 
 def outcome(future: distributed.Future):

@@ -25,6 +25,7 @@ host's measured offset; this host turns it into its own CLOCK_MONOTONIC (perf_co
 which is what the load generator's `start_at_ns` and every timestamp it records use. So a
 latency is always a difference of two readings of one host's clock.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,16 +53,16 @@ from ..run.tree_watch import tree_pids
 from ..run.trial import network_row, stopped_accepting
 
 SHARD_GRACE_S = 30.0
-FILES_LEASE_S = 3600.0      # a shard's files wait this long for the coordinator to fetch them
-CHUNK_BYTES = 8 << 20       # one fetch_chunk: what a task result carries at most
+FILES_LEASE_S = 3600.0  # a shard's files wait this long for the coordinator to fetch them
+CHUNK_BYTES = 8 << 20  # one fetch_chunk: what a task result carries at most
 SHARD_FILES = ("summary.json", "digest.json", "latency.hlog", "requests.parquet")
 TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 ESTABLISHED = "01"
 
 _lock = threading.Lock()
-_procs: dict[str, list[subprocess.Popen]] = {}     # token -> load generators running
-_servers: dict[str, "ServerSession"] = {}          # token -> the trial's server here
-_outputs: dict[str, tuple[Path, threading.Timer]] = {}   # token -> a shard's files, its lease
+_procs: dict[str, list[subprocess.Popen]] = {}  # token -> load generators running
+_servers: dict[str, ServerSession] = {}  # token -> the trial's server here
+_outputs: dict[str, tuple[Path, threading.Timer]] = {}  # token -> a shard's files, its lease
 
 
 def clock_now() -> int:
@@ -76,12 +77,18 @@ def perf_at(wall_ns: int) -> int:
 
 def host_facts(dask_worker=None) -> dict:
     """What run.json records about this host (client.run passes dask_worker)."""
-    import dask   # on the worker: dask is loaded there already
+    import dask  # on the worker: dask is loaded there already
+
     host = dask_worker.address.split("://", 1)[-1].rsplit(":", 1)[0] if dask_worker else ""
-    return {"ip": host, "cpus": sorted(os.sched_getaffinity(0)), "cpu_count": os.cpu_count(),
-            "pid": os.getpid(), "nthreads": getattr(getattr(dask_worker, "state", None), "nthreads", 0),
-            "profiler": bool(dask.config.get("distributed.worker.profile.enabled", True)),
-            "background": background_work(dask_worker)}
+    return {
+        "ip": host,
+        "cpus": sorted(os.sched_getaffinity(0)),
+        "cpu_count": os.cpu_count(),
+        "pid": os.getpid(),
+        "nthreads": getattr(getattr(dask_worker, "state", None), "nthreads", 0),
+        "profiler": bool(dask.config.get("distributed.worker.profile.enabled", True)),
+        "background": background_work(dask_worker),
+    }
 
 
 def background_work(dask_worker) -> dict[str, float]:
@@ -89,12 +96,15 @@ def background_work(dask_worker) -> dict[str, float]:
     what else a host's worker does while a trial runs there."""
     if dask_worker is None:
         return {}
-    return {name: float(pc.callback_time) for name, pc in
-            sorted(getattr(dask_worker, "periodic_callbacks", {}).items())}
+    return {
+        name: float(pc.callback_time)
+        for name, pc in sorted(getattr(dask_worker, "periodic_callbacks", {}).items())
+    }
 
 
 def _worker_ip() -> str:
-    from distributed import get_worker   # inside a task: the worker runs distributed already
+    from distributed import get_worker  # inside a task: the worker runs distributed already
+
     return get_worker().address.split("://", 1)[-1].rsplit(":", 1)[0]
 
 
@@ -109,7 +119,7 @@ class ClientWatch:
         self._thread = threading.Thread(target=self._loop, name="client-watch", daemon=True)
         self.interval_s = interval_s
 
-    def start(self) -> "ClientWatch":
+    def start(self) -> ClientWatch:
         self._thread.start()
         return self
 
@@ -159,7 +169,7 @@ def established_peers(port: int, diag: SockDiag | None = None) -> set[str]:
 def _ip_of(hexaddr: str) -> str:
     """An address as /proc/net/tcp{,6} writes it (host byte order per 32-bit word)."""
     raw = bytes.fromhex(hexaddr)
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
     ip = ipaddress.ip_address(words)
     if ip.version == 6 and ip.ipv4_mapped:
         return str(ip.ipv4_mapped)
@@ -178,9 +188,17 @@ class ServerSession:
     probes: list = dataclasses.field(default_factory=list)
 
 
-def start_server(token: str, name: str, config, cpus: list[int] | None, source: str,
-                 lease_s: float, network: Network | None = None, seed: int | None = None,
-                 injector_cpus: list[int] | None = None) -> dict:
+def start_server(
+    token: str,
+    name: str,
+    config,
+    cpus: list[int] | None,
+    source: str,
+    lease_s: float,
+    network: Network | None = None,
+    seed: int | None = None,
+    injector_cpus: list[int] | None = None,
+) -> dict:
     """Start one trial's server on this host, listening on the host's address, and wait
     until it is ready; with a network that shapes, perfctl-proxy in front of it on the same
     address, probed once before the load. Returns where the shards connect (the proxy, or
@@ -193,7 +211,7 @@ def start_server(token: str, name: str, config, cpus: list[int] | None, source: 
     try:
         if network is not None and network.shapes:
             injector = ProxyInjector(network, seed=seed, listen_host=ip, cpus=injector_cpus)
-            injector.prepare()          # builds perfctl-proxy on this host if it must
+            injector.prepare()  # builds perfctl-proxy on this host if it must
         server.start()
         startup_s = server.wait_ready()
         host, port = ip, server.port
@@ -212,13 +230,19 @@ def start_server(token: str, name: str, config, cpus: list[int] | None, source: 
     lease.daemon = True
     # the clients are those of the port the shards connect to (behind a proxy, the server
     # itself sees only the proxy)
-    session = ServerSession(server, sampler, ClientWatch(port).start(), lease, workdir,
-                            network, injector, probes)
+    session = ServerSession(
+        server, sampler, ClientWatch(port).start(), lease, workdir, network, injector, probes
+    )
     with _lock:
         _servers[token] = session
     lease.start()
-    return {"host": host, "port": port, "startup_s": startup_s, "pid": server.pid,
-            "server_port": server.port}
+    return {
+        "host": host,
+        "port": port,
+        "startup_s": startup_s,
+        "pid": server.pid,
+        "server_port": server.port,
+    }
 
 
 def _expire_server(token: str) -> None:
@@ -228,8 +252,9 @@ def _expire_server(token: str) -> None:
         _end_server(session)
 
 
-def _end_server(session: ServerSession, probe_after: bool = False
-                ) -> tuple[int | None, bool, bool, list[str]]:
+def _end_server(
+    session: ServerSession, probe_after: bool = False
+) -> tuple[int | None, bool, bool, list[str]]:
     """Stop the server (and its proxy, probed once more first when probe_after and the
     server is still up): (exit code, alive before, stopped accepting, client addresses)."""
     session.lease.cancel()
@@ -249,8 +274,13 @@ def _end_server(session: ServerSession, probe_after: bool = False
     return code, alive, refuses, clients
 
 
-def stop_server(token: str, window_wall_ns: tuple[int, int] | None, load_start_wall_ns: int,
-                requests: int, window_s: float) -> dict:
+def stop_server(
+    token: str,
+    window_wall_ns: tuple[int, int] | None,
+    load_start_wall_ns: int,
+    requests: int,
+    window_s: float,
+) -> dict:
     """Stop the trial's server here; its log, resource samples, liveness, the client
     addresses it saw, and this host's noise readings over the measured window (given in
     this host's wall clock)."""
@@ -263,23 +293,35 @@ def stop_server(token: str, window_wall_ns: tuple[int, int] | None, load_start_w
     sampler = session.sampler
     pair = None
     if window_wall_ns is not None:
-        pair = noise.window_samples(sampler.noise, perf_at(window_wall_ns[0]),
-                                    perf_at(window_wall_ns[1]))
+        pair = noise.window_samples(
+            sampler.noise, perf_at(window_wall_ns[0]), perf_at(window_wall_ns[1])
+        )
     cpus = session.sampler.probe.cpus
     readings = noise.readings(*pair, requests, window_s, cpus) if pair else noise.not_measured()
     log = session.server.log_path
-    out = {"missing": False, "code": code, "alive": alive, "refuses": refuses,
-           "port": session.server.port, "clients": clients, "summary": sampler.summary(),
-           "resources": sampler.frame().to_parquet(index=False),
-           "tree_reasons": sampler.watch.reasons(load_start_perf),
-           "log": log.read_bytes() if log.is_file() else b"", "noise": readings,
-           # the per-request wait is the trial's (merge.noise_rollup), not judged here
-           "noise_reasons": noise.noise_reasons(
-               {**readings, "noise_runqueue_wait_us_per_request": 0.0}, False),
-           "network": {}, "network_reasons": []}
+    out = {
+        "missing": False,
+        "code": code,
+        "alive": alive,
+        "refuses": refuses,
+        "port": session.server.port,
+        "clients": clients,
+        "summary": sampler.summary(),
+        "resources": sampler.frame().to_parquet(index=False),
+        "tree_reasons": sampler.watch.reasons(load_start_perf),
+        "log": log.read_bytes() if log.is_file() else b"",
+        "noise": readings,
+        # the per-request wait is the trial's (merge.noise_rollup), not judged here
+        "noise_reasons": noise.noise_reasons(
+            {**readings, "noise_runqueue_wait_us_per_request": 0.0}, False
+        ),
+        "network": {},
+        "network_reasons": [],
+    }
     if session.network is not None:
-        out["network"], out["network_reasons"] = network_row(session.network,
-                                                               session.injector, session.probes)
+        out["network"], out["network_reasons"] = network_row(
+            session.network, session.injector, session.probes
+        )
     shutil.rmtree(session.workdir, ignore_errors=True)
     return out
 
@@ -296,15 +338,19 @@ def run_shard(token: str, spec_json: str, start_wall_ns: int, cpus: list[int] | 
     kept = False
     try:
         (out_dir / "spec.json").write_text(spec.to_json())
-        proc = spawn([sys.executable, "-m", "loadgen", str(out_dir / "spec.json"), str(out_dir)],
-                     out_dir / "loadgen.log", cwd=ROOT)
+        proc = spawn(
+            [sys.executable, "-m", "loadgen", str(out_dir / "spec.json"), str(out_dir)],
+            out_dir / "loadgen.log",
+            cwd=ROOT,
+        )
         with _lock:
             _procs.setdefault(token, []).append(proc)
         watched = set(cpus or spec.cpus or os.sched_getaffinity(0))
-        probe = noise.NoiseProbe(watched, loadgen_cpus=watched)   # the host's load generator
+        probe = noise.NoiseProbe(watched, loadgen_cpus=watched)  # the host's load generator
         samples = [probe.sample(time.perf_counter_ns(), [], tree_pids(proc.pid))]
-        limit = max(0.0, lead_ms / 1e3) + spec.warmup_s + spec.window_s + spec.timeout_s \
-            + SHARD_GRACE_S
+        limit = (
+            max(0.0, lead_ms / 1e3) + spec.warmup_s + spec.window_s + spec.timeout_s + SHARD_GRACE_S
+        )
         deadline = time.monotonic() + limit
         code = None
         while time.monotonic() < deadline:
@@ -319,13 +365,20 @@ def run_shard(token: str, spec_json: str, start_wall_ns: int, cpus: list[int] | 
             left = [p for p in _procs.pop(token, []) if p is not proc]
             if left:
                 _procs[token] = left
-        result = {"code": code, "lead_ms": lead_ms, "log": tail(out_dir / "loadgen.log", 5),
-                  "files": None, "summary": None, "samples": samples,
-                  "cpus": sorted(watched)}
+        result = {
+            "code": code,
+            "lead_ms": lead_ms,
+            "log": tail(out_dir / "loadgen.log", 5),
+            "files": None,
+            "summary": None,
+            "samples": samples,
+            "cpus": sorted(watched),
+        }
         if code == 0 and (out_dir / "digest.json").is_file():
             result["summary"] = (out_dir / "summary.json").read_text()
-            result["files"] = {n: (out_dir / n).stat().st_size for n in SHARD_FILES
-                               if (out_dir / n).is_file()}
+            result["files"] = {
+                n: (out_dir / n).stat().st_size for n in SHARD_FILES if (out_dir / n).is_file()
+            }
             lease = threading.Timer(FILES_LEASE_S, drop_shard, (token,))
             lease.daemon = True
             with _lock:

@@ -1,4 +1,5 @@
 """What every experiment model shares: frozen, no unknown keys, unit strings parsed on input."""
+
 from __future__ import annotations
 
 from typing import Annotated, Any

@@ -3,6 +3,7 @@
 The first model of each implementation is its default. Validation (experiment/) and launching
 (run/bundled.py) both read this table; neither owns it.
 """
+
 from __future__ import annotations
 
 CONCURRENCY_MODELS: dict[str, tuple[str, ...]] = {
@@ -37,8 +38,10 @@ def has_db(impl: str, model: str) -> bool:
 
 def db_servers() -> str:
     """The bundled servers with /db, in words ("impl c (every model), ...")."""
-    return ", ".join(f"impl {i} ({'every model' if m is None else 'models ' + ', '.join(m)})"
-                     for i, m in DB_MODELS.items())
+    return ", ".join(
+        f"impl {i} ({'every model' if m is None else 'models ' + ', '.join(m)})"
+        for i, m in DB_MODELS.items()
+    )
 
 
 def default_concurrency_model(impl: str) -> str:
@@ -49,9 +52,13 @@ def default_concurrency_model(impl: str) -> str:
 def unknown_impl_or_model(impl: str, model: str | None = None) -> str | None:
     """Why (impl, model) names no bundled server, or None when it does."""
     if impl not in CONCURRENCY_MODELS:
-        return (f"unknown server impl {impl!r}; bundled servers are "
-                f"{', '.join(CONCURRENCY_MODELS)} (or give a `cmd:` instead of `impl:`)")
+        return (
+            f"unknown server impl {impl!r}; bundled servers are "
+            f"{', '.join(CONCURRENCY_MODELS)} (or give a `cmd:` instead of `impl:`)"
+        )
     if model is not None and model not in CONCURRENCY_MODELS[impl]:
-        return (f"impl {impl!r} has no concurrency model {model!r}; choose one of "
-                f"{', '.join(CONCURRENCY_MODELS[impl])}")
+        return (
+            f"impl {impl!r} has no concurrency model {model!r}; choose one of "
+            f"{', '.join(CONCURRENCY_MODELS[impl])}"
+        )
     return None

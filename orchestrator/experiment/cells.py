@@ -8,6 +8,7 @@ combination of those axes and then shared: a 1000 x 100 matrix whose `load:` nam
 validates 1000 Load models, not 100000. The cell id hashes the same JSON as ever (each
 section's JSON is kept with its validated model), so ids stay stable across versions.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -33,7 +34,7 @@ class Cell(FrozenModel):
     """One combination of axis values, fully resolved and validated."""
 
     cell_id: str
-    values: dict[str, Scalar]          # the axis values, in matrix order
+    values: dict[str, Scalar]  # the axis values, in matrix order
     server_name: str
     server: ServerConfig
     workload: Workload
@@ -68,8 +69,8 @@ class Cells(Sequence):
     def __init__(self, exp, doc: dict, source: str) -> None:
         self.exp, self.doc, self.source = exp, doc, source
         self._len = matrix.check_size(exp, source)
-        self._memo: dict[tuple, tuple[Any, str]] = {}   # section key -> (model, its JSON)
-        self._uses: dict[str, list[str]] = {}           # section -> the axes it names
+        self._memo: dict[tuple, tuple[Any, str]] = {}  # section key -> (model, its JSON)
+        self._uses: dict[str, list[str]] = {}  # section -> the axes it names
 
     def __len__(self) -> int:
         return self._len
@@ -111,48 +112,73 @@ class Cells(Sequence):
         def server_(doc):
             model = _validate_server(doc, self.source, key, label)
             return model, _dumps(server_dump(model))
+
         server, server_json = self._section(key, self.exp.servers[name], values, server_)
         parts: dict[str, tuple[Any, str]] = {}
         for section, model_cls in BODY_SECTIONS.items():
+
             def body_(doc, section=section, model_cls=model_cls):
                 try:
                     model = model_cls.model_validate(doc)
                 except ValidationError as e:
                     raise validation_error(self.source, section, e, label) from None
                 return model, _dumps(model.model_dump())
+
             parts[section] = self._section(section, self.doc.get(section, {}), values, body_)
 
         def network_(doc):
             # The id hashes the network block as written (unit strings), as it always has, so
             # cells keep their ids across perfctl versions and `compare` can match them.
             return _validate_network(doc, self.source, label), _dumps(dict(doc))
-        network, network_json = self._section("network", self.doc.get("network", {}), values,
-                                              network_)
+
+        network, network_json = self._section(
+            "network", self.doc.get("network", {}), values, network_
+        )
         _check_driver_speaks_to(server, parts["load"][0], self.source, key, label)
-        blob = (f'{{"load": {parts["load"][1]}, "network": {network_json}, '
-                f'"placement": {parts["placement"][1]}, "server": {server_json}, '
-                f'"values": {_dumps(values)}, "workload": {parts["workload"][1]}}}')
+        blob = (
+            f'{{"load": {parts["load"][1]}, "network": {network_json}, '
+            f'"placement": {parts["placement"][1]}, "server": {server_json}, '
+            f'"values": {_dumps(values)}, "workload": {parts["workload"][1]}}}'
+        )
         return Cell.model_construct(
-            cell_id=matrix.cell_id_of_json(blob), values=values, server_name=name,
-            server=server, workload=parts["workload"][0], load=parts["load"][0],
-            network=network, placement=parts["placement"][0])
+            cell_id=matrix.cell_id_of_json(blob),
+            values=values,
+            server_name=name,
+            server=server,
+            workload=parts["workload"][0],
+            load=parts["load"][0],
+            network=network,
+            placement=parts["placement"][0],
+        )
 
 
-def _check_driver_speaks_to(server: ServerConfig, load: Load, source: str, key: str,
-                            label: str) -> None:
+def _check_driver_speaks_to(
+    server: ServerConfig, load: Load, source: str, key: str, label: str
+) -> None:
     """A bundled server speaks HTTP or, for the RMI models, Java RMI: the driver must match."""
     if not isinstance(server, BundledServer) or not isinstance(load.driver, str):
         return
     rmi_server = server.concurrency_model in RMI_MODELS
     if rmi_server and load.driver != "rmi":
-        raise fail(source, "load.driver", f"server `{key}` (java, model "
-                   f"{server.concurrency_model}) speaks Java RMI, but the load driver is "
-                   f"{load.driver!r} (in cell {label})", "set `load.driver: rmi` for RMI "
-                   "servers (make it an axis to compare HTTP and RMI in one experiment)")
+        raise fail(
+            source,
+            "load.driver",
+            f"server `{key}` (java, model "
+            f"{server.concurrency_model}) speaks Java RMI, but the load driver is "
+            f"{load.driver!r} (in cell {label})",
+            "set `load.driver: rmi` for RMI "
+            "servers (make it an axis to compare HTTP and RMI in one experiment)",
+        )
     if load.driver == "rmi" and not rmi_server:
-        raise fail(source, "load.driver", f"the rmi driver speaks Java RMI, but server `{key}` "
-                   f"({server.label}) speaks HTTP (in cell {label})",
-                   "use an RMI server (impl: java, model: rmi or rmi-single) with driver rmi")
+        raise fail(
+            source,
+            "load.driver",
+            f"the rmi driver speaks Java RMI, but server `{key}` "
+            f"({server.label}) speaks HTTP (in cell {label})",
+            "use an RMI server (impl: java, model: rmi or rmi-single) with driver rmi",
+        )
+
+
 def server_dump(server: ServerConfig) -> dict:
     """The server's fields as the cell id hashes them: a bundled server without `db` (or
     `db_pool`) hashes as it did before they existed, so cell ids stay stable across versions."""
@@ -166,9 +192,13 @@ def server_dump(server: ServerConfig) -> dict:
 
 def _validate_server(doc: Any, source: str, key: str, label: str) -> ServerConfig:
     if not isinstance(doc, dict) or ("impl" in doc) == ("cmd" in doc):
-        raise fail(source, key, "a server is either a bundled one (`impl: c|java|python`) or "
-                   "a command (`cmd: \"... {port} ...\"`), exactly one of the two",
-                   "give `impl:` or `cmd:`")
+        raise fail(
+            source,
+            key,
+            "a server is either a bundled one (`impl: c|java|python`) or "
+            'a command (`cmd: "... {port} ..."`), exactly one of the two',
+            "give `impl:` or `cmd:`",
+        )
     model = BundledServer if "impl" in doc else CommandServer
     try:
         return model.model_validate(doc)

@@ -9,6 +9,7 @@ Without `cluster:` nothing of Dask is imported or started. The clock bound
 several NTP-style exchanges) of a load-generator host's clock offset that a trial accepts;
 above it the shards may not have started together and the trial is invalid.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,11 +38,16 @@ class Cluster(FrozenModel):
     scheduler: str | None = Field(None, description="tcp://HOST:PORT of a running scheduler")
     local: LocalCluster | None = None
     connect_timeout_s: Seconds = Field(10.0, alias="connect_timeout", gt=0, le=600)
-    max_clock_uncertainty_s: Seconds = Field(DEFAULT_CLOCK_BOUND_S,
-                                             alias="max_clock_uncertainty", gt=0, le=10)
-    host_return_s: Seconds = Field(15.0, alias="host_return", ge=0, le=3600,
-                                   description="how long a lost host may take to come back "
-                                               "before the run stops")
+    max_clock_uncertainty_s: Seconds = Field(
+        DEFAULT_CLOCK_BOUND_S, alias="max_clock_uncertainty", gt=0, le=10
+    )
+    host_return_s: Seconds = Field(
+        15.0,
+        alias="host_return",
+        ge=0,
+        le=3600,
+        description="how long a lost host may take to come back before the run stops",
+    )
 
     @field_validator("scheduler")
     @classmethod
@@ -51,10 +57,12 @@ class Cluster(FrozenModel):
         return v
 
     @model_validator(mode="after")
-    def _one_way(self) -> "Cluster":
+    def _one_way(self) -> Cluster:
         if (self.scheduler is None) == (self.local is None):
-            raise ValueError("give exactly one of `scheduler: tcp://HOST:PORT` (an existing "
-                             "Dask cluster) or `local: {hosts: N}`")
+            raise ValueError(
+                "give exactly one of `scheduler: tcp://HOST:PORT` (an existing "
+                "Dask cluster) or `local: {hosts: N}`"
+            )
         return self
 
     @property

@@ -3,22 +3,28 @@
 
 Nothing here knows what the keys mean; plan.py validates the document into typed models.
 """
+
 from __future__ import annotations
 
 import copy
 import re
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from ..errors import PerfctlError
 
-Scalar = Union[str, int, float, bool]
-RUNTIME_PLACEHOLDERS = {"port", "workdir", "host",   # filled when the server starts
-                        "seq",                         # by the load generator, per request
-                        "spec", "out"}                 # in load.driver.cmd, per trial
+Scalar = str | int | float | bool
+RUNTIME_PLACEHOLDERS = {
+    "port",
+    "workdir",
+    "host",  # filled when the server starts
+    "seq",  # by the load generator, per request
+    "spec",
+    "out",
+}  # in load.driver.cmd, per trial
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -41,8 +47,9 @@ def apply_override(doc: dict, assignment: str, source: str) -> None:
     """Apply one `--set a.b.c=value` (value parsed as YAML) to the raw document in place."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key.strip():
-        raise fail(source, assignment, "--set needs KEY=VALUE",
-                   "write it like --set load.duration=5s")
+        raise fail(
+            source, assignment, "--set needs KEY=VALUE", "write it like --set load.duration=5s"
+        )
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
@@ -51,8 +58,12 @@ def apply_override(doc: dict, assignment: str, source: str) -> None:
     node = doc
     for p in parts[:-1]:
         if not isinstance(node.get(p, {}), dict):
-            raise fail(source, key, f"`{p}` is not a mapping, so it has no sub-keys",
-                       "set the whole value instead")
+            raise fail(
+                source,
+                key,
+                f"`{p}` is not a mapping, so it has no sub-keys",
+                "set the whole value instead",
+            )
         node = node.setdefault(p, {})
     node[parts[-1]] = value
 
@@ -60,15 +71,19 @@ def apply_override(doc: dict, assignment: str, source: str) -> None:
 def read_document(path: str | Path) -> dict:
     p = Path(path)
     if not p.is_file():
-        raise PerfctlError(f"{p}: no such experiment file. Fix: give the path of a YAML file, "
-                           "e.g. perfctl run experiments.yaml")
+        raise PerfctlError(
+            f"{p}: no such experiment file. Fix: give the path of a YAML file, "
+            "e.g. perfctl run experiments.yaml"
+        )
     try:
         doc = yaml.safe_load(p.read_text())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise PerfctlError(f"{p}: not valid YAML{at}: {getattr(e, 'problem', e)}. Fix: check "
-                           "indentation and quoting there.") from None
+        raise PerfctlError(
+            f"{p}: not valid YAML{at}: {getattr(e, 'problem', e)}. Fix: check "
+            "indentation and quoting there."
+        ) from None
     if not isinstance(doc, dict):
         raise PerfctlError(f"{p}: the file must be a YAML mapping (name:, servers:, load:, ...).")
     return doc
@@ -105,8 +120,10 @@ def placeholders(node: Any) -> set[str]:
 
 def substitute(node: Any, values: dict[str, Scalar], source: str, path: str) -> Any:
     if isinstance(node, dict):
-        return {k: substitute(v, values, source, f"{path}.{k}" if path else str(k))
-                for k, v in node.items()}
+        return {
+            k: substitute(v, values, source, f"{path}.{k}" if path else str(k))
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [substitute(v, values, source, f"{path}[{i}]") for i, v in enumerate(node)]
     if not isinstance(node, str):
@@ -114,11 +131,16 @@ def substitute(node: Any, values: dict[str, Scalar], source: str, path: str) -> 
     names = _PLACEHOLDER.findall(node)
     for n in names:
         if n not in values and n not in RUNTIME_PLACEHOLDERS:
-            raise fail(source, path, f"placeholder {{{n}}} names no matrix axis",
-                       f"add `{n}: [...]` under matrix, or use one of: "
-                       f"{', '.join(sorted(values)) or '(no axes defined)'}")
+            raise fail(
+                source,
+                path,
+                f"placeholder {{{n}}} names no matrix axis",
+                f"add `{n}: [...]` under matrix, or use one of: "
+                f"{', '.join(sorted(values)) or '(no axes defined)'}",
+            )
     whole = _PLACEHOLDER.fullmatch(node)
     if whole and whole.group(1) in values:
         return values[whole.group(1)]
-    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values
-                            else m.group(0), node)
+    return _PLACEHOLDER.sub(
+        lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), node
+    )

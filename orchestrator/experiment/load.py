@@ -3,6 +3,7 @@
 `perfctl run` (one per trial) and `perfctl load URL` both describe load with these models and
 turn them into a `loadgen.spec.LoadSpec` through `to_load_spec`; nothing else builds a LoadSpec.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -83,9 +84,11 @@ class DriverCommand(FrozenModel):
     def _placeholders(cls, v: str) -> str:
         missing = [p for p in ("{spec}", "{out}") if p not in v]
         if missing:
-            raise ValueError(f"a driver command must contain {' and '.join(missing)}: perfctl "
-                             "puts the spec.json path in {spec} and the output directory in "
-                             "{out}, e.g. cmd: \"./mydriver {spec} {out}\" (loadgen/DRIVER.md)")
+            raise ValueError(
+                f"a driver command must contain {' and '.join(missing)}: perfctl "
+                "puts the spec.json path in {spec} and the output directory in "
+                '{out}, e.g. cmd: "./mydriver {spec} {out}" (loadgen/DRIVER.md)'
+            )
         return v
 
     @property
@@ -95,8 +98,10 @@ class DriverCommand(FrozenModel):
 
 class Load(FrozenModel):
     driver: str | DriverCommand = Field(
-        "http", description="http (the asyncio generator), a bundled driver by name (rmi), "
-        "or {cmd: \"prog {spec} {out}\"}: loadgen/DRIVER.md")
+        "http",
+        description="http (the asyncio generator), a bundled driver by name (rmi), "
+        'or {cmd: "prog {spec} {out}"}: loadgen/DRIVER.md',
+    )
     mode: Literal["closed", "open", "burst", "ramp"] = "closed"
     connections: int = Field(1, ge=1, le=100_000)
     think_time_s: Seconds = Field(0.0, alias="think_time")
@@ -108,13 +113,16 @@ class Load(FrozenModel):
     warmup_s: Seconds = Field(2.0, alias="warmup", le=3600)
     timeout_s: Seconds = Field(5.0, alias="timeout", gt=0)
     keepalive: bool = True
-    seed: int = 1                    # mixed into every trial's seed (trial_seed)
+    seed: int = 1  # mixed into every trial's seed (trial_seed)
     processes: int = Field(1, ge=1, le=64, description="load-generator worker processes")
     bursts: int = Field(1, ge=1, le=10_000, description="burst: releases of `connections`")
     burst_interval_s: Seconds = Field(1.0, alias="burst_interval", gt=0)
     ramp: Ramp | None = None
-    records: str = Field("all", description="requests.parquet keeps all | sample:FRACTION | "
-                         "none of the requests; summaries come from every request either way")
+    records: str = Field(
+        "all",
+        description="requests.parquet keeps all | sample:FRACTION | "
+        "none of the requests; summaries come from every request either way",
+    )
 
     @field_validator("records", mode="before")
     @classmethod
@@ -123,9 +131,11 @@ class Load(FrozenModel):
         try:
             keep_fraction(v)
         except ValueError as e:
-            raise ValueError(f"{e}. all keeps every request in requests.parquet; "
-                             "sample:0.01 keeps 1% of them, none keeps none (summaries, "
-                             "timeline and models then come from HdrHistograms)") from None
+            raise ValueError(
+                f"{e}. all keeps every request in requests.parquet; "
+                "sample:0.01 keeps 1% of them, none keeps none (summaries, "
+                "timeline and models then come from HdrHistograms)"
+            ) from None
         return v
 
     @field_validator("driver", mode="before")
@@ -138,8 +148,10 @@ class Load(FrozenModel):
             except ValidationError as e:
                 raise ValueError(e.errors()[0]["msg"].removeprefix("Value error, ")) from None
         if not isinstance(v, str) or v not in DRIVERS:
-            raise ValueError(f"unknown driver {v!r}; bundled drivers are {', '.join(DRIVERS)}, "
-                             "or give a program: driver: {cmd: \"prog {spec} {out}\"}")
+            raise ValueError(
+                f"unknown driver {v!r}; bundled drivers are {', '.join(DRIVERS)}, "
+                'or give a program: driver: {cmd: "prog {spec} {out}"}'
+            )
         return v
 
     def model_dump(self, **kwargs) -> dict[str, Any]:
@@ -159,26 +171,37 @@ class Load(FrozenModel):
         return self.driver if isinstance(self.driver, str) else self.driver.label
 
     @model_validator(mode="after")
-    def _rate(self) -> "Load":
+    def _rate(self) -> Load:
         if isinstance(self.driver, str) and self.mode not in DRIVERS[self.driver]:
-            raise ValueError(f"driver {self.driver!r} has no {self.mode} mode; it implements "
-                             f"{', '.join(DRIVERS[self.driver])}")
+            raise ValueError(
+                f"driver {self.driver!r} has no {self.mode} mode; it implements "
+                f"{', '.join(DRIVERS[self.driver])}"
+            )
         if self.driver != "http" and self.records != "all":
-            raise ValueError(f"records: {self.records} needs the HTTP generator (driver: http); "
-                             "other drivers write every request (loadgen/DRIVER.md)")
+            raise ValueError(
+                f"records: {self.records} needs the HTTP generator (driver: http); "
+                "other drivers write every request (loadgen/DRIVER.md)"
+            )
         if self.mode == "open" and self.rate_rps is None:
             raise ValueError("open mode needs `rate` (arrivals per second), e.g. rate: 1000")
         if self.mode == "ramp" and self.ramp is None:
-            raise ValueError("ramp mode needs `ramp: {rates: [...], step: 5s, "
-                             "slo: {p99_ms: 10, error_rate: 0.001}}`")
+            raise ValueError(
+                "ramp mode needs `ramp: {rates: [...], step: 5s, "
+                "slo: {p99_ms: 10, error_rate: 0.001}}`"
+            )
         return self
 
     @property
     def window_s(self) -> float:
         """The measured time of one trial (burst: all releases; ramp: all steps at most)."""
-        return measured_window_s(self.mode, self.duration_s, self.bursts, self.burst_interval_s,
-                                 len(self.ramp.rates) if self.ramp else 0,
-                                 self.ramp.step_s if self.ramp else 0.0)
+        return measured_window_s(
+            self.mode,
+            self.duration_s,
+            self.bursts,
+            self.burst_interval_s,
+            len(self.ramp.rates) if self.ramp else 0,
+            self.ramp.step_s if self.ramp else 0.0,
+        )
 
 
 def trial_seed(cell_id: str, trial: int, load_seed: int = 1) -> int:
@@ -190,21 +213,40 @@ def trial_seed(cell_id: str, trial: int, load_seed: int = 1) -> int:
     return int.from_bytes(digest[:6], "big")
 
 
-def to_load_spec(load: Load, workload: Workload, host: str, port: int, seed: int,
-                 cpus: tuple[int, ...] = ()) -> LoadSpec:
+def to_load_spec(
+    load: Load, workload: Workload, host: str, port: int, seed: int, cpus: tuple[int, ...] = ()
+) -> LoadSpec:
     """The load generator's spec for one load run against host:port. `seed` seeds the arrival
     schedule and think times; `cpus` pins the load-generator processes."""
     ramp = load.ramp or Ramp(rates=[1.0])
     return LoadSpec(
-        host=host, port=port, target=workload.target, method=workload.method,
-        body=workload.body, mode=load.mode, connections=load.connections,
-        think_time_s=load.think_time_s, think_dist=load.think, rate_rps=load.rate_rps or 0.0,
-        arrivals=load.arrivals, max_outstanding=load.max_outstanding,
-        duration_s=load.duration_s, warmup_s=load.warmup_s, timeout_s=load.timeout_s,
-        keepalive=load.keepalive, seed=seed, cpus=tuple(cpus), processes=load.processes,
-        bursts=load.bursts, burst_interval_s=load.burst_interval_s,
-        ramp_rates=tuple(load.ramp.rates) if load.ramp else (), ramp_step_s=ramp.step_s,
-        slo_p99_ms=ramp.slo.p99_ms, slo_error_rate=ramp.slo.error_rate, records=load.records)
+        host=host,
+        port=port,
+        target=workload.target,
+        method=workload.method,
+        body=workload.body,
+        mode=load.mode,
+        connections=load.connections,
+        think_time_s=load.think_time_s,
+        think_dist=load.think,
+        rate_rps=load.rate_rps or 0.0,
+        arrivals=load.arrivals,
+        max_outstanding=load.max_outstanding,
+        duration_s=load.duration_s,
+        warmup_s=load.warmup_s,
+        timeout_s=load.timeout_s,
+        keepalive=load.keepalive,
+        seed=seed,
+        cpus=tuple(cpus),
+        processes=load.processes,
+        bursts=load.bursts,
+        burst_interval_s=load.burst_interval_s,
+        ramp_rates=tuple(load.ramp.rates) if load.ramp else (),
+        ramp_step_s=ramp.step_s,
+        slo_p99_ms=ramp.slo.p99_ms,
+        slo_error_rate=ramp.slo.error_rate,
+        records=load.records,
+    )
 
 
 def shard_seed(seed: int, index: int, count: int) -> int:
@@ -225,8 +267,13 @@ def shard_specs(spec: LoadSpec, count: int) -> list[LoadSpec]:
     out = []
     for i in range(count):
         conns = spec.connections // count + (1 if i < spec.connections % count else 0)
-        out.append(dataclasses.replace(
-            spec, connections=max(1, conns), rate_rps=spec.rate_rps / count,
-            max_outstanding=-(-spec.max_outstanding // count) if spec.max_outstanding else 0,
-            seed=shard_seed(spec.seed, i, count)))
+        out.append(
+            dataclasses.replace(
+                spec,
+                connections=max(1, conns),
+                rate_rps=spec.rate_rps / count,
+                max_outstanding=-(-spec.max_outstanding // count) if spec.max_outstanding else 0,
+                seed=shard_seed(spec.seed, i, count),
+            )
+        )
     return out

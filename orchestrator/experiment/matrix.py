@@ -4,6 +4,7 @@ the stable cell id that names a resolved cell across runs.
 Nothing here holds the cells in memory: `count()` counts them without expanding (a 10^6-cell
 matrix is refused in microseconds, see MAX_CELLS) and `combos()` yields them one at a time.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,8 @@ from collections.abc import Iterator
 
 from .document import Scalar, fail
 
-MAX_CELLS = 100_000   # ~a day of trials at one second each; README "The experiment file"
-_EXACT_EXCLUDE_COUNT = 200_000   # combinations of excluded axes counted one by one, at most
+MAX_CELLS = 100_000  # ~a day of trials at one second each; README "The experiment file"
+_EXACT_EXCLUDE_COUNT = 200_000  # combinations of excluded axes counted one by one, at most
 
 
 def axes(exp, source: str) -> dict[str, list[Scalar]]:
@@ -24,32 +25,56 @@ def axes(exp, source: str) -> dict[str, list[Scalar]]:
     out = dict(exp.matrix)
     for name, vals in out.items():
         if not vals:
-            raise fail(source, f"matrix.{name}", "this axis has no values",
-                       "give at least one value, or remove the axis")
+            raise fail(
+                source,
+                f"matrix.{name}",
+                "this axis has no values",
+                "give at least one value, or remove the axis",
+            )
     if "server" not in out:
         out = {"server": list(exp.servers), **out}
     for v in out["server"]:
         if v not in exp.servers:
-            raise fail(source, "matrix.server", f"{v!r} is not defined under servers",
-                       f"use one of {', '.join(exp.servers)}")
+            raise fail(
+                source,
+                "matrix.server",
+                f"{v!r} is not defined under servers",
+                f"use one of {', '.join(exp.servers)}",
+            )
     names = list(out)
     for i, rule in enumerate(exp.exclude):
         for k in rule:
             if k not in out:
-                raise fail(source, f"exclude[{i}].{k}", "not a matrix axis",
-                           f"use one of {', '.join(names)}")
+                raise fail(
+                    source,
+                    f"exclude[{i}].{k}",
+                    "not a matrix axis",
+                    f"use one of {', '.join(names)}",
+                )
     for i, extra in enumerate(exp.include):
         missing = [n for n in names if n not in extra]
         unknown = [k for k in extra if k not in out]
         if unknown:
-            raise fail(source, f"include[{i}].{unknown[0]}", "not a matrix axis",
-                       f"use only {', '.join(names)}")
+            raise fail(
+                source,
+                f"include[{i}].{unknown[0]}",
+                "not a matrix axis",
+                f"use only {', '.join(names)}",
+            )
         if missing:
-            raise fail(source, f"include[{i}]", f"gives no value for axis {', '.join(missing)}",
-                       "an included cell names a value for every axis")
+            raise fail(
+                source,
+                f"include[{i}]",
+                f"gives no value for axis {', '.join(missing)}",
+                "an included cell names a value for every axis",
+            )
         if extra["server"] not in exp.servers:
-            raise fail(source, f"include[{i}].server", f"{extra['server']!r} is not a server",
-                       f"use one of {', '.join(exp.servers)}")
+            raise fail(
+                source,
+                f"include[{i}].server",
+                f"{extra['server']!r} is not a server",
+                f"use one of {', '.join(exp.servers)}",
+            )
     return out
 
 
@@ -94,8 +119,12 @@ def count(exp, source: str) -> tuple[int, bool]:
             kept += 1
     total = kept * free + len(_extra_cells(exp, ax))
     if total == 0:
-        raise fail(source, "matrix", "the matrix is empty after exclude",
-                   "loosen the exclude rules or add axis values")
+        raise fail(
+            source,
+            "matrix",
+            "the matrix is empty after exclude",
+            "loosen the exclude rules or add axis values",
+        )
     return total, True
 
 
@@ -108,12 +137,15 @@ def check_size(exp, source: str) -> int:
     ax = axes(exp, source)
     sizes = " x ".join(f"{name} {len(vals)}" for name, vals in ax.items())
     biggest = max(ax, key=lambda a: len(ax[a]))
-    raise fail(source, "matrix",
-               f"{'' if exact else 'at least '}{n:,} cells ({sizes}) is over the limit of "
-               f"{MAX_CELLS:,} cells per experiment (at seconds per trial, more than a day of "
-               "trials)",
-               f"shrink the matrix: fewer values on its largest axes ({biggest} has "
-               f"{len(ax[biggest])}), `exclude:` rules, or several smaller experiments")
+    raise fail(
+        source,
+        "matrix",
+        f"{'' if exact else 'at least '}{n:,} cells ({sizes}) is over the limit of "
+        f"{MAX_CELLS:,} cells per experiment (at seconds per trial, more than a day of "
+        "trials)",
+        f"shrink the matrix: fewer values on its largest axes ({biggest} has "
+        f"{len(ax[biggest])}), `exclude:` rules, or several smaller experiments",
+    )
 
 
 def cell_id(doc: dict) -> str:

@@ -29,14 +29,14 @@ swallowed from then on (proxy backend only; tc netem has no such fault).
 timeline) the keys replace those of the step before (`delay` also replaces delay_up/down,
 `bandwidth` bandwidth_up/down, `loss` loss_burst and the other way round).
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import PerfctlError
 from .network_profiles import profile_keys, profile_source
@@ -47,8 +47,12 @@ Distribution = Literal["uniform", "normal", "pareto"]
 PARETO_SHAPE = 3.0
 # keys a schedule step may not change, and keys whose setting replaces others of the step before
 _FIXED_KEYS = ("backend", "profile", "schedule")
-_REPLACES = {"delay": ("delay_up", "delay_down"), "bandwidth": ("bandwidth_up", "bandwidth_down"),
-             "loss": ("loss_burst",), "loss_burst": ("loss",)}
+_REPLACES = {
+    "delay": ("delay_up", "delay_down"),
+    "bandwidth": ("bandwidth_up", "bandwidth_down"),
+    "loss": ("loss_burst",),
+    "loss_burst": ("loss",),
+}
 
 
 class GilbertElliott(BaseModel):
@@ -68,7 +72,7 @@ class GilbertElliott(BaseModel):
         return fraction(v)
 
     @model_validator(mode="after")
-    def _reaches_good(self) -> "GilbertElliott":
+    def _reaches_good(self) -> GilbertElliott:
         if self.p > 0 and self.r <= 0:
             raise ValueError("r must be > 0 when p > 0 (the chain would stay bad forever)")
         return self
@@ -88,12 +92,18 @@ class GilbertElliott(BaseModel):
         b = self.bad_share
         pi = {"g": 1 - b, "b": b}
         loss = {"g": self.loss_good, "b": self.loss_bad}
-        step = {("g", "g"): 1 - self.p, ("g", "b"): self.p, ("b", "g"): self.r, ("b", "b"): 1 - self.r}
+        step = {
+            ("g", "g"): 1 - self.p,
+            ("g", "b"): self.p,
+            ("b", "g"): self.r,
+            ("b", "b"): 1 - self.r,
+        }
         starts = sum(pi[a] * (1 - loss[a]) * step[a, c] * loss[c] for a in "gb" for c in "gb")
         return self.loss_rate() / starts if starts > 0 else math.inf
 
-    def sampling_interval(self, n: int, level: float = 0.99, reps: int = 4000,
-                          seed: int = 0) -> tuple[tuple[float, float], tuple[float, float]]:
+    def sampling_interval(
+        self, n: int, level: float = 0.99, reps: int = 4000, seed: int = 0
+    ) -> tuple[tuple[float, float], tuple[float, float]]:
         """Central `level` intervals of the loss rate and of the mean burst length that `n`
         chunks of this chain show, from `reps` simulated runs (started in the stationary law).
         A bursty chain's estimates converge slowly (n=3000 with p=2%, r=25% has ~55 bad
@@ -112,8 +122,10 @@ class GilbertElliott(BaseModel):
             burst = np.where(starts > 0, lost.sum(axis=0) / np.maximum(starts, 1), np.nan)
         a = (1 - level) / 2
         burst = burst[~np.isnan(burst)]
-        return ((float(np.quantile(rate, a)), float(np.quantile(rate, 1 - a))),
-                (float(np.quantile(burst, a)), float(np.quantile(burst, 1 - a))))
+        return (
+            (float(np.quantile(rate, a)), float(np.quantile(rate, 1 - a))),
+            (float(np.quantile(burst, a)), float(np.quantile(burst, 1 - a))),
+        )
 
 
 class Network(BaseModel):
@@ -129,17 +141,25 @@ class Network(BaseModel):
     distribution: Distribution = "uniform"
     jitter_correlation: float = Field(0.0, description="correlation of consecutive jitter draws")
     loss: float = Field(0.0, description="probability a segment is held back one rto")
-    loss_burst: GilbertElliott | None = Field(None, description="Gilbert-Elliott loss instead of loss")
+    loss_burst: GilbertElliott | None = Field(
+        None, description="Gilbert-Elliott loss instead of loss"
+    )
     rto_ms: float = Field(200.0, alias="rto")
     reorder: float = Field(0.0, description="probability a chunk skips the delay (netem reorder)")
     reorder_correlation: float = 0.0
     reset: float = Field(0.0, description="probability a chunk resets its connection")
     blackhole: float = Field(0.0, description="probability a chunk black-holes its connection")
     bandwidth_bps: float | None = Field(None, alias="bandwidth", description="each direction")
-    bandwidth_up_bps: float | None = Field(None, alias="bandwidth_up", description="client -> server")
-    bandwidth_down_bps: float | None = Field(None, alias="bandwidth_down", description="server -> client")
+    bandwidth_up_bps: float | None = Field(
+        None, alias="bandwidth_up", description="client -> server"
+    )
+    bandwidth_down_bps: float | None = Field(
+        None, alias="bandwidth_down", description="server -> client"
+    )
     profile: str | None = Field(None, description="named profile (network_profiles.py)")
-    schedule: list["NetworkStep"] = Field(default_factory=list, description="changes during the trial")
+    schedule: list[NetworkStep] = Field(
+        default_factory=list, description="changes during the trial"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -158,8 +178,10 @@ class Network(BaseModel):
         out = []
         for i, step in enumerate(steps):
             if not isinstance(step, dict) or "at" not in step:
-                raise ValueError(f"schedule[{i}] must be a mapping with `at:` and the keys that "
-                                 "change, e.g. {at: 10s, delay: 50ms}")
+                raise ValueError(
+                    f"schedule[{i}] must be a mapping with `at:` and the keys that "
+                    "change, e.g. {at: 10s, delay: 50ms}"
+                )
             change = {k: v for k, v in step.items() if k != "at"}
             fixed = sorted(set(change) & set(_FIXED_KEYS))
             if fixed:
@@ -176,14 +198,22 @@ class Network(BaseModel):
         data["schedule"] = out
         return data
 
-    @field_validator("delay_ms", "delay_up_ms", "delay_down_ms", "jitter_ms", "rto_ms",
-                     mode="before")
+    @field_validator(
+        "delay_ms", "delay_up_ms", "delay_down_ms", "jitter_ms", "rto_ms", mode="before"
+    )
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return None if v is None else duration_ms(v)
 
-    @field_validator("loss", "jitter_correlation", "reorder", "reorder_correlation", "reset",
-                     "blackhole", mode="before")
+    @field_validator(
+        "loss",
+        "jitter_correlation",
+        "reorder",
+        "reorder_correlation",
+        "reset",
+        "blackhole",
+        mode="before",
+    )
     @classmethod
     def _prob(cls, v: Any) -> float:
         return fraction(v)
@@ -201,7 +231,7 @@ class Network(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _defaults_and_consistency(self) -> "Network":
+    def _defaults_and_consistency(self) -> Network:
         if self.delay_up_ms is None:
             self.delay_up_ms = self.delay_ms
         if self.delay_down_ms is None:
@@ -213,7 +243,9 @@ class Network(BaseModel):
         if self.loss and self.loss_burst:
             raise ValueError("give loss (independent) or loss_burst (Gilbert-Elliott), not both")
         if self.has_loss and self.rto_ms <= 0:
-            raise ValueError("rto must be > 0 when loss is set (the proxy holds a 'lost' chunk back one rto)")
+            raise ValueError(
+                "rto must be > 0 when loss is set (the proxy holds a 'lost' chunk back one rto)"
+            )
         if self.jitter_correlation >= 1 or self.reorder_correlation >= 1:
             raise ValueError("correlations must be < 1 (100% would repeat the first draw forever)")
         if self.reorder and not (self.delay_up_ms or self.delay_down_ms or self.jitter_ms):
@@ -221,14 +253,25 @@ class Network(BaseModel):
         if self.backend == "tbf":
             if not self.has_bandwidth:
                 raise ValueError("backend tbf shapes bandwidth only: set bandwidth (e.g. 10mbit)")
-            if (self.delay_up_ms or self.delay_down_ms or self.jitter_ms or self.has_loss
-                    or self.reorder or self.proxy_only or self.schedule):
-                raise ValueError("backend tbf shapes bandwidth only; for delay/jitter/loss/"
-                                 "reorder/faults/schedule use backend: proxy (or netem where "
-                                 "the kernel has sch_netem)")
+            if (
+                self.delay_up_ms
+                or self.delay_down_ms
+                or self.jitter_ms
+                or self.has_loss
+                or self.reorder
+                or self.proxy_only
+                or self.schedule
+            ):
+                raise ValueError(
+                    "backend tbf shapes bandwidth only; for delay/jitter/loss/"
+                    "reorder/faults/schedule use backend: proxy (or netem where "
+                    "the kernel has sch_netem)"
+                )
         if self.backend == "netem" and self.proxy_only:
-            raise ValueError("reset and blackhole are faults only the proxy injects (tc netem "
-                             "has none); use backend: proxy or auto")
+            raise ValueError(
+                "reset and blackhole are faults only the proxy injects (tc netem "
+                "has none); use backend: proxy or auto"
+            )
         last = 0.0
         for i, step in enumerate(self.schedule):
             if step.at_s <= last:
@@ -238,15 +281,16 @@ class Network(BaseModel):
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_config(cls, data: Any, where: str = "network") -> "Network":
+    def from_config(cls, data: Any, where: str = "network") -> Network:
         """Validate a `network:` mapping; raise PerfctlError naming the key and the fix."""
         if data is None:
             data = {}
         if isinstance(data, Network):
             return data
         if not isinstance(data, dict):
-            raise PerfctlError(f"{where} must be a mapping like {{delay: 10ms, jitter: 1ms}}, "
-                               f"not {data!r}")
+            raise PerfctlError(
+                f"{where} must be a mapping like {{delay: 10ms, jitter: 1ms}}, not {data!r}"
+            )
         try:
             return cls.model_validate(data)
         except ValidationError as e:
@@ -255,7 +299,7 @@ class Network(BaseModel):
                 loc = ".".join(str(x) for x in err["loc"]).replace(".state", "")
                 msg = err["msg"].removeprefix("Value error, ")
                 if err["type"] == "extra_forbidden":
-                    msg = (f"unknown key; allowed keys are {', '.join(f.alias or n for n, f in cls.model_fields.items())}")
+                    msg = f"unknown key; allowed keys are {', '.join(f.alias or n for n, f in cls.model_fields.items())}"
                 parts.append(f"{where}.{loc}: {msg}" if loc else f"{where}: {msg}")
             raise PerfctlError("; ".join(parts)) from None
 
@@ -276,9 +320,17 @@ class Network(BaseModel):
     @property
     def shapes(self) -> bool:
         """True when anything at all is injected (in any step)."""
-        return bool(self.delay_up_ms or self.delay_down_ms or self.jitter_ms or self.has_loss
-                    or self.has_bandwidth or self.reset or self.blackhole
-                    or any(s.state.shapes for s in self.schedule) or self.schedule)
+        return bool(
+            self.delay_up_ms
+            or self.delay_down_ms
+            or self.jitter_ms
+            or self.has_loss
+            or self.has_bandwidth
+            or self.reset
+            or self.blackhole
+            or any(s.state.shapes for s in self.schedule)
+            or self.schedule
+        )
 
     @property
     def loss_per_chunk(self) -> float:
@@ -297,7 +349,7 @@ class Network(BaseModel):
         rates = [b for b in self.direction_bandwidths_bps() if b]
         return min(rates) if rates else None
 
-    def final_state(self) -> "Network":
+    def final_state(self) -> Network:
         """The network in force after the last schedule step (self without a schedule)."""
         return self.schedule[-1].state if self.schedule else self
 
@@ -305,7 +357,9 @@ class Network(BaseModel):
         """Mean added round-trip time: delay_up + delay_down plus the mean jitter of each
         direction (after the >= 0 clamp). Loss and reordering are not included (see
         expected_rtt_p50_ms)."""
-        return sum(_mean_clamped(d, self.jitter_ms, self.distribution) for d in self.direction_delays_ms())
+        return sum(
+            _mean_clamped(d, self.jitter_ms, self.distribution) for d in self.direction_delays_ms()
+        )
 
     def added_rtt_samples_ms(self, n: int = 200_000, seed: int = 12345) -> np.ndarray:
         """Simulated added RTT of n independent request/response round trips on an idle path
@@ -316,7 +370,9 @@ class Network(BaseModel):
         for d in self.direction_delays_ms():
             one = np.maximum(0.0, d + jitter_samples_ms(rng, n, self.jitter_ms, self.distribution))
             if self.reorder:
-                one = np.where(reorder_draws(rng, n, self.reorder_correlation) < self.reorder, 0.0, one)
+                one = np.where(
+                    reorder_draws(rng, n, self.reorder_correlation) < self.reorder, 0.0, one
+                )
             if self.has_loss:
                 one = one + self.rto_ms * (rng.random(n) < self.loss_per_chunk)
             total += one
@@ -335,7 +391,11 @@ class Network(BaseModel):
         """Short label, e.g. 'delay=10ms jitter=2ms(normal) loss=1% bw=10mbit'."""
         up, down = self.direction_delays_ms()
         bits = [f"profile={self.profile}"] if self.profile else []
-        bits.append(f"delay={_fmt_ms(up)}" if up == down else f"delay_up={_fmt_ms(up)} delay_down={_fmt_ms(down)}")
+        bits.append(
+            f"delay={_fmt_ms(up)}"
+            if up == down
+            else f"delay_up={_fmt_ms(up)} delay_down={_fmt_ms(down)}"
+        )
         if self.jitter_ms:
             corr = f",corr={self.jitter_correlation * 100:g}%" if self.jitter_correlation else ""
             bits.append(f"jitter={_fmt_ms(self.jitter_ms)}({self.distribution}{corr})")
@@ -343,8 +403,10 @@ class Network(BaseModel):
             bits.append(f"loss={self.loss * 100:g}% rto={_fmt_ms(self.rto_ms)}")
         if self.loss_burst:
             g = self.loss_burst
-            bits.append(f"loss_burst=ge(p={g.p * 100:g}%,r={g.r * 100:g}%,bad={g.loss_bad * 100:g}%,"
-                        f"good={g.loss_good * 100:g}%) rto={_fmt_ms(self.rto_ms)}")
+            bits.append(
+                f"loss_burst=ge(p={g.p * 100:g}%,r={g.r * 100:g}%,bad={g.loss_bad * 100:g}%,"
+                f"good={g.loss_good * 100:g}%) rto={_fmt_ms(self.rto_ms)}"
+            )
         if self.reorder:
             bits.append(f"reorder={self.reorder * 100:g}%")
         if self.reset:
@@ -388,10 +450,13 @@ def reorder_draws(rng: np.random.Generator, n: int, correlation: float) -> np.nd
     if not correlation:
         return u
     from scipy.signal import lfilter  # here: scipy.signal is slow to import and rarely needed
+
     return lfilter([1.0 - correlation], [1.0, -correlation], u)
 
 
-def jitter_samples_ms(rng: np.random.Generator, n: int, jitter: float, distribution: str) -> np.ndarray:
+def jitter_samples_ms(
+    rng: np.random.Generator, n: int, jitter: float, distribution: str
+) -> np.ndarray:
     """Draws of one direction's jitter term (before the clamp), same law as the proxy."""
     if not jitter:
         return np.zeros(n)

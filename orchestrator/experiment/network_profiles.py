@@ -20,25 +20,46 @@ comes from. Round-trip figures are split evenly between the two directions.
   fit GE poorly (Cardoso & de Rezende, IEEE Comm. Letters 2009), so use it to see how a server
   behaves under bursty loss, not to predict a particular Wi-Fi network.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 PROFILES: dict[str, dict[str, Any]] = {
-    "3g": {"delay": "150ms", "bandwidth_down": "1600kbit", "bandwidth_up": "768kbit",
-           "source": "WebPageTest connectivity preset 3G: 300 ms RTT, 1.6 Mbit/s down, 768 kbit/s up"},
-    "3g-slow": {"delay": "200ms", "bandwidth_down": "400kbit", "bandwidth_up": "400kbit",
-                "source": "WebPageTest connectivity preset 3GSlow: 400 ms RTT, 400 kbit/s each way"},
-    "lte": {"delay": "35ms", "bandwidth_down": "12mbit", "bandwidth_up": "12mbit",
-            "source": "WebPageTest connectivity preset LTE: 70 ms RTT, 12 Mbit/s each way"},
-    "intercontinental": {"delay": "174420us",
-                         "source": "WonderProxy ping Paris <-> Sydney: 348.84 ms RTT (2011)"},
-    "transatlantic": {"delay": "39165us",
-                      "source": "WonderProxy ping New York <-> Paris: 78.33 ms RTT (2011)"},
-    "wifi-lossy": {"delay": "2ms", "jitter": "1ms", "distribution": "normal",
-                   "loss_burst": {"p": 0.002525, "r": 0.25, "loss_bad": 1.0, "loss_good": 0.0},
-                   "source": "illustrative, not a measured fit: ~1 % loss in bursts of mean 4 "
-                             "(simple Gilbert, r = 1/4, p = r*0.01/0.99; NTIA Pieper & Voran 2023)"},
+    "3g": {
+        "delay": "150ms",
+        "bandwidth_down": "1600kbit",
+        "bandwidth_up": "768kbit",
+        "source": "WebPageTest connectivity preset 3G: 300 ms RTT, 1.6 Mbit/s down, 768 kbit/s up",
+    },
+    "3g-slow": {
+        "delay": "200ms",
+        "bandwidth_down": "400kbit",
+        "bandwidth_up": "400kbit",
+        "source": "WebPageTest connectivity preset 3GSlow: 400 ms RTT, 400 kbit/s each way",
+    },
+    "lte": {
+        "delay": "35ms",
+        "bandwidth_down": "12mbit",
+        "bandwidth_up": "12mbit",
+        "source": "WebPageTest connectivity preset LTE: 70 ms RTT, 12 Mbit/s each way",
+    },
+    "intercontinental": {
+        "delay": "174420us",
+        "source": "WonderProxy ping Paris <-> Sydney: 348.84 ms RTT (2011)",
+    },
+    "transatlantic": {
+        "delay": "39165us",
+        "source": "WonderProxy ping New York <-> Paris: 78.33 ms RTT (2011)",
+    },
+    "wifi-lossy": {
+        "delay": "2ms",
+        "jitter": "1ms",
+        "distribution": "normal",
+        "loss_burst": {"p": 0.002525, "r": 0.25, "loss_bad": 1.0, "loss_good": 0.0},
+        "source": "illustrative, not a measured fit: ~1 % loss in bursts of mean 4 "
+        "(simple Gilbert, r = 1/4, p = r*0.01/0.99; NTIA Pieper & Voran 2023)",
+    },
 }
 
 

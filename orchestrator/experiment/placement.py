@@ -8,6 +8,7 @@ on which hosts.
 be a matrix axis (`host: "{srv}"`, `hosts: "{lg}"` with values like "h2" and "h2,h3"). CPUs under `server:`/`loadgen:` are CPUs of that host,
 checked against it when the cluster is reached, not against this machine.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,7 @@ class LoadgenPlace(FrozenModel):
         return [h.strip() for h in v.split(",") if h.strip()] if isinstance(v, str) else v
 
     @model_validator(mode="after")
-    def _distinct(self) -> "LoadgenPlace":
+    def _distinct(self) -> LoadgenPlace:
         if self.hosts and len(set(self.hosts)) != len(self.hosts):
             raise ValueError(f"hosts: {self.hosts} names a host twice (one shard per host)")
         return self
@@ -52,24 +53,32 @@ class Placement(FrozenModel):
     loadgen: LoadgenPlace | None = None
 
     @model_validator(mode="after")
-    def _one_way(self) -> "Placement":
+    def _one_way(self) -> Placement:
         if self.server_cpus is not None and self.server_cores is not None:
             raise ValueError("give server_cpus or server_cores, not both")
-        if self.server is not None and self.server.cpus is not None \
-                and (self.server_cpus is not None or self.server_cores is not None):
+        if (
+            self.server is not None
+            and self.server.cpus is not None
+            and (self.server_cpus is not None or self.server_cores is not None)
+        ):
             raise ValueError("give server.cpus or server_cpus/server_cores, not both")
-        if self.loadgen is not None and self.loadgen.cpus is not None \
-                and self.loadgen_cpus is not None:
+        if (
+            self.loadgen is not None
+            and self.loadgen.cpus is not None
+            and self.loadgen_cpus is not None
+        ):
             raise ValueError("give loadgen.cpus or loadgen_cpus, not both")
         allowed = sorted(os.sched_getaffinity(0))
         for name in ("server_cpus", "loadgen_cpus", "injector_cpus"):
             for cpu in getattr(self, name) or []:
                 if cpu not in allowed:
-                    raise ValueError(f"{name}: CPU {cpu} is not available here "
-                                     f"(usable CPUs: {allowed})")
+                    raise ValueError(
+                        f"{name}: CPU {cpu} is not available here (usable CPUs: {allowed})"
+                    )
         if self.server_cores is not None and self.server_cores > len(allowed):
-            raise ValueError(f"server_cores: {self.server_cores} > the {len(allowed)} CPUs "
-                             "usable here")
+            raise ValueError(
+                f"server_cores: {self.server_cores} > the {len(allowed)} CPUs usable here"
+            )
         return self
 
     @model_serializer(mode="wrap")

@@ -7,6 +7,7 @@ models (servers.py, load.py, placement.py, network.py). Every cell is validated 
 first server starts. Every problem
 raises PerfctlError naming the file, the key path and the fix. After this, no raw dict travels.
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,8 +26,8 @@ from .units import fraction
 from .validity import Validity
 
 MIN_AUTO_TRIALS = 6
-JAVA_START_S = {"servlet": 3.0, "spring": 6.0}   # start-up of the Java servers on real stacks
-SERVICE_START_S = 4.0     # the fewest trials whose median has a 95% order-statistic interval
+JAVA_START_S = {"servlet": 3.0, "spring": 6.0}  # start-up of the Java servers on real stacks
+SERVICE_START_S = 4.0  # the fewest trials whose median has a 95% order-statistic interval
 
 
 class Experiment(FrozenModel):
@@ -35,18 +36,27 @@ class Experiment(FrozenModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     servers: dict[str, dict[str, Any]]
-    services: dict[str, Any] = Field(default_factory=dict, description="real components the "
-                                     "servers depend on (services.py)")
+    services: dict[str, Any] = Field(
+        default_factory=dict, description="real components the servers depend on (services.py)"
+    )
     workload: dict[str, Any] = Field(default_factory=dict)
     load: dict[str, Any] = Field(default_factory=dict)
     network: dict[str, Any] = Field(default_factory=dict)
     matrix: dict[str, list[Scalar]] = Field(default_factory=dict)
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
     include: list[dict[str, Scalar]] = Field(default_factory=list)
-    repeats: int | Literal["auto"] = Field(1, description="trials per cell, or auto: until "
-                                           "`precision` is reached (at most `max_repeats`)")
-    precision: float | None = Field(None, gt=0, lt=1, description="target relative half-width "
-                                    "of the 95% CI of the median of a cell's usable trials")
+    repeats: int | Literal["auto"] = Field(
+        1,
+        description="trials per cell, or auto: until "
+        "`precision` is reached (at most `max_repeats`)",
+    )
+    precision: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="target relative half-width "
+        "of the 95% CI of the median of a cell's usable trials",
+    )
     precision_metric: Literal["throughput_rps", "latency_p50_ms", "latency_p99_ms"] | None = None
     max_repeats: int = Field(20, ge=1, le=1000)
     order: Literal["interleaved", "random", "sequential"] = "interleaved"
@@ -55,16 +65,21 @@ class Experiment(FrozenModel):
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     thresholds: list[dict[str, Any]] = Field(default_factory=list)
     models: list[str] | bool = False
-    profile: bool = Field(False, description="record a profile of the server in every trial "
-                          "(py-spy, JFR or perf: run/profiler.py) and draw its flame graph")
+    profile: bool = Field(
+        False,
+        description="record a profile of the server in every trial "
+        "(py-spy, JFR or perf: run/profiler.py) and draw its flame graph",
+    )
     cluster: Cluster | None = None
 
     @field_validator("name")
     @classmethod
     def _name_is_one_directory(cls, v: str) -> str:
         if not v.strip("."):
-            raise ValueError(f"{v!r} names no directory of its own (runs go to "
-                             "results/<name>/); use letters, digits, . _ - and not only dots")
+            raise ValueError(
+                f"{v!r} names no directory of its own (runs go to "
+                "results/<name>/); use letters, digits, . _ - and not only dots"
+            )
         return v
 
     @field_validator("servers")
@@ -79,10 +94,13 @@ class Experiment(FrozenModel):
     def _repeats(cls, v):
         if v == "auto":
             return v
-        if isinstance(v, bool) or not isinstance(v, (int, str)) or not str(v).isdigit() \
-                or not 1 <= int(v) <= 1000:
-            raise ValueError(f"repeats must be a valid integer from 1 to 1000, or auto "
-                             f"(got {v!r})")
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, str))
+            or not str(v).isdigit()
+            or not 1 <= int(v) <= 1000
+        ):
+            raise ValueError(f"repeats must be a valid integer from 1 to 1000, or auto (got {v!r})")
         return int(v)
 
     @field_validator("precision", mode="before")
@@ -91,15 +109,18 @@ class Experiment(FrozenModel):
         if isinstance(v, str):
             return fraction(v)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 1:
-            raise ValueError(f"precision {v} reads as {100 * v:g}%; write a percentage, "
-                             "e.g. precision: 5%")
+            raise ValueError(
+                f"precision {v} reads as {100 * v:g}%; write a percentage, e.g. precision: 5%"
+            )
         return v
 
     @model_validator(mode="after")
-    def _auto(self) -> "Experiment":
+    def _auto(self) -> Experiment:
         if self.repeats == "auto" and self.max_repeats < MIN_AUTO_TRIALS:
-            raise ValueError(f"repeats: auto needs max_repeats >= {MIN_AUTO_TRIALS} (the "
-                             f"median's 95% interval needs {MIN_AUTO_TRIALS} trials)")
+            raise ValueError(
+                f"repeats: auto needs max_repeats >= {MIN_AUTO_TRIALS} (the "
+                f"median's 95% interval needs {MIN_AUTO_TRIALS} trials)"
+            )
         return self
 
     @property
@@ -123,9 +144,9 @@ class Plan(FrozenModel):
     profile: str | None
     overrides: list[str]
     cells: Cells
-    repeats: int               # trials per cell; with repeats: auto, the most (max_repeats)
-    document: dict[str, Any]   # the raw document after profile and overrides
-    services: dict[str, ServiceConfig] = {}   # name -> the typed `services:` entry
+    repeats: int  # trials per cell; with repeats: auto, the most (max_repeats)
+    document: dict[str, Any]  # the raw document after profile and overrides
+    services: dict[str, ServiceConfig] = {}  # name -> the typed `services:` entry
 
     @property
     def order(self) -> str:
@@ -146,21 +167,26 @@ class Plan(FrozenModel):
             if isinstance(c.server, BundledServer) and c.server.impl == "java":
                 start = JAVA_START_S.get(c.server.concurrency_model, 2.0)
             total += self.repeats * (c.load.warmup_s + c.load.window_s + start + 0.7)
-        for svc in self.services.values():      # initdb, start, seed: a few seconds each time
+        for svc in self.services.values():  # initdb, start, seed: a few seconds each time
             total += SERVICE_START_S * (self.trial_count if svc.scope == "trial" else 1)
         return total
 
 
-def compile_document(doc: dict, source: str, profile: str | None = None,
-                     overrides: list[str] | None = None) -> Plan:
+def compile_document(
+    doc: dict, source: str, profile: str | None = None, overrides: list[str] | None = None
+) -> Plan:
     """Profile, overrides, validation and matrix expansion of one raw document."""
     doc = copy.deepcopy(doc)
     overrides = list(overrides or [])
     if profile:
         profiles = doc.get("profiles") or {}
         if profile not in profiles:
-            raise fail(source, "profiles", f"no profile named {profile!r}",
-                       f"use one of: {', '.join(profiles) or '(none defined)'}")
+            raise fail(
+                source,
+                "profiles",
+                f"no profile named {profile!r}",
+                f"use one of: {', '.join(profiles) or '(none defined)'}",
+            )
         doc = deep_merge(doc, profiles[profile])
     for a in overrides:
         apply_override(doc, a, source)
@@ -170,12 +196,19 @@ def compile_document(doc: dict, source: str, profile: str | None = None,
         raise validation_error(source, "", e) from None
     services = compile_services(exp.services, source)
     check_refs(exp.servers, services, source)
-    cells = Cells(exp, doc, source)   # refuses a matrix over MAX_CELLS without expanding it
-    cells.validate()                  # every cell, before anything runs
+    cells = Cells(exp, doc, source)  # refuses a matrix over MAX_CELLS without expanding it
+    cells.validate()  # every cell, before anything runs
     check_cluster(exp, doc, cells, source)
-    return Plan(experiment=exp, source=source, profile=profile, overrides=overrides, cells=cells,
-                repeats=exp.max_repeats if exp.auto else exp.repeats, document=doc,
-                services=services)
+    return Plan(
+        experiment=exp,
+        source=source,
+        profile=profile,
+        overrides=overrides,
+        cells=cells,
+        repeats=exp.max_repeats if exp.auto else exp.repeats,
+        document=doc,
+        services=services,
+    )
 
 
 CLUSTER_MODES = ("closed", "open")
@@ -189,31 +222,49 @@ def check_cluster(exp: Experiment, doc: dict, cells: Cells, source: str) -> None
     if exp.cluster is None:
         for key, sub in (("server", "host"), ("loadgen", "hosts")):
             if isinstance(place.get(key), dict) and place[key].get(sub) is not None:
-                raise fail(source, f"placement.{key}.{sub}", "names a host, but the experiment "
-                           "has no `cluster:` section", "add `cluster: {local: {hosts: 3}}` or "
-                           "`cluster: {scheduler: tcp://HOST:8786}`, or use server_cpus/"
-                           "loadgen_cpus on this machine")
+                raise fail(
+                    source,
+                    f"placement.{key}.{sub}",
+                    "names a host, but the experiment has no `cluster:` section",
+                    "add `cluster: {local: {hosts: 3}}` or "
+                    "`cluster: {scheduler: tcp://HOST:8786}`, or use server_cpus/"
+                    "loadgen_cpus on this machine",
+                )
         return
     if exp.services:
-        raise fail(source, "services", "services (PostgreSQL) are not available on a cluster yet",
-                   "remove `services:` or `cluster:`")
+        raise fail(
+            source,
+            "services",
+            "services (PostgreSQL) are not available on a cluster yet",
+            "remove `services:` or `cluster:`",
+        )
     known = exp.cluster.known_hosts
     for cell in cells:
         if cell.load.mode not in CLUSTER_MODES:
-            raise fail(source, "load.mode", f"{cell.load.mode!r} load cannot be split over "
-                       "cluster hosts (cell " + cell.label + ")",
-                       "use closed or open load with `cluster:`, or remove `cluster:`")
+            raise fail(
+                source,
+                "load.mode",
+                f"{cell.load.mode!r} load cannot be split over "
+                "cluster hosts (cell " + cell.label + ")",
+                "use closed or open load with `cluster:`, or remove `cluster:`",
+            )
         check_cluster_network(cell, source)
         if known is None:
             continue
         p = cell.placement
-        for key, hosts in (("placement.server.host", [p.server_host(known)]),
-                           ("placement.loadgen.hosts", p.loadgen_hosts(known))):
+        for key, hosts in (
+            ("placement.server.host", [p.server_host(known)]),
+            ("placement.loadgen.hosts", p.loadgen_hosts(known)),
+        ):
             for h in hosts:
                 if h not in known:
-                    raise fail(source, key, f"host {h!r} is not a host of the local cluster "
-                               f"(cell {cell.label}); known hosts: {', '.join(known)}",
-                               "name one of those, or raise cluster.local.hosts")
+                    raise fail(
+                        source,
+                        key,
+                        f"host {h!r} is not a host of the local cluster "
+                        f"(cell {cell.label}); known hosts: {', '.join(known)}",
+                        "name one of those, or raise cluster.local.hosts",
+                    )
 
 
 def check_cluster_network(cell: Cell, source: str) -> None:
@@ -223,17 +274,27 @@ def check_cluster_network(cell: Cell, source: str) -> None:
     if not net.shapes:
         return
     if net.backend in ("netem", "tbf"):
-        raise fail(source, "network.backend", f"backend {net.backend} is not available on a "
-                   f"cluster (cell {cell.label}): there the injector is perfctl-proxy on the "
-                   "server's host", "use `backend: proxy` or `auto` with `cluster:`")
+        raise fail(
+            source,
+            "network.backend",
+            f"backend {net.backend} is not available on a "
+            f"cluster (cell {cell.label}): there the injector is perfctl-proxy on the "
+            "server's host",
+            "use `backend: proxy` or `auto` with `cluster:`",
+        )
     if net.schedule:
-        raise fail(source, "network.schedule", "a network schedule is not available on a "
-                   f"cluster yet (cell {cell.label}): its steps would run on the server's "
-                   "host clock, apart from the shards' start instant",
-                   "remove `schedule:` from the network block, or remove `cluster:`")
+        raise fail(
+            source,
+            "network.schedule",
+            "a network schedule is not available on a "
+            f"cluster yet (cell {cell.label}): its steps would run on the server's "
+            "host clock, apart from the shards' start instant",
+            "remove `schedule:` from the network block, or remove `cluster:`",
+        )
 
 
-def load_plan(path: str | Path, profile: str | None = None,
-              overrides: list[str] | None = None) -> Plan:
+def load_plan(
+    path: str | Path, profile: str | None = None, overrides: list[str] | None = None
+) -> Plan:
     """Read, validate and expand an experiment file. Raises PerfctlError on any problem."""
     return compile_document(read_document(path), str(path), profile, overrides)

@@ -1,8 +1,9 @@
 """The `servers:` entries: a bundled server (impl + concurrency model) or any command."""
+
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Literal, Union
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -21,34 +22,49 @@ class BundledServer(FrozenModel):
     """One of perfctl's own servers (servers/PROTOCOL.md)."""
 
     impl: Literal["c", "java", "python"]
-    model: str | None = Field(None, description="concurrency model (catalogue.py); default: "
-                              "the impl's first")
+    model: str | None = Field(
+        None, description="concurrency model (catalogue.py); default: the impl's first"
+    )
     threads: int = Field(4, ge=1, le=100_000)
     backlog: int = Field(128, ge=1, le=1_000_000)
     buckets: int = Field(1024, ge=1, le=1 << 24)
     layout: Literal["flat", "by-type"] = "flat"
     variant: Literal["", "asan"] = ""
-    db: str | None = Field(None, description="PostgreSQL connection URI for /db, usually "
-                           "\"{services.db.dsn}\" (services.py); without it /db answers 503")
-    db_pool: int | None = Field(None, ge=1, le=10_000, description="database connections in "
-                                "/db's pool (Java models and Python async; default: threads)")
+    db: str | None = Field(
+        None,
+        description="PostgreSQL connection URI for /db, usually "
+        '"{services.db.dsn}" (services.py); without it /db answers 503',
+    )
+    db_pool: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="database connections in "
+        "/db's pool (Java models and Python async; default: threads)",
+    )
     startup_timeout_s: Seconds = Field(30.0, alias="startup_timeout")
 
     @model_validator(mode="after")
-    def _check_model(self) -> "BundledServer":
+    def _check_model(self) -> BundledServer:
         problem = unknown_impl_or_model(self.impl, self.model)
         if problem:
             raise ValueError(problem)
         if self.db is not None and not has_db(self.impl, self.concurrency_model):
-            raise ValueError(f"{self.impl} model {self.concurrency_model!r} has no /db endpoint; "
-                             f"`db:` works with {db_servers()}")
+            raise ValueError(
+                f"{self.impl} model {self.concurrency_model!r} has no /db endpoint; "
+                f"`db:` works with {db_servers()}"
+            )
         if self.db_pool is not None:
             if self.db is None:
                 raise ValueError("db_pool sizes /db's connection pool: give `db:` too")
-            if not (self.impl == "java" or (self.impl, self.concurrency_model) == ("python", "async")):
-                raise ValueError(f"{self.impl} model {self.concurrency_model!r} has one database "
-                                 "connection per worker thread: set `threads`, not db_pool (db_pool "
-                                 "works with every Java model and python async)")
+            if not (
+                self.impl == "java" or (self.impl, self.concurrency_model) == ("python", "async")
+            ):
+                raise ValueError(
+                    f"{self.impl} model {self.concurrency_model!r} has one database "
+                    "connection per worker thread: set `threads`, not db_pool (db_pool "
+                    "works with every Java model and python async)"
+                )
         return self
 
     @property
@@ -66,24 +82,27 @@ class CommandServer(FrozenModel):
 
     cmd: str
     ready: ReadyCheck = ReadyCheck()
-    files: dict[str, str] = Field(default_factory=dict,
-                                  description="files written into {workdir} before start; "
-                                  "names are relative paths inside it")
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="files written into {workdir} before start; names are relative paths inside it",
+    )
     threads: int | None = None
     port: int | None = Field(None, ge=1, le=65535, description="fixed port; default: a free one")
 
     @model_validator(mode="after")
-    def _needs_port(self) -> "CommandServer":
+    def _needs_port(self) -> CommandServer:
         # Most real servers (nginx, PostgreSQL, Tomcat) read their port from a config file, so
         # {port} in one of `files` counts as much as {port} on the command line.
         if "{port}" in self.cmd or any("{port}" in text for text in self.files.values()):
             return self
         if self.port is not None:
             return self
-        raise ValueError("{port} appears neither in cmd nor in any of its files: perfctl puts "
-                         "the port to listen on there (e.g. `--port {port}` in cmd, or "
-                         "`listen {port};` in files: {nginx.conf: ...}), or set `port:` to a "
-                         "fixed port the server uses")
+        raise ValueError(
+            "{port} appears neither in cmd nor in any of its files: perfctl puts "
+            "the port to listen on there (e.g. `--port {port}` in cmd, or "
+            "`listen {port};` in files: {nginx.conf: ...}), or set `port:` to a "
+            "fixed port the server uses"
+        )
 
     @field_validator("files")
     @classmethod
@@ -91,9 +110,11 @@ class CommandServer(FrozenModel):
         for name in v:
             parts = PurePosixPath(name).parts
             if not parts or name.startswith("/") or ".." in parts:
-                raise ValueError(f"file name {name!r} is not a relative path inside {{workdir}} "
-                                 "(no leading /, no ..); write e.g. `nginx.conf` or "
-                                 "`conf/site.conf` and refer to it as {workdir}/nginx.conf")
+                raise ValueError(
+                    f"file name {name!r} is not a relative path inside {{workdir}} "
+                    "(no leading /, no ..); write e.g. `nginx.conf` or "
+                    "`conf/site.conf` and refer to it as {workdir}/nginx.conf"
+                )
         return v
 
     @property
@@ -101,4 +122,4 @@ class CommandServer(FrozenModel):
         return self.cmd.split()[0].rsplit("/", 1)[-1]
 
 
-ServerConfig = Union[BundledServer, CommandServer]
+ServerConfig = BundledServer | CommandServer

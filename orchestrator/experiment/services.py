@@ -13,6 +13,7 @@ A service placeholder is filled when a server starts (like `{port}`), from the r
 JDBC after a `jdbc:` prefix; `host` is 127.0.0.1; `port` the TCP port it listens on. Services take
 no `{axis}` placeholders: one service may serve every cell of a run (`scope: run`).
 """
+
 from __future__ import annotations
 
 import re
@@ -39,15 +40,19 @@ class PostgresService(FrozenModel):
     schema and data loaded, stopped and removed after the run or each trial (`scope`)."""
 
     kind: Literal["postgresql"]
-    scope: Literal["run", "trial"] = Field("run", description="run: one server for the whole "
-                                           "run; trial: a fresh one for every trial")
+    scope: Literal["run", "trial"] = Field(
+        "run", description="run: one server for the whole run; trial: a fresh one for every trial"
+    )
     data: PostgresData = PostgresData()
-    port: int | None = Field(None, ge=1, le=65535, description="fixed TCP port on 127.0.0.1; "
-                             "default: a free one")
+    port: int | None = Field(
+        None, ge=1, le=65535, description="fixed TCP port on 127.0.0.1; default: a free one"
+    )
     max_connections: int = Field(200, ge=10, le=10_000)
     settings: dict[str, str | int | float] = Field(
-        default_factory=dict, description="more postgres settings (`-c NAME=VALUE`), e.g. "
-        "{shared_buffers: 256MB, synchronous_commit: 'off'}")
+        default_factory=dict,
+        description="more postgres settings (`-c NAME=VALUE`), e.g. "
+        "{shared_buffers: 256MB, synchronous_commit: 'off'}",
+    )
     startup_timeout_s: Seconds = Field(60.0, alias="startup_timeout")
 
 
@@ -61,17 +66,29 @@ def compile_services(raw: dict[str, Any], source: str) -> dict[str, ServiceConfi
     for name, doc in raw.items():
         key = f"services.{name}"
         if not re.fullmatch(r"[A-Za-z0-9_-]+", str(name)):
-            raise fail(source, key, "a service name is letters, digits, _ and - only",
-                       "rename it, e.g. `db`")
+            raise fail(
+                source,
+                key,
+                "a service name is letters, digits, _ and - only",
+                "rename it, e.g. `db`",
+            )
         if not isinstance(doc, dict) or doc.get("kind") not in KINDS:
             got = doc.get("kind") if isinstance(doc, dict) else doc
-            raise fail(source, f"{key}.kind", f"unknown service kind {got!r}",
-                       f"give one of: {', '.join(KINDS)}")
+            raise fail(
+                source,
+                f"{key}.kind",
+                f"unknown service kind {got!r}",
+                f"give one of: {', '.join(KINDS)}",
+            )
         axes = placeholders(doc)
         if axes:
-            raise fail(source, key, f"services take no placeholders (found "
-                       f"{{{sorted(axes)[0]}}}); one service serves every cell of its scope",
-                       "write the values out")
+            raise fail(
+                source,
+                key,
+                f"services take no placeholders (found "
+                f"{{{sorted(axes)[0]}}}); one service serves every cell of its scope",
+                "write the values out",
+            )
         try:
             out[str(name)] = KINDS[doc["kind"]].model_validate(doc)
         except ValidationError as e:
@@ -95,17 +112,28 @@ def check_refs(servers: dict[str, Any], services: dict[str, ServiceConfig], sour
         key = f"servers.{name}"
         for dotted in _dotted(doc):
             if not SERVICE_PLACEHOLDER.fullmatch("{" + dotted + "}"):
-                raise fail(source, key, f"placeholder {{{dotted}}} is not a service placeholder",
-                           "write {services.NAME.FIELD} with FIELD one of "
-                           f"{', '.join(SERVICE_FIELDS)}")
+                raise fail(
+                    source,
+                    key,
+                    f"placeholder {{{dotted}}} is not a service placeholder",
+                    f"write {{services.NAME.FIELD}} with FIELD one of {', '.join(SERVICE_FIELDS)}",
+                )
         for svc, field in sorted(service_refs(doc)):
             if svc not in services:
-                raise fail(source, key, f"placeholder {{services.{svc}.{field}}} names no "
-                           "service", f"define `services: {{{svc}: {{kind: postgresql}}}}` or "
-                           f"use one of: {', '.join(services) or '(no services defined)'}")
+                raise fail(
+                    source,
+                    key,
+                    f"placeholder {{services.{svc}.{field}}} names no service",
+                    f"define `services: {{{svc}: {{kind: postgresql}}}}` or "
+                    f"use one of: {', '.join(services) or '(no services defined)'}",
+                )
             if field not in SERVICE_FIELDS:
-                raise fail(source, key, f"placeholder {{services.{svc}.{field}}}: a service "
-                           f"has no field {field!r}", f"use one of {', '.join(SERVICE_FIELDS)}")
+                raise fail(
+                    source,
+                    key,
+                    f"placeholder {{services.{svc}.{field}}}: a service has no field {field!r}",
+                    f"use one of {', '.join(SERVICE_FIELDS)}",
+                )
 
 
 def _dotted(node: Any) -> set[str]:
@@ -119,6 +147,8 @@ def _dotted(node: Any) -> set[str]:
 def fill(text: str, values: dict[str, dict[str, str]]) -> str:
     """text with every `{services.NAME.FIELD}` replaced from values[NAME][FIELD] (the running
     services' endpoints); a placeholder of a service not running is left as written."""
+
     def one(m: re.Match) -> str:
         return str(values.get(m.group(1), {}).get(m.group(2), m.group(0)))
+
     return SERVICE_PLACEHOLDER.sub(one, text)

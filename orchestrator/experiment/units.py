@@ -3,14 +3,23 @@
 Every parser returns a plain float in the unit its name says, or raises ValueError whose
 message says what forms are accepted.
 """
+
 import re
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _DURATION_RE = re.compile(rf"^\s*{_NUM}\s*(ns|us|µs|ms|s|m|h)?\s*$")
 _DURATION_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _RATE_RE = re.compile(rf"^\s*{_NUM}\s*(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)?\s*$", re.I)
-_RATE_BPS = {"bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9,
-             "bps": 8.0, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9}
+_RATE_BPS = {
+    "bit": 1.0,
+    "kbit": 1e3,
+    "mbit": 1e6,
+    "gbit": 1e9,
+    "bps": 8.0,
+    "kbps": 8e3,
+    "mbps": 8e6,
+    "gbps": 8e9,
+}
 _PCT_RE = re.compile(rf"^\s*{_NUM}\s*(%)?\s*$")
 
 DURATION_FORMS = 'a number with a unit: "250us", "20ms", "1.5s", "2m" (a bare number means seconds)'
@@ -57,13 +66,13 @@ def bandwidth_bps(value: str | float | int) -> float:
 def fraction(value: str | float | int) -> float:
     """Parse a probability: 0.01 or "1%". Must lie in [0, 1]."""
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a probability; use 0.01 or \"1%\"")
+        raise ValueError(f'{value!r} is not a probability; use 0.01 or "1%"')
     if isinstance(value, (int, float)):
         p = float(value)
     else:
         m = _PCT_RE.match(str(value))
         if not m:
-            raise ValueError(f"{value!r} is not a probability; use 0.01 or \"1%\"")
+            raise ValueError(f'{value!r} is not a probability; use 0.01 or "1%"')
         p = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{value!r} is outside [0, 1]")

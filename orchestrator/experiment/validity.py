@@ -1,4 +1,5 @@
 """`validity:`: when a trial's measurement cannot be trusted because the server failed it."""
+
 from __future__ import annotations
 
 from pydantic import Field, field_validator

@@ -7,12 +7,34 @@
 
 What to inject is an experiment.network.Network (the `network:` block, validated there).
 """
+
 from .build import build_proxy
-from .injectors import (BACKENDS, Injector, NetemInjector, ProxyInjector, TbfInjector,
-                        backend_status, backends_report, choose_backend, make_injector)
+from .injectors import (
+    BACKENDS,
+    Injector,
+    NetemInjector,
+    ProxyInjector,
+    TbfInjector,
+    backend_status,
+    backends_report,
+    choose_backend,
+    make_injector,
+)
 from .probe import ProbeResult
 from .verify import verify, verify_bandwidth
 
-__all__ = ["BACKENDS", "Injector", "NetemInjector", "ProbeResult", "ProxyInjector",
-           "TbfInjector", "backend_status", "backends_report", "build_proxy", "choose_backend",
-           "make_injector", "verify", "verify_bandwidth"]
+__all__ = [
+    "BACKENDS",
+    "Injector",
+    "NetemInjector",
+    "ProbeResult",
+    "ProxyInjector",
+    "TbfInjector",
+    "backend_status",
+    "backends_report",
+    "build_proxy",
+    "choose_backend",
+    "make_injector",
+    "verify",
+    "verify_bandwidth",
+]

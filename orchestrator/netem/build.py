@@ -1,4 +1,5 @@
 """perfctl-proxy, built on demand and cached by a hash of its sources (run/build.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +14,12 @@ PROXY_BINARY = BUILD_DIR / "perfctl-proxy"
 def build_proxy() -> Path:
     """The path of an up-to-date perfctl-proxy, compiled if its sources changed. Safe to call
     from several processes at once."""
-    make_cached(NETEM_DIR, "all", "perfctl-proxy",
-                "fix orchestrator/netem/proxy/proxy.c or the toolchain (gcc, make) and run again.",
-                suffixes=(".c", ".h"), timeout_s=120.0)
+    make_cached(
+        NETEM_DIR,
+        "all",
+        "perfctl-proxy",
+        "fix orchestrator/netem/proxy/proxy.c or the toolchain (gcc, make) and run again.",
+        suffixes=(".c", ".h"),
+        timeout_s=120.0,
+    )
     return PROXY_BINARY

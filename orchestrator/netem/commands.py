@@ -4,6 +4,7 @@ Nothing here runs a command. Direction convention everywhere: "up" is client -> 
 shaped on the egress of the host-side veth; "down" is server -> client and is shaped on the
 egress of the namespace-side veth.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,9 @@ def netns_exec(ns: str, argv: list[str]) -> Cmd:
     return ["ip", "netns", "exec", ns, *argv]
 
 
-def netns_setup_commands(ns: str, host_if: str, ns_if: str, host_ip: str, ns_ip: str,
-                         prefix: int = 30) -> list[Cmd]:
+def netns_setup_commands(
+    ns: str, host_if: str, ns_if: str, host_ip: str, ns_ip: str, prefix: int = 30
+) -> list[Cmd]:
     """Create namespace `ns` joined to the host by a veth pair host_if <-> ns_if."""
     return [
         ["ip", "netns", "add", ns],
@@ -39,11 +41,18 @@ def netns_teardown_commands(ns: str, host_if: str) -> list[Cmd]:
     return [["ip", "netns", "del", ns], ["ip", "link", "del", host_if]]
 
 
-def netem_args(delay_ms: float, jitter_ms: float = 0.0, distribution: str = "uniform",
-               loss: float = 0.0, bandwidth_bps: float | None = None,
-               limit: int | None = None, jitter_correlation: float = 0.0,
-               loss_burst: GilbertElliott | None = None, reorder: float = 0.0,
-               reorder_correlation: float = 0.0) -> list[str]:
+def netem_args(
+    delay_ms: float,
+    jitter_ms: float = 0.0,
+    distribution: str = "uniform",
+    loss: float = 0.0,
+    bandwidth_bps: float | None = None,
+    limit: int | None = None,
+    jitter_correlation: float = 0.0,
+    loss_burst: GilbertElliott | None = None,
+    reorder: float = 0.0,
+    reorder_correlation: float = 0.0,
+) -> list[str]:
     """Arguments after `netem` for one direction, e.g.
     ['limit', '100000', 'delay', '10ms', '2ms', '25%', 'distribution', 'normal',
      'loss', 'gemodel', '1%', '25%', '100%', '0%', 'reorder', '5%', 'rate', '10000000bit'].
@@ -58,11 +67,17 @@ def netem_args(delay_ms: float, jitter_ms: float = 0.0, distribution: str = "uni
         args.append(ms_arg(jitter_ms))
         if jitter_correlation:
             args.append(pct_arg(jitter_correlation))
-        if distribution != "uniform":   # netem's default with a jitter is uniform
+        if distribution != "uniform":  # netem's default with a jitter is uniform
             args += ["distribution", distribution]
     if loss_burst is not None:
-        args += ["loss", "gemodel", *(pct_arg(x) for x in (loss_burst.p, loss_burst.r,
-                                                           loss_burst.loss_bad, loss_burst.loss_good))]
+        args += [
+            "loss",
+            "gemodel",
+            *(
+                pct_arg(x)
+                for x in (loss_burst.p, loss_burst.r, loss_burst.loss_bad, loss_burst.loss_good)
+            ),
+        ]
     elif loss:
         args += ["loss", "random", pct_arg(loss)]
     if reorder:
@@ -81,10 +96,17 @@ def pct_arg(p: float) -> str:
 
 def netem_direction_args(spec: Network, direction: int) -> list[str]:
     """netem_args for direction 0 (up, host veth) or 1 (down, namespace veth) of spec."""
-    return netem_args(spec.direction_delays_ms()[direction], spec.jitter_ms, spec.distribution,
-                      spec.loss, spec.direction_bandwidths_bps()[direction],
-                      jitter_correlation=spec.jitter_correlation, loss_burst=spec.loss_burst,
-                      reorder=spec.reorder, reorder_correlation=spec.reorder_correlation)
+    return netem_args(
+        spec.direction_delays_ms()[direction],
+        spec.jitter_ms,
+        spec.distribution,
+        spec.loss,
+        spec.direction_bandwidths_bps()[direction],
+        jitter_correlation=spec.jitter_correlation,
+        loss_burst=spec.loss_burst,
+        reorder=spec.reorder,
+        reorder_correlation=spec.reorder_correlation,
+    )
 
 
 def netem_limit(delay_ms: float, bandwidth_bps: float | None, mtu: int = 1500) -> int:
@@ -100,21 +122,36 @@ def netem_qdisc_commands(spec: Network, ns: str, host_if: str, ns_if: str) -> li
     return netem_qdisc_verb_commands("add", spec, ns, host_if, ns_if)
 
 
-def netem_qdisc_verb_commands(verb: str, spec: Network, ns: str, host_if: str,
-                              ns_if: str) -> list[Cmd]:
+def netem_qdisc_verb_commands(
+    verb: str, spec: Network, ns: str, host_if: str, ns_if: str
+) -> list[Cmd]:
     """`tc qdisc VERB ... root netem ...` on both veth ends; VERB add at set-up, change for a
     schedule step (netem replaces every parameter of the qdisc on change)."""
     return [
         ["tc", "qdisc", verb, "dev", host_if, "root", "netem", *netem_direction_args(spec, 0)],
-        ["tc", "-n", ns, "qdisc", verb, "dev", ns_if, "root", "netem", *netem_direction_args(spec, 1)],
+        [
+            "tc",
+            "-n",
+            ns,
+            "qdisc",
+            verb,
+            "dev",
+            ns_if,
+            "root",
+            "netem",
+            *netem_direction_args(spec, 1),
+        ],
     ]
 
 
-def netem_schedule_commands(spec: Network, ns: str, host_if: str,
-                            ns_if: str) -> list[tuple[float, list[Cmd]]]:
+def netem_schedule_commands(
+    spec: Network, ns: str, host_if: str, ns_if: str
+) -> list[tuple[float, list[Cmd]]]:
     """[(at_s, commands)] that apply each schedule step of spec with `tc qdisc change`."""
-    return [(step.at_s, netem_qdisc_verb_commands("change", step.state, ns, host_if, ns_if))
-            for step in spec.schedule]
+    return [
+        (step.at_s, netem_qdisc_verb_commands("change", step.state, ns, host_if, ns_if))
+        for step in spec.schedule
+    ]
 
 
 def tbf_burst_bytes(bandwidth_bps: float) -> int:
@@ -143,8 +180,7 @@ def tbf_qdisc_commands(spec: Network, ns: str, host_if: str, ns_if: str) -> list
 def qdisc_probe_command(ns: str, kind: str) -> Cmd:
     """A dry `tc qdisc add` on the loopback of a throwaway namespace: succeeds iff the kernel
     has the qdisc."""
-    args = {"netem": ["netem", "delay", "1ms"],
-            "tbf": ["tbf", *tbf_args(1e6)]}[kind]
+    args = {"netem": ["netem", "delay", "1ms"], "tbf": ["tbf", *tbf_args(1e6)]}[kind]
     return ["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", *args]
 
 
@@ -191,20 +227,51 @@ def proxy_step_args(spec: Network) -> list[str]:
     sets the step's whole state, so a key the step drops (loss after loss_burst) is gone."""
     argv: list[str] = []
     for step in spec.schedule:
-        argv += ["--at", f"{round(step.at_s * 1e6)}us", *_PROXY_OFF, *proxy_shaping_args(step.state)]
+        argv += [
+            "--at",
+            f"{round(step.at_s * 1e6)}us",
+            *_PROXY_OFF,
+            *proxy_shaping_args(step.state),
+        ]
     return argv
 
 
 # every shaping flag at its off value (what a schedule step starts from)
-_PROXY_OFF = ["--delay", "0ms", "--jitter", "0ms", "--jitter-correlation", "0", "--loss", "0",
-              "--reorder", "0", "--reorder-correlation", "0", "--reset", "0", "--blackhole", "0",
-              "--bandwidth-up", "0", "--bandwidth-down", "0"]
+_PROXY_OFF = [
+    "--delay",
+    "0ms",
+    "--jitter",
+    "0ms",
+    "--jitter-correlation",
+    "0",
+    "--loss",
+    "0",
+    "--reorder",
+    "0",
+    "--reorder-correlation",
+    "0",
+    "--reset",
+    "0",
+    "--blackhole",
+    "0",
+    "--bandwidth-up",
+    "0",
+    "--bandwidth-down",
+    "0",
+]
 
 
-def proxy_argv(binary: str | Path, spec: Network, listen: str, to: str,
-               echo_listen: str | None = None, seed: int | None = None,
-               queue_limit: int | None = None, cpus: list[int] | None = None,
-               schedule_anchor: str | None = None) -> Cmd:
+def proxy_argv(
+    binary: str | Path,
+    spec: Network,
+    listen: str,
+    to: str,
+    echo_listen: str | None = None,
+    seed: int | None = None,
+    queue_limit: int | None = None,
+    cpus: list[int] | None = None,
+    schedule_anchor: str | None = None,
+) -> Cmd:
     """The perfctl-proxy command line for `spec` (its schedule as `--at` blocks; anchor
     'stdin' makes the proxy wait for "start NS" on stdin, else the schedule runs from when
     it listens). cpus: pin one worker thread per CPU."""

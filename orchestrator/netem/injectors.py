@@ -19,6 +19,7 @@ Backends:
          (real packet delay/loss). Needs root and sch_netem in the kernel.
   tbf    like netem but with `tc qdisc ... tbf`: bandwidth only. Needs root.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -42,21 +43,33 @@ from ..experiment.network import Network
 from ..run.process import spawn_until_line, terminate
 from . import probe as _probe
 from .build import build_proxy
-from .commands import (netem_qdisc_commands, netem_schedule_commands, netns_exec, proxy_argv,
-                       tbf_qdisc_commands)
+from .commands import (
+    netem_qdisc_commands,
+    netem_schedule_commands,
+    netns_exec,
+    proxy_argv,
+    tbf_qdisc_commands,
+)
 from .namespace import Netns, qdisc_status, run
-from .verify import (JITTER_MIN_MS, held_threshold_ms, verify, verify_bandwidth, verify_jitter,
-                     verify_loss)
+from .verify import (
+    JITTER_MIN_MS,
+    held_threshold_ms,
+    verify,
+    verify_bandwidth,
+    verify_jitter,
+    verify_loss,
+)
 
 BACKENDS = ("proxy", "netem", "tbf")
-_live: "weakref.WeakSet[Injector]" = weakref.WeakSet()
+_live: weakref.WeakSet[Injector] = weakref.WeakSet()
 
 
 def backend_status(name: str) -> tuple[bool, str]:
     """(works on this host, why / why not) for 'proxy', 'netem' or 'tbf'."""
     if name == "proxy":
         if (Path(__file__).parent / "build" / "perfctl-proxy").is_file() or (
-                shutil.which("make") and (shutil.which("gcc") or shutil.which("cc"))):
+            shutil.which("make") and (shutil.which("gcc") or shutil.which("cc"))
+        ):
             return True, "perfctl-proxy (built on demand with gcc/make); any Linux, no root needed"
         return False, "needs gcc and make to build perfctl-proxy (apt-get install gcc make)"
     if name in ("netem", "tbf"):
@@ -66,8 +79,11 @@ def backend_status(name: str) -> tuple[bool, str]:
 
 def backends_report() -> list[dict]:
     """[{backend, works, reason}] for proxy, netem, tbf."""
-    return [{"backend": b, "works": ok, "reason": why}
-            for b in BACKENDS for ok, why in [backend_status(b)]]
+    return [
+        {"backend": b, "works": ok, "reason": why}
+        for b in BACKENDS
+        for ok, why in [backend_status(b)]
+    ]
 
 
 def choose_backend(spec: Network) -> str:
@@ -79,7 +95,7 @@ def choose_backend(spec: Network) -> str:
     return "netem" if not spec.proxy_only and backend_status("netem")[0] else "proxy"
 
 
-def make_injector(spec: Network, **kwargs) -> "Injector":
+def make_injector(spec: Network, **kwargs) -> Injector:
     """An injector for spec using choose_backend(spec). kwargs (seed, cpus, ...) go to the
     proxy's constructor; the namespace backends take none."""
     cls = {"proxy": ProxyInjector, "netem": NetemInjector, "tbf": TbfInjector}[choose_backend(spec)]
@@ -103,7 +119,7 @@ class Injector(ABC):
         _live.add(self)
 
     # -- set-up -------------------------------------------------------------------------
-    def prepare(self) -> None:
+    def prepare(self) -> None:  # noqa: B027 (an optional hook: most backends need nothing)
         """Everything that must exist before the server starts. Idempotent."""
 
     @property
@@ -129,7 +145,7 @@ class Injector(ABC):
         """Remove everything start()/prepare() created. Idempotent."""
 
     # -- schedule ------------------------------------------------------------------------
-    def start_schedule(self, anchor_ns: int) -> None:
+    def start_schedule(self, anchor_ns: int) -> None:  # noqa: B027 (optional: a static path has none)
         """Run spec.schedule from anchor_ns (CLOCK_MONOTONIC, = time.perf_counter_ns()): step k
         takes effect at anchor_ns + at_k. The load generator's start instant is the anchor."""
 
@@ -153,7 +169,9 @@ class Injector(ABC):
         """Round trips to probe: `samples`, or enough (up to 200, ~4 s of path time) for the
         jitter-shape and loss checks when those apply."""
         if spec.jitter_ms >= JITTER_MIN_MS or spec.has_loss:
-            per_ms = max(spec.expected_rtt_ms() + 2 * spec.loss_per_chunk * self.held_back_ms(spec), 1.0)
+            per_ms = max(
+                spec.expected_rtt_ms() + 2 * spec.loss_per_chunk * self.held_back_ms(spec), 1.0
+            )
             return int(min(200, max(samples, 4000.0 / per_ms)))
         return samples
 
@@ -195,12 +213,18 @@ class Injector(ABC):
 
     def describe(self) -> dict:
         """What to record in run.json about the injected network."""
-        return {"backend": self.backend, "spec": self.spec.model_dump(), "label": self.spec.describe(),
-                "profile_source": self.spec.source(), "netns": self.netns,
-                "expected_rtt_ms": self.spec.expected_rtt_ms(),
-                "expected_rtt_p50_ms": self.spec.expected_rtt_p50_ms(), "changes": self.changes()}
+        return {
+            "backend": self.backend,
+            "spec": self.spec.model_dump(),
+            "label": self.spec.describe(),
+            "profile_source": self.spec.source(),
+            "netns": self.netns,
+            "expected_rtt_ms": self.spec.expected_rtt_ms(),
+            "expected_rtt_p50_ms": self.spec.expected_rtt_p50_ms(),
+            "changes": self.changes(),
+        }
 
-    def __enter__(self) -> "Injector":
+    def __enter__(self) -> Injector:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -230,9 +254,15 @@ class ProxyInjector(Injector):
 
     backend = "proxy"
 
-    def __init__(self, spec: Network, seed: int | None = None, listen_host: str = "127.0.0.1",
-                 queue_limit: int | None = None, start_timeout_s: float = 10.0,
-                 cpus: list[int] | None = None):
+    def __init__(
+        self,
+        spec: Network,
+        seed: int | None = None,
+        listen_host: str = "127.0.0.1",
+        queue_limit: int | None = None,
+        start_timeout_s: float = 10.0,
+        cpus: list[int] | None = None,
+    ):
         super().__init__(spec)
         self.seed = seed
         self.cpus = list(cpus) if cpus else None
@@ -256,13 +286,20 @@ class ProxyInjector(Injector):
         if self.proc is not None:
             raise PerfctlError("this ProxyInjector is already started; stop() it first")
         self.prepare()
-        self.argv = proxy_argv(self.binary, self.spec, f"{self.listen_host}:0",
-                               f"{target_host}:{target_port}", echo_listen=f"{self.listen_host}:0",
-                               seed=self.seed, queue_limit=self.queue_limit, cpus=self.cpus,
-                               schedule_anchor="stdin")
-        self.proc, line, self._stderr = spawn_until_line(self.argv, self.start_timeout_s,
-                                                         "perfctl-proxy",
-                                                         stdin_pipe=bool(self.spec.schedule))
+        self.argv = proxy_argv(
+            self.binary,
+            self.spec,
+            f"{self.listen_host}:0",
+            f"{target_host}:{target_port}",
+            echo_listen=f"{self.listen_host}:0",
+            seed=self.seed,
+            queue_limit=self.queue_limit,
+            cpus=self.cpus,
+            schedule_anchor="stdin",
+        )
+        self.proc, line, self._stderr = spawn_until_line(
+            self.argv, self.start_timeout_s, "perfctl-proxy", stdin_pipe=bool(self.spec.schedule)
+        )
         m = _LISTEN_RE.search(line)
         if not m:
             self.stop()
@@ -277,15 +314,25 @@ class ProxyInjector(Injector):
             raise PerfctlError("probe() needs a started ProxyInjector")
         spec = self.state_now()
         n = self.probe_samples(spec, samples)
-        timeout = 10.0 + 3 * (spec.rto_ms / 1e3 if spec.has_loss else 0) + spec.expected_rtt_ms() / 1e3 * 4
+        timeout = (
+            10.0
+            + 3 * (spec.rto_ms / 1e3 if spec.has_loss else 0)
+            + spec.expected_rtt_ms() / 1e3 * 4
+        )
         if self._baseline_ms is None:
             self._baseline_ms = _proxy_baseline_ms(self.binary)
-        self.live_stats()   # opens a fresh window of release-time errors
+        self.live_stats()  # opens a fresh window of release-time errors
         rtts = _probe.echo_rtt_samples(*self.echo_address, samples=n, timeout_s=timeout)
-        res = _probe.ProbeResult(method="echo-rtt", rtt_ms=rtts, baseline_ms=self._baseline_ms,
-                                 expected_added_ms=spec.expected_rtt_p50_ms())
-        res.notes.append("16-byte request/response round trips to the proxy's built-in echo at the "
-                         "far end of the emulated path; baseline = same through an unshaped proxy")
+        res = _probe.ProbeResult(
+            method="echo-rtt",
+            rtt_ms=rtts,
+            baseline_ms=self._baseline_ms,
+            expected_added_ms=spec.expected_rtt_p50_ms(),
+        )
+        res.notes.append(
+            "16-byte request/response round trips to the proxy's built-in echo at the "
+            "far end of the emulated path; baseline = same through an unshaped proxy"
+        )
         st = self.live_stats()
         if st.get("win_released"):
             res.released = st["win_released"]
@@ -293,9 +340,9 @@ class ProxyInjector(Injector):
             res.release_err_p99_us = st["win_release_err_p99_ns"] / 1e3
         if spec.path_bandwidth_bps:
             res.expected_bps = spec.path_bandwidth_bps
-            res.throughput_bps = _probe.echo_throughput_bps(*self.echo_address,
-                                                            _bulk_bytes(spec.path_bandwidth_bps),
-                                                            timeout_s=timeout + 30)
+            res.throughput_bps = _probe.echo_throughput_bps(
+                *self.echo_address, _bulk_bytes(spec.path_bandwidth_bps), timeout_s=timeout + 30
+            )
         return res
 
     def _stderr_now(self) -> str:
@@ -329,8 +376,10 @@ class ProxyInjector(Injector):
         self.proc.stdin.flush()
 
     def changes(self) -> list[dict]:
-        return [{"step": int(a), "due_ns": int(b), "applied_ns": int(c)}
-                for a, b, c in _CHANGE_RE.findall(self._stderr_now())]
+        return [
+            {"step": int(a), "due_ns": int(b), "applied_ns": int(c)}
+            for a, b, c in _CHANGE_RE.findall(self._stderr_now())
+        ]
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -349,8 +398,12 @@ class ProxyInjector(Injector):
 
     def describe(self) -> dict:
         d = super().describe()
-        d.update(argv=self.argv, stats=self.stats, cpus=self.cpus,
-                 semantics="per chunk at the TCP level; bandwidth aggregate per direction")
+        d.update(
+            argv=self.argv,
+            stats=self.stats,
+            cpus=self.cpus,
+            semantics="per chunk at the TCP level; bandwidth aggregate per direction",
+        )
         return d
 
 
@@ -358,9 +411,19 @@ def _proxy_baseline_ms(binary: Path | None, samples: int = 20) -> float:
     """p50 RTT through an unshaped proxy's echo: what the probe would read with zero delay."""
     if binary is None:
         return 0.0
-    proc, line, err = spawn_until_line([str(binary), "--listen", "127.0.0.1:0", "--to",
-                                        "127.0.0.1:9", "--echo-listen", "127.0.0.1:0"], 10.0,
-                                       "perfctl-proxy")
+    proc, line, err = spawn_until_line(
+        [
+            str(binary),
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            "127.0.0.1:9",
+            "--echo-listen",
+            "127.0.0.1:0",
+        ],
+        10.0,
+        "perfctl-proxy",
+    )
     try:
         m = _LISTEN_RE.search(line)
         rtts = _probe.echo_rtt_samples(m.group(3), int(m.group(4)), samples=samples)
@@ -383,14 +446,14 @@ class _NamespaceInjector(Injector):
             raise PerfctlError(
                 f"network backend {self.backend} is not available on this host: {why}. "
                 f"Use `backend: proxy` in the experiment's network block (perfctl-proxy emulates "
-                f"delay, jitter, loss and bandwidth in user space), or run `perfctl doctor`.")
+                f"delay, jitter, loss and bandwidth in user space), or run `perfctl doctor`."
+            )
         self.ns: Netns | None = None
         self.target: tuple[str, int] | None = None
         self._sink: subprocess.Popen | None = None
 
     @abstractmethod
-    def qdisc_commands(self, ns: Netns) -> list[list[str]]:
-        ...
+    def qdisc_commands(self, ns: Netns) -> list[list[str]]: ...
 
     def prepare(self) -> None:
         if self.ns is not None:
@@ -420,7 +483,8 @@ class _NamespaceInjector(Injector):
                 f"with backend {self.backend} the server runs in namespace {self.ns.name} and "
                 f"must listen on {self.ns.ns_ip} (or 0.0.0.0), not {target_host}: its loopback "
                 "is not reachable from the host. Start it with inj.wrap_command(argv) and "
-                "--host inj.bind_host.")
+                "--host inj.bind_host."
+            )
         self.target = (self.ns.ns_ip, int(target_port))
         self._started = True
         return self.target
@@ -430,25 +494,34 @@ class _NamespaceInjector(Injector):
         spec = self.state_now()
         # a port nothing listens on: the RST answer crosses the path like a SYN-ACK would
         port = 9 if not self.target or self.target[1] != 9 else 10
-        rtts = _probe.connect_rtt_samples(self.ns.ns_ip, port, samples=self.probe_samples(spec, samples))
+        rtts = _probe.connect_rtt_samples(
+            self.ns.ns_ip, port, samples=self.probe_samples(spec, samples)
+        )
         base = _probe.connect_rtt_samples("127.0.0.1", _closed_local_port(), samples=10)
-        res = _probe.ProbeResult(method="tcp-connect", rtt_ms=rtts,
-                                 baseline_ms=sorted(base)[len(base) // 2],
-                                 expected_added_ms=spec.expected_rtt_p50_ms())
-        res.notes.append(f"connect() time to {self.ns.ns_ip}:{port} (SYN -> RST through the veth "
-                         "qdiscs); baseline = connect() to a closed port on 127.0.0.1")
+        res = _probe.ProbeResult(
+            method="tcp-connect",
+            rtt_ms=rtts,
+            baseline_ms=sorted(base)[len(base) // 2],
+            expected_added_ms=spec.expected_rtt_p50_ms(),
+        )
+        res.notes.append(
+            f"connect() time to {self.ns.ns_ip}:{port} (SYN -> RST through the veth "
+            "qdiscs); baseline = connect() to a closed port on 127.0.0.1"
+        )
         up = spec.bandwidth_up_bps
         if up:
             res.expected_bps = up
             res.throughput_bps = self._sink_throughput(_bulk_bytes(up))
-            res.notes.append("throughput: bulk upload to a sink inside the namespace (up direction)")
+            res.notes.append(
+                "throughput: bulk upload to a sink inside the namespace (up direction)"
+            )
         return res
 
     def probed_bandwidth_bps(self, spec: Network) -> float | None:
         return spec.bandwidth_up_bps
 
     def held_back_ms(self, spec: Network) -> float:
-        return 1000.0   # a lost SYN or RST: the SYN is sent again after TCP's initial 1 s RTO
+        return 1000.0  # a lost SYN or RST: the SYN is sent again after TCP's initial 1 s RTO
 
     def _sink_throughput(self, nbytes: int) -> float:
         argv = netns_exec(self.ns.name, [sys.executable, "-c", _probe.SINK_CODE, self.ns.ns_ip])
@@ -475,8 +548,13 @@ class _NamespaceInjector(Injector):
     def describe(self) -> dict:
         d = super().describe()
         if self.ns:
-            d.update(netns=self.ns.name, host_if=self.ns.host_if, ns_if=self.ns.ns_if,
-                     ns_ip=self.ns.ns_ip, qdiscs=[" ".join(c) for c in self.qdisc_commands(self.ns)])
+            d.update(
+                netns=self.ns.name,
+                host_if=self.ns.host_if,
+                ns_if=self.ns.ns_if,
+                ns_ip=self.ns.ns_ip,
+                qdiscs=[" ".join(c) for c in self.qdisc_commands(self.ns)],
+            )
         return d
 
 
@@ -496,8 +574,10 @@ class NetemInjector(_NamespaceInjector):
 
     def __init__(self, spec: Network):
         if spec.proxy_only:
-            raise PerfctlError("reset and blackhole are faults only the proxy injects (tc netem "
-                               "has none); use `backend: proxy` in the network block")
+            raise PerfctlError(
+                "reset and blackhole are faults only the proxy injects (tc netem "
+                "has none); use `backend: proxy` in the network block"
+            )
         super().__init__(spec)
         self._applied: list[dict] = []
         self._cancel = threading.Event()
@@ -507,7 +587,7 @@ class NetemInjector(_NamespaceInjector):
         return netem_qdisc_commands(self.spec, ns.name, ns.host_if, ns.ns_if)
 
     def checks_jitter_shape(self, spec: Network) -> bool:
-        return not spec.jitter_correlation   # netem's correlation narrows the marginal law
+        return not spec.jitter_correlation  # netem's correlation narrows the marginal law
 
     def start_schedule(self, anchor_ns: int) -> None:
         """A thread runs `tc qdisc change` for each step at anchor_ns + at (netem_schedule_commands)."""
@@ -523,7 +603,9 @@ class NetemInjector(_NamespaceInjector):
                     return
                 for cmd in cmds:
                     run(cmd)
-                self._applied.append({"step": k, "due_ns": due, "applied_ns": time.perf_counter_ns()})
+                self._applied.append(
+                    {"step": k, "due_ns": due, "applied_ns": time.perf_counter_ns()}
+                )
 
         self._thread = threading.Thread(target=runner, name="netem-schedule", daemon=True)
         self._thread.start()

@@ -4,6 +4,7 @@ Every namespace this module creates is named `perfctl-<pid>-<n>` so that one lef
 killed run can be found and removed (`cleanup_stale()`); its veth ends are `pc<hex6>h` (host)
 and `pc<hex6>n` (namespace), addresses from 10.213.0.0/16 in /30 blocks.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -16,7 +17,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from ..errors import PerfctlError
 from ..run import process
@@ -32,11 +33,14 @@ def run(cmd: list[str], check: bool = True, timeout: float = 15.0) -> subprocess
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
-        raise PerfctlError(f"`{cmd[0]}` is not installed; install iproute2 "
-                           "(apt-get install iproute2)") from None
+        raise PerfctlError(
+            f"`{cmd[0]}` is not installed; install iproute2 (apt-get install iproute2)"
+        ) from None
     if check and proc.returncode != 0:
-        raise PerfctlError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}): "
-                           f"{(proc.stderr or proc.stdout).strip()}")
+        raise PerfctlError(
+            f"`{' '.join(cmd)}` failed (exit {proc.returncode}): "
+            f"{(proc.stderr or proc.stdout).strip()}"
+        )
     return proc
 
 
@@ -65,8 +69,10 @@ def _pick_subnet() -> tuple[str, str]:
         host_ip, ns_ip = str(ipaddress.ip_address(base + 1)), str(ipaddress.ip_address(base + 2))
         if host_ip not in used and ns_ip not in used:
             return host_ip, ns_ip
-    raise PerfctlError("no free /30 in 10.213.0.0/16 for a network namespace; remove stale "
-                       "ones with `ip netns list` / `ip netns del perfctl-...`")
+    raise PerfctlError(
+        "no free /30 in 10.213.0.0/16 for a network namespace; remove stale "
+        "ones with `ip netns list` / `ip netns del perfctl-...`"
+    )
 
 
 @dataclass
@@ -81,12 +87,17 @@ class Netns:
     alive: bool = False
 
     @classmethod
-    def create(cls) -> "Netns":
+    def create(cls) -> Netns:
         require_root("network namespaces")
         token = secrets.token_hex(3)
         host_ip, ns_ip = _pick_subnet()
-        ns = cls(name=next_name(), host_if=f"pc{token}h",
-                 ns_if=f"pc{token}n", host_ip=host_ip, ns_ip=ns_ip)
+        ns = cls(
+            name=next_name(),
+            host_if=f"pc{token}h",
+            ns_if=f"pc{token}n",
+            host_ip=host_ip,
+            ns_ip=ns_ip,
+        )
         ns.alive = True
         process.at_death(ns.guardian_key, netns_teardown_commands(ns.name, ns.host_if))
         try:
@@ -170,7 +181,7 @@ def require_root(what: str) -> None:
         raise PerfctlError(f"{what} need root (CAP_NET_ADMIN); run as root or use backend: proxy")
 
 
-@lru_cache(maxsize=None)
+@cache
 def qdisc_status(kind: str) -> tuple[bool, str]:
     """(works, reason) for qdisc `kind` ('netem' or 'tbf'), by a dry `tc qdisc add` on the
     loopback of a throwaway namespace. Cached for the life of the process."""
@@ -194,10 +205,17 @@ def qdisc_status(kind: str) -> tuple[bool, str]:
     if "unknown" in err.lower():
         mod = f"sch_{kind}"
         release = os.uname().release
-        have_mod = any(os.path.exists(p) for p in (f"/lib/modules/{release}/kernel/net/sched/{mod}.ko",
-                                                   f"/lib/modules/{release}/kernel/net/sched/{mod}.ko.xz",
-                                                   f"/lib/modules/{release}/kernel/net/sched/{mod}.ko.zst"))
-        reason = (f"the kernel ({release}) has no {mod} qdisc"
-                  + (f" loaded (try `modprobe {mod}`)" if have_mod else
-                     f" (not built in, and no {mod} module under /lib/modules/{release})"))
+        have_mod = any(
+            os.path.exists(p)
+            for p in (
+                f"/lib/modules/{release}/kernel/net/sched/{mod}.ko",
+                f"/lib/modules/{release}/kernel/net/sched/{mod}.ko.xz",
+                f"/lib/modules/{release}/kernel/net/sched/{mod}.ko.zst",
+            )
+        )
+        reason = f"the kernel ({release}) has no {mod} qdisc" + (
+            f" loaded (try `modprobe {mod}`)"
+            if have_mod
+            else f" (not built in, and no {mod} module under /lib/modules/{release})"
+        )
     return False, reason

@@ -11,6 +11,7 @@ Two RTT methods:
                from SYN to SYN-ACK (or to the RST of a closed port) crosses the netem/tbf
                qdiscs both ways and involves no application at all.
 """
+
 from __future__ import annotations
 
 import socket
@@ -24,11 +25,11 @@ PAYLOAD = b"perfctl-probe-16"
 
 @dataclass
 class ProbeResult:
-    method: str                       # "echo-rtt" | "tcp-connect"
-    rtt_ms: list[float]               # one sample per round trip, through the path
-    baseline_ms: float = 0.0          # p50 of the same measurement without emulation
-    throughput_bps: float | None = None   # bulk transfer through the path (bandwidth set only)
-    expected_added_ms: float | None = None    # filled by the injector: spec's p50 added RTT
+    method: str  # "echo-rtt" | "tcp-connect"
+    rtt_ms: list[float]  # one sample per round trip, through the path
+    baseline_ms: float = 0.0  # p50 of the same measurement without emulation
+    throughput_bps: float | None = None  # bulk transfer through the path (bandwidth set only)
+    expected_added_ms: float | None = None  # filled by the injector: spec's p50 added RTT
     expected_bps: float | None = None
     notes: list[str] = field(default_factory=list)
     # proxy only: how late the proxy released held chunks during the probe (send time - due
@@ -64,8 +65,12 @@ class ProbeResult:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(p50_ms=self.p50_ms, mean_ms=self.mean_ms, p90_ms=self.p90_ms,
-                 added_p50_ms=self.added_p50_ms)
+        d.update(
+            p50_ms=self.p50_ms,
+            mean_ms=self.mean_ms,
+            p90_ms=self.p90_ms,
+            added_p50_ms=self.added_p50_ms,
+        )
         return d
 
 
@@ -79,8 +84,14 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def echo_rtt_samples(host: str, port: int, samples: int = 20, warmup: int = 2,
-                     timeout_s: float = 10.0, gap_s: float = 0.0) -> list[float]:
+def echo_rtt_samples(
+    host: str,
+    port: int,
+    samples: int = 20,
+    warmup: int = 2,
+    timeout_s: float = 10.0,
+    gap_s: float = 0.0,
+) -> list[float]:
     """Round trips (ms) of a 16-byte message over one connection to an echo at host:port."""
     out: list[float] = []
     with socket.create_connection((host, port), timeout=timeout_s) as s:
@@ -97,8 +108,9 @@ def echo_rtt_samples(host: str, port: int, samples: int = 20, warmup: int = 2,
     return out
 
 
-def connect_rtt_samples(host: str, port: int, samples: int = 20, warmup: int = 1,
-                        timeout_s: float = 5.0) -> list[float]:
+def connect_rtt_samples(
+    host: str, port: int, samples: int = 20, warmup: int = 1, timeout_s: float = 5.0
+) -> list[float]:
     """Round trips (ms) measured as connect() time: SYN -> SYN-ACK, or -> RST if nothing
     listens (ECONNREFUSED also takes exactly one round trip)."""
     out: list[float] = []
@@ -224,14 +236,17 @@ asyncio.run(main())
 """
 
 
-def interleaved_rtt_ms(port_a: int, port_b: int, n: int, warmup: int = 10,
-                       host: str = "127.0.0.1") -> tuple[list[float], list[float]]:
+def interleaved_rtt_ms(
+    port_a: int, port_b: int, n: int, warmup: int = 10, host: str = "127.0.0.1"
+) -> tuple[list[float], list[float]]:
     """n echo round trips [ms] on each of two paths, alternating a/b so both see the same
     host noise; the first `warmup` pairs are dropped."""
     a: list[float] = []
     b: list[float] = []
-    with socket.create_connection((host, port_a), timeout=10) as sa, \
-            socket.create_connection((host, port_b), timeout=10) as sb:
+    with (
+        socket.create_connection((host, port_a), timeout=10) as sa,
+        socket.create_connection((host, port_b), timeout=10) as sb,
+    ):
         for s in (sa, sb):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for i in range(warmup + n):

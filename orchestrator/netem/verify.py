@@ -9,15 +9,16 @@ Each check returns (ok, reason); the trial is invalid when any is off:
                     test, off at p < 0.001)
   verify_bandwidth  bulk throughput vs the configured rate (10 %)
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-RTT_REL_TOL = 0.10      # 10 % of the expected added RTT ...
-RTT_ABS_TOL_MS = 0.5    # ... but never tighter than 0.5 ms
-BW_REL_TOL = 0.10       # measured throughput within 10 % of the configured bandwidth
-JITTER_MIN_MS = 0.5     # jitter below this is not checked for shape (host noise dominates)
-ALPHA = 1e-3            # a distribution / loss-rate check fails below this p-value
+RTT_REL_TOL = 0.10  # 10 % of the expected added RTT ...
+RTT_ABS_TOL_MS = 0.5  # ... but never tighter than 0.5 ms
+BW_REL_TOL = 0.10  # measured throughput within 10 % of the configured bandwidth
+JITTER_MIN_MS = 0.5  # jitter below this is not checked for shape (host noise dominates)
+ALPHA = 1e-3  # a distribution / loss-rate check fails below this p-value
 
 
 def rtt_tolerance_ms(expected_ms: float) -> float:
@@ -28,8 +29,10 @@ def verify(expected_ms: float, measured_ms: float) -> tuple[bool, str]:
     """Added RTT check: off by more than max(10 %, 0.5 ms) -> (False, reason)."""
     err = measured_ms - expected_ms
     tol = rtt_tolerance_ms(expected_ms)
-    detail = (f"added RTT measured {measured_ms:.3f} ms vs expected {expected_ms:.3f} ms "
-              f"(error {err:+.3f} ms, tolerance ±{tol:.3f} ms = max(10%, 0.5 ms))")
+    detail = (
+        f"added RTT measured {measured_ms:.3f} ms vs expected {expected_ms:.3f} ms "
+        f"(error {err:+.3f} ms, tolerance ±{tol:.3f} ms = max(10%, 0.5 ms))"
+    )
     if abs(err) > tol:
         return False, "invalid: " + detail
     return True, "ok: " + detail
@@ -38,8 +41,10 @@ def verify(expected_ms: float, measured_ms: float) -> tuple[bool, str]:
 def verify_bandwidth(expected_bps: float, measured_bps: float) -> tuple[bool, str]:
     """Throughput check: more than 10 % away from the configured bandwidth -> (False, reason)."""
     rel = measured_bps / expected_bps - 1.0
-    detail = (f"throughput measured {measured_bps / 1e6:.3f} Mbit/s vs configured "
-              f"{expected_bps / 1e6:.3f} Mbit/s (error {rel * 100:+.1f}%, tolerance ±{BW_REL_TOL * 100:.0f}%)")
+    detail = (
+        f"throughput measured {measured_bps / 1e6:.3f} Mbit/s vs configured "
+        f"{expected_bps / 1e6:.3f} Mbit/s (error {rel * 100:+.1f}%, tolerance ±{BW_REL_TOL * 100:.0f}%)"
+    )
     if abs(rel) > BW_REL_TOL:
         return False, "invalid: " + detail
     return True, "ok: " + detail
@@ -48,12 +53,15 @@ def verify_bandwidth(expected_bps: float, measured_bps: float) -> tuple[bool, st
 def verify_jitter(added_ms: list[float], model_ms: np.ndarray) -> tuple[bool, str]:
     """KS test of the probe's added RTTs (RTT - baseline) against the spec's simulated ones."""
     from scipy import stats  # here: slow to import, only the shape/loss checks need it
+
     res = stats.ks_2samp(np.asarray(added_ms), model_ms)
     q = np.percentile(added_ms, [10, 90])
     m = np.percentile(model_ms, [10, 90])
-    detail = (f"added-RTT distribution p10..p90 measured {q[0]:.3f}..{q[1]:.3f} ms vs expected "
-              f"{m[0]:.3f}..{m[1]:.3f} ms (KS D={res.statistic:.2f}, p={res.pvalue:.2g}, "
-              f"n={len(added_ms)}, off below p={ALPHA:g})")
+    detail = (
+        f"added-RTT distribution p10..p90 measured {q[0]:.3f}..{q[1]:.3f} ms vs expected "
+        f"{m[0]:.3f}..{m[1]:.3f} ms (KS D={res.statistic:.2f}, p={res.pvalue:.2g}, "
+        f"n={len(added_ms)}, off below p={ALPHA:g})"
+    )
     if res.pvalue < ALPHA:
         return False, "invalid: " + detail
     return True, "ok: " + detail
@@ -64,14 +72,19 @@ def held_threshold_ms(no_loss_model_ms: np.ndarray, rto_ms: float) -> float:
     return float(np.percentile(no_loss_model_ms, 99.9)) + rto_ms / 2
 
 
-def verify_loss(added_ms: list[float], threshold_ms: float, expected_share: float) -> tuple[bool, str]:
+def verify_loss(
+    added_ms: list[float], threshold_ms: float, expected_share: float
+) -> tuple[bool, str]:
     """Binomial test of the share of round trips held back (added RTT > threshold)."""
     from scipy import stats  # here: slow to import, only the shape/loss checks need it
+
     n = len(added_ms)
     k = int(np.count_nonzero(np.asarray(added_ms) > threshold_ms))
     p = stats.binomtest(k, n, min(max(expected_share, 1e-9), 1 - 1e-9)).pvalue if n else 1.0
-    detail = (f"round trips held back an rto: {k}/{n} = {k / max(n, 1) * 100:.1f}% vs expected "
-              f"{expected_share * 100:.2f}% (binomial p={p:.2g}, off below p={ALPHA:g})")
+    detail = (
+        f"round trips held back an rto: {k}/{n} = {k / max(n, 1) * 100:.1f}% vs expected "
+        f"{expected_share * 100:.2f}% (binomial p={p:.2g}, off below p={ALPHA:g})"
+    )
     if p < ALPHA:
         return False, "invalid: " + detail
     return True, "ok: " + detail

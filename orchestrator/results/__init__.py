@@ -1,8 +1,19 @@
 """The results store: one directory per run (store.py) and the one module that owns its
 columns and keys (schema.py). Notebooks: `from orchestrator import results;
 run = results.load("results/latest")` gives run.trials, run.requests, run.timeline."""
+
 from .schema import read_summary, read_trials, write_json
 from .store import Run, TrialTable, load, new_run_dir, point_latest, prepare, trial_dir
 
-__all__ = ["Run", "TrialTable", "load", "new_run_dir", "point_latest", "prepare",
-           "read_summary", "read_trials", "trial_dir", "write_json"]
+__all__ = [
+    "Run",
+    "TrialTable",
+    "load",
+    "new_run_dir",
+    "point_latest",
+    "prepare",
+    "read_summary",
+    "read_trials",
+    "trial_dir",
+    "write_json",
+]

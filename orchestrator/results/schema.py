@@ -25,6 +25,7 @@ per-second HdrHistograms of latency.hlog, with the same bound.
 Columns renamed since older perfctl versions are renamed on read (RENAMED_COLUMNS), so a
 results directory written before keeps loading.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,63 +37,109 @@ import pandas as pd
 from ..errors import PerfctlError
 
 IDENTITY_COLUMNS = [
-    "cell_id", "trial",
-    "seed",                 # the trial's schedule seed (experiment/load.py trial_seed)
-    "server"]
+    "cell_id",
+    "trial",
+    "seed",  # the trial's schedule seed (experiment/load.py trial_seed)
+    "server",
+]
 CONFIGURATION_COLUMNS = [
-    "server_impl",          # c | java | python | cmd
-    "concurrency_model",    # the bundled server's concurrency model ("" for a cmd server)
-    "server_threads", "server_backlog",
-    "server_cores",         # CPUs the server may run on
-    "load_mode",            # closed | open | burst | ramp
-    "load_driver",          # http | a bundled driver (rmi) | cmd  (loadgen/DRIVER.md)
-    "connections", "think_time_s",
-    "window_s",             # the measured window: duration, all bursts, or all ramp steps
-    "work_spin_us", "work_sleep_us",
+    "server_impl",  # c | java | python | cmd
+    "concurrency_model",  # the bundled server's concurrency model ("" for a cmd server)
+    "server_threads",
+    "server_backlog",
+    "server_cores",  # CPUs the server may run on
+    "load_mode",  # closed | open | burst | ramp
+    "load_driver",  # http | a bundled driver (rmi) | cmd  (loadgen/DRIVER.md)
+    "connections",
+    "think_time_s",
+    "window_s",  # the measured window: duration, all bursts, or all ramp steps
+    "work_spin_us",
+    "work_sleep_us",
 ]
 MEASUREMENT_COLUMNS = [
-    "startup_s", "requests", "completed", "errors", "error_rate", "dropped", "success_ratio",
-    "throughput_rps", "throughput_kib_s",
-    "target_rate",          # open: the rate asked for, arrivals/s
-    "offered_rate",         # open: arrivals the schedule put in the window / window_s
-    "achieved_rate",        # open: requests sent in the window / window_s; closed: completed
-    "latency_mean_ms", "latency_min_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms",
-    "latency_p999_ms", "latency_max_ms", "latency_p99_ci_low_ms", "latency_p99_ci_high_ms",
+    "startup_s",
+    "requests",
+    "completed",
+    "errors",
+    "error_rate",
+    "dropped",
+    "success_ratio",
+    "throughput_rps",
+    "throughput_kib_s",
+    "target_rate",  # open: the rate asked for, arrivals/s
+    "offered_rate",  # open: arrivals the schedule put in the window / window_s
+    "achieved_rate",  # open: requests sent in the window / window_s; closed: completed
+    "latency_mean_ms",
+    "latency_min_ms",
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "latency_p999_ms",
+    "latency_max_ms",
+    "latency_p99_ci_low_ms",
+    "latency_p99_ci_high_ms",
     "sent_to_done_mean_ms",  # client-side send -> done (no client queueing); not server service
     "sent_to_done_p99_ms",
     "latency_percentiles_from",  # exact | hdr: where the percentile columns came from (below)
-    "network_backend", "rtt_expected_ms", "rtt_measured_ms", "rtt_measured_before_ms",
+    "network_backend",
+    "rtt_expected_ms",
+    "rtt_measured_ms",
+    "rtt_measured_before_ms",
     "rtt_measured_after_ms",
-    "rtt_expected_after_ms",    # with a network schedule: the state in force at the last probe
-    "network_changes",          # schedule steps that took effect (network_changes.json)
+    "rtt_expected_after_ms",  # with a network schedule: the state in force at the last probe
+    "network_changes",  # schedule steps that took effect (network_changes.json)
     # proxy: release-time error of held chunks (send time - due time), over the whole trial
     # and over each probe's round trips
-    "release_error_p50_us", "release_error_p99_us",
-    "release_error_p50_before_us", "release_error_p99_before_us",
-    "release_error_p50_after_us", "release_error_p99_after_us",
-    "server_cpu_pct", "server_rss_mb", "server_threads_max",
+    "release_error_p50_us",
+    "release_error_p99_us",
+    "release_error_p50_before_us",
+    "release_error_p99_before_us",
+    "release_error_p50_after_us",
+    "release_error_p99_after_us",
+    "server_cpu_pct",
+    "server_rss_mb",
+    "server_threads_max",
     # the kernel's TCP counters over the load, deltas in the server's network namespace
     # (run/kernel_tcp.py): listen-queue overflows and drops, retransmitted segments,
     # retransmission timeouts, RSTs sent, resets on data after close, the accept queue's peak
-    "tcp_listen_overflows", "tcp_listen_drops", "tcp_retrans_segs", "tcp_timeouts",
-    "tcp_resets", "tcp_abort_on_data", "tcp_accept_queue_max",
-    "tcp_counters_scope",   # namespace (the server's own) | host (shared: counts all traffic)
+    "tcp_listen_overflows",
+    "tcp_listen_drops",
+    "tcp_retrans_segs",
+    "tcp_timeouts",
+    "tcp_resets",
+    "tcp_abort_on_data",
+    "tcp_accept_queue_max",
+    "tcp_counters_scope",  # namespace (the server's own) | host (shared: counts all traffic)
 ]
 SELF_CHECK_COLUMNS = [
-    "loop_lag_p99_ms", "loadgen_cpu_pct", "gc_pause_max_ms", "send_lateness_p99_ms",
-    "send_lateness_max_ms", "release_spread_ms_max",
+    "loop_lag_p99_ms",
+    "loadgen_cpu_pct",
+    "gc_pause_max_ms",
+    "send_lateness_p99_ms",
+    "send_lateness_max_ms",
+    "release_spread_ms_max",
     # host noise over the measured window (run/noise.py says how each is read and judged)
-    "noise_steal_pct", "noise_foreign_cpu_pct", "noise_server_runqueue_wait_ms_per_s",
-    "noise_loadgen_runqueue_wait_ms_per_s", "noise_runqueue_wait_us_per_request",
-    "noise_server_involuntary_switches_per_s", "noise_loadgen_involuntary_switches_per_s",
-    "noise_loadgen_cpu_others_pct", "noise_cpus",
+    "noise_steal_pct",
+    "noise_foreign_cpu_pct",
+    "noise_server_runqueue_wait_ms_per_s",
+    "noise_loadgen_runqueue_wait_ms_per_s",
+    "noise_runqueue_wait_us_per_request",
+    "noise_server_involuntary_switches_per_s",
+    "noise_loadgen_involuntary_switches_per_s",
+    "noise_loadgen_cpu_others_pct",
+    "noise_cpus",
     # with `precision:`: the cell's precision after this trial (run/precision.py)
-    "precision_metric", "precision_target_pct", "precision_trials", "precision_half_width_pct",
+    "precision_metric",
+    "precision_target_pct",
+    "precision_trials",
+    "precision_half_width_pct",
     "precision_reached",
-    "valid", "invalid_reasons",   # the measurement worked (the load generator, the server)
-    "quiet", "noise_reasons",     # the host left the trial alone
+    "valid",
+    "invalid_reasons",  # the measurement worked (the load generator, the server)
+    "quiet",
+    "noise_reasons",  # the host left the trial alone
 ]
-RENAMED_COLUMNS = {   # old name -> name since the layout change
+RENAMED_COLUMNS = {  # old name -> name since the layout change
     "duration_s": "window_s",
     "server_model": "concurrency_model",
     "service_mean_ms": "sent_to_done_mean_ms",
@@ -112,15 +159,19 @@ def order_columns(df: pd.DataFrame, axes: list[str] | None = None) -> pd.DataFra
 
 def upgrade(df: pd.DataFrame) -> pd.DataFrame:
     """A trials frame written by any perfctl version, with today's column names."""
-    renames = {old: new for old, new in RENAMED_COLUMNS.items()
-               if old in df.columns and new not in df.columns}
+    renames = {
+        old: new
+        for old, new in RENAMED_COLUMNS.items()
+        if old in df.columns and new not in df.columns
+    }
     return df.rename(columns=renames) if renames else df
 
 
 def configuration_columns(trials: pd.DataFrame, axes: list[str]) -> list[str]:
     """The columns of `trials` that describe a cell's configuration (axes included)."""
-    return [c for c in dict.fromkeys(["server", *axes, *CONFIGURATION_COLUMNS])
-            if c in trials.columns]
+    return [
+        c for c in dict.fromkeys(["server", *axes, *CONFIGURATION_COLUMNS]) if c in trials.columns
+    ]
 
 
 def read_trials(run_dir: str | Path) -> pd.DataFrame:
@@ -130,10 +181,13 @@ def read_trials(run_dir: str | Path) -> pd.DataFrame:
     if pq.is_file():
         return upgrade(pd.read_parquet(pq))
     if (run_dir / "trials.csv").is_file():
-        return upgrade(pd.read_csv(run_dir / "trials.csv", keep_default_na=False,
-                                   na_values=["", "nan", "NaN"]))
-    raise PerfctlError(f"{run_dir}: no trials.csv here. Fix: give a run directory written by "
-                       "perfctl run (e.g. results/latest).")
+        return upgrade(
+            pd.read_csv(run_dir / "trials.csv", keep_default_na=False, na_values=["", "nan", "NaN"])
+        )
+    raise PerfctlError(
+        f"{run_dir}: no trials.csv here. Fix: give a run directory written by "
+        "perfctl run (e.g. results/latest)."
+    )
 
 
 def write_trials(run_dir: Path, df: pd.DataFrame) -> None:

@@ -10,6 +10,7 @@ Notebooks: `from orchestrator import results; run = results.load("results/latest
 larger than memory `run.cell_requests(cell_id)` (one cell) and `run.dataset()` (lazy, pyarrow).
 Which columns and keys these files hold is schema.py's business.
 """
+
 from __future__ import annotations
 
 import errno
@@ -30,21 +31,32 @@ import pyarrow.parquet as pq
 from ..errors import PerfctlError
 from .schema import order_columns, read_summary, read_trials, write_trials
 
-RUN_FILE = "run.json"        # what makes a directory a run
-MAX_REQUEST_ROWS = 20_000_000   # Run.requests loads at most this many rows (~1.4 GB)
+RUN_FILE = "run.json"  # what makes a directory a run
+MAX_REQUEST_ROWS = 20_000_000  # Run.requests loads at most this many rows (~1.4 GB)
 # errno values that mean "this directory cannot be written", not a bug in perfctl
-STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
-                  errno.ENOENT, errno.ENOTDIR, errno.EIO, errno.ESTALE}
+STORAGE_ERRNOS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EIO,
+    errno.ESTALE,
+}
 
 
 def new_run_dir(name: str, base: Path = Path("results")) -> Path:
     """Create and return base/name/<YYYYmmdd-HHMMSS> (absolute), or -2, -3, ... after it when
     that exists: mkdir is atomic, so two runs started in the same second get two dirs."""
     base = base.resolve()
-    parent = Path(os.path.normpath(base / name))      # lexically: results/<name> may be a link
-    if parent.parent != base:                         # the name rule keeps it inside
-        raise PerfctlError(f"experiment name {name!r} would put the run outside {base}. "
-                           "Fix: use letters, digits, . _ - in `name:`, not only dots.")
+    parent = Path(os.path.normpath(base / name))  # lexically: results/<name> may be a link
+    if parent.parent != base:  # the name rule keeps it inside
+        raise PerfctlError(
+            f"experiment name {name!r} would put the run outside {base}. "
+            "Fix: use letters, digits, . _ - in `name:`, not only dots."
+        )
     stamp = time.strftime("%Y%m%d-%H%M%S")
     _mkdir(parent, parents=True, exist_ok=True)
     for n in range(1, 10_000):
@@ -69,20 +81,24 @@ def claim_out_dir(path: Path) -> Path:
             raise PerfctlError(
                 f"--out {path}: this directory already holds a run ({_experiment_of(path)}); "
                 "writing another run into it would mix their trials. Fix: perfctl run --resume "
-                f"{path} to finish that run, or give --out a new or empty directory.")
+                f"{path} to finish that run, or give --out a new or empty directory."
+            )
         if any(path.iterdir()):
             raise PerfctlError(
                 f"--out {path}: this directory is not empty and is not a perfctl run (no "
                 f"{RUN_FILE}); perfctl writes a run only into a new or empty directory. Fix: "
                 "give --out a new or empty directory (it is created), e.g. --out "
-                f"{path / 'run'}.")
+                f"{path / 'run'}."
+            )
         return path
     if path.exists() or path.is_symlink():
-        raise PerfctlError(f"--out {path}: exists and is not a directory. Fix: give --out a "
-                           "new or empty directory.")
+        raise PerfctlError(
+            f"--out {path}: exists and is not a directory. Fix: give --out a "
+            "new or empty directory."
+        )
     try:
         path.mkdir(parents=True)
-    except FileExistsError:             # created by someone else just now: judge it again
+    except FileExistsError:  # created by someone else just now: judge it again
         return claim_out_dir(path)
     except OSError as e:
         raise _not_writable(path, e, "--out DIR") from None
@@ -104,8 +120,10 @@ def _mkdir(path: Path, **kw) -> None:
 
 
 def _not_writable(path: Path, e: OSError, option: str) -> PerfctlError:
-    return PerfctlError(f"results dir {path} is not writable ({e.strerror}). Fix: choose "
-                        f"another with {option}, or fix its permissions.")
+    return PerfctlError(
+        f"results dir {path} is not writable ({e.strerror}). Fix: choose "
+        f"another with {option}, or fix its permissions."
+    )
 
 
 def prepare(path: Path) -> None:
@@ -130,7 +148,8 @@ def _removed(run_dir: Path) -> PerfctlError:
     return PerfctlError(
         f"results dir {run_dir} was removed (or lost its {RUN_FILE}) while the run was going; "
         "every process perfctl started is stopped and nothing more is written. Fix: leave the "
-        "results dir alone while perfctl runs, and start the run again (perfctl run FILE).")
+        "results dir alone while perfctl runs, and start the run again (perfctl run FILE)."
+    )
 
 
 def unwritable(run_dir: Path, path: Path, e: OSError | None = None) -> PerfctlError:
@@ -141,19 +160,28 @@ def unwritable(run_dir: Path, path: Path, e: OSError | None = None) -> PerfctlEr
         return _removed(run_dir)
     code = e.errno if e is not None else _diagnose(run_dir)
     why = os.strerror(code) if code else "an I/O error"
-    kept = (f"Every finished trial is kept in {run_dir / 'trials.csv'}"
-            if (run_dir / "trials.csv").is_file() else "No trial had finished")
+    kept = (
+        f"Every finished trial is kept in {run_dir / 'trials.csv'}"
+        if (run_dir / "trials.csv").is_file()
+        else "No trial had finished"
+    )
     resume = f"perfctl run --resume {run_dir}"
     if code in (errno.ENOSPC, errno.EDQUOT):
-        fix = (f"free space on that filesystem (df -h {run_dir}), then {resume} runs the rest; "
-               "or run again with --out on a disk with room")
+        fix = (
+            f"free space on that filesystem (df -h {run_dir}), then {resume} runs the rest; "
+            "or run again with --out on a disk with room"
+        )
     elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
-        fix = (f"make {run_dir} writable again (permissions, or a read-only mount), then "
-               f"{resume} runs the rest")
+        fix = (
+            f"make {run_dir} writable again (permissions, or a read-only mount), then "
+            f"{resume} runs the rest"
+        )
     else:
         fix = f"check the disk holding {run_dir}, then {resume} runs the rest"
-    return PerfctlError(f"cannot write {path}: {why}. {kept}; the trial that was running is "
-                        f"not recorded and every process perfctl started is stopped. Fix: {fix}.")
+    return PerfctlError(
+        f"cannot write {path}: {why}. {kept}; the trial that was running is "
+        f"not recorded and every process perfctl started is stopped. Fix: {fix}."
+    )
 
 
 def _diagnose(run_dir: Path) -> int | None:
@@ -178,11 +206,10 @@ def storage_guard(run_dir: Path):
     try:
         yield
     except OSError as e:
-        if not (run_dir / RUN_FILE).is_file():   # whatever failed, the run dir is gone
+        if not (run_dir / RUN_FILE).is_file():  # whatever failed, the run dir is gone
             raise _removed(run_dir) from None
         name = Path(str(e.filename)).resolve() if e.filename else None
-        if e.errno not in STORAGE_ERRNOS or (name is not None
-                                              and not name.is_relative_to(run_dir)):
+        if e.errno not in STORAGE_ERRNOS or (name is not None and not name.is_relative_to(run_dir)):
             raise
         raise unwritable(run_dir, name or run_dir, e) from None
 
@@ -221,7 +248,7 @@ class TrialTable:
         self.rows: list[dict] = []
         if self.csv.is_file() or (run_dir / "trials.parquet").is_file():
             self.rows = read_trials(run_dir).to_dict("records")
-            if _csv_rows(self.csv) != len(self.rows):     # killed between the two renames
+            if _csv_rows(self.csv) != len(self.rows):  # killed between the two renames
                 write_trials(run_dir, self.frame())
 
     def done(self) -> set[tuple[str, int]]:
@@ -231,7 +258,7 @@ class TrialTable:
         """Record one finished trial. trials.csv and trials.parquet are each replaced
         atomically; if writing fails (disk full) the old files stay whole, the row is not
         recorded, and the OSError propagates."""
-        check_present(self.run_dir)      # never recreate a removed run dir's trials.csv
+        check_present(self.run_dir)  # never recreate a removed run dir's trials.csv
         self.rows.append(row)
         try:
             write_trials(self.run_dir, self.frame())
@@ -273,8 +300,9 @@ class Run:
                 frames.append(df)
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
-    def _request_files(self, cell_id: str | None = None,
-                       trial: int | None = None) -> list[tuple[str, int, Path]]:
+    def _request_files(
+        self, cell_id: str | None = None, trial: int | None = None
+    ) -> list[tuple[str, int, Path]]:
         out = []
         for cid, k in zip(self.trials["cell_id"], self.trials["trial"]):
             if (cell_id is None or cid == cell_id) and (trial is None or int(k) == int(trial)):
@@ -295,33 +323,45 @@ class Run:
         `.to_table(filter=ds.field("cell_id") == c)` for what fits."""
         files = self._request_files(cell_id, trial)
         if not files:
-            return ds.dataset(pa.table({"cell_id": pa.array([], pa.string()),
-                                        "trial": pa.array([], pa.int64())}))
+            return ds.dataset(
+                pa.table({"cell_id": pa.array([], pa.string()), "trial": pa.array([], pa.int64())})
+            )
         schema = pq.read_schema(files[0][2])
         schema = pa.schema([("cell_id", pa.string()), ("trial", pa.int64()), *schema])
         return ds.FileSystemDataset.from_paths(
-            [str(f) for _, _, f in files], schema=schema, format=ds.ParquetFileFormat(),
+            [str(f) for _, _, f in files],
+            schema=schema,
+            format=ds.ParquetFileFormat(),
             filesystem=pafs.LocalFileSystem(),
-            partitions=[(ds.field("cell_id") == c) & (ds.field("trial") == k)
-                        for c, k, _ in files])
+            partitions=[(ds.field("cell_id") == c) & (ds.field("trial") == k) for c, k, _ in files],
+        )
 
-    def cell_requests(self, cell_id: str, trial: int | None = None,
-                      columns: list[str] | None = None, measured_only: bool = False
-                      ) -> pd.DataFrame:
+    def cell_requests(
+        self,
+        cell_id: str,
+        trial: int | None = None,
+        columns: list[str] | None = None,
+        measured_only: bool = False,
+    ) -> pd.DataFrame:
         """The one documented way to pull one cell's requests (one trial's with `trial`):
         a DataFrame of only that cell's rows (and only `columns`, if given), with
         latency_ns and service_ns; measured_only keeps the requests intended in their
         trial's measured window. Reads only that cell's files."""
         frames = []
         for cid, k, f in self._request_files(cell_id, trial):
-            need = None if columns is None else list(dict.fromkeys(
-                [*columns, "intended_ns", "sent_ns", "done_ns"]))
+            need = (
+                None
+                if columns is None
+                else list(dict.fromkeys([*columns, "intended_ns", "sent_ns", "done_ns"]))
+            )
             df = pq.read_table(f, columns=need).to_pandas()
             if measured_only:
                 s = read_summary(f.parent)
                 if s is not None:
-                    df = df[(df["intended_ns"] >= s["measure_start_ns"])
-                            & (df["intended_ns"] < s["measure_end_ns"])]
+                    df = df[
+                        (df["intended_ns"] >= s["measure_start_ns"])
+                        & (df["intended_ns"] < s["measure_end_ns"])
+                    ]
             df.insert(0, "trial", k)
             df.insert(0, "cell_id", cid)
             frames.append(df)
@@ -341,7 +381,8 @@ class Run:
                 f"(MAX_REQUEST_ROWS = {MAX_REQUEST_ROWS:,}, ~{rows * 70 / 2**30:.1f} GiB). "
                 "Fix: pull one cell with run.cell_requests(cell_id, columns=[...]), scan "
                 "them all lazily with run.dataset().to_batches(columns=[...]), or use "
-                "run.trials and run.timeline, which are small.")
+                "run.trials and run.timeline, which are small."
+            )
         return _with_latency(self._gather("requests.parquet"))
 
     @cached_property
@@ -369,6 +410,8 @@ def load(path: str | Path) -> Run:
     """Open a run directory (or results/latest) for analysis."""
     p = Path(path)
     if not (p / RUN_FILE).is_file():
-        raise PerfctlError(f"{p}: not a perfctl run directory (no run.json). Fix: give a "
-                           "directory written by perfctl run, e.g. results/latest.")
+        raise PerfctlError(
+            f"{p}: not a perfctl run directory (no run.json). Fix: give a "
+            "directory written by perfctl run, e.g. results/latest."
+        )
     return Run(p.resolve())

@@ -5,6 +5,7 @@ built on demand. A build is skipped when a stamp file holds the hash of every so
 build reads; concurrent perfctl processes (tests, a run beside a benchmark) serialise on a
 lock in the build directory, and the second one finds the first one's stamp.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -30,8 +31,14 @@ def sources_hash(src_dir: Path, suffixes: tuple[str, ...] = SOURCE_SUFFIXES) -> 
     return h.hexdigest()[:16]
 
 
-def make_cached(src_dir: Path, target: str, what: str, fix: str,
-                suffixes: tuple[str, ...] = SOURCE_SUFFIXES, timeout_s: float = 600.0) -> None:
+def make_cached(
+    src_dir: Path,
+    target: str,
+    what: str,
+    fix: str,
+    suffixes: tuple[str, ...] = SOURCE_SUFFIXES,
+    timeout_s: float = 600.0,
+) -> None:
     """Run `make -B -C src_dir target` unless src_dir/build/.stamp-<target> matches the sources.
 
     what: how the error names the build ("the bundled c server"); fix: what the user should do.
@@ -45,19 +52,29 @@ def make_cached(src_dir: Path, target: str, what: str, fix: str,
     build_dir.mkdir(parents=True, exist_ok=True)
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.is_file() and stamp.read_text() == digest:   # built while we waited
+        if stamp.is_file() and stamp.read_text() == digest:  # built while we waited
             return
         try:
-            proc = subprocess.run(["make", "-s", "-B", "-C", str(src_dir), target],
-                                  capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(
+                ["make", "-s", "-B", "-C", str(src_dir), target],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
         except FileNotFoundError:
-            raise PerfctlError(f"cannot build {what}: `make` is not installed. Fix: apt-get "
-                               "install make gcc (or run make setup).") from None
+            raise PerfctlError(
+                f"cannot build {what}: `make` is not installed. Fix: apt-get "
+                "install make gcc (or run make setup)."
+            ) from None
         except subprocess.TimeoutExpired:
-            raise PerfctlError(f"building {what} took over {timeout_s:.0f} s (make -C "
-                               f"{src_dir} {target}). Fix: {fix}") from None
+            raise PerfctlError(
+                f"building {what} took over {timeout_s:.0f} s (make -C "
+                f"{src_dir} {target}). Fix: {fix}"
+            ) from None
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
-            raise PerfctlError(f"building {what} failed (make -C {src_dir} {target}, exit "
-                               f"{proc.returncode}). Last lines:\n{tail}\nFix: {fix}")
+            raise PerfctlError(
+                f"building {what} failed (make -C {src_dir} {target}, exit "
+                f"{proc.returncode}). Last lines:\n{tail}\nFix: {fix}"
+            )
         stamp.write_text(digest)

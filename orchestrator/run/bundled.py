@@ -4,13 +4,14 @@
 gives the argv that servers/PROTOCOL.md promises. This module starts no long-lived process;
 launching is server.py's job. Which concurrency models exist is data (experiment/catalogue.py).
 """
+
 from __future__ import annotations
 
 import os
 import re
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from ..errors import PerfctlError
@@ -27,8 +28,10 @@ JAVA_CLASSES = SERVERS_DIR / "java" / "build" / "classes"
 STACKS_LIB = SERVERS_DIR / "java" / "stacks" / "build" / "lib"
 # The RMI server and driver build remote references with the JDK's own classes (RmiServer.java,
 # Client.java), which the java.rmi module does not export.
-RMI_JVM_FLAGS = [f"--add-exports=java.rmi/sun.rmi.{p}=ALL-UNNAMED"
-                 for p in ("server", "transport", "transport.tcp")]
+RMI_JVM_FLAGS = [
+    f"--add-exports=java.rmi/sun.rmi.{p}=ALL-UNNAMED"
+    for p in ("server", "transport", "transport.tcp")
+]
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ def _jdk_version(home: Path) -> int | None:
     return int(m.group(2)) if major == 1 and m.group(2) else major
 
 
-@lru_cache(maxsize=None)
+@cache
 def find_jdks() -> tuple[Jdk, ...]:
     """Every JDK under /usr/lib/jvm and $JAVA_HOME, newest first."""
     homes = {Path(p).resolve() for p in Path("/usr/lib/jvm").glob("*") if Path(p).is_dir()}
@@ -90,14 +93,23 @@ def build(impl: str, variant: str = "", model: str | None = None, db: bool = Fal
     if impl == "python":
         return
     if model in STACK_MODELS.get(impl, ()) or (impl == "java" and db):
-        make_cached(SERVERS_DIR / impl, "stacks", f"the {impl} servers on real stacks (Maven)",
-                    "install maven and a JDK >= 17 (make setup does), check that Maven Central "
-                    "is reachable for the first build, and run again.",
-                    suffixes=SOURCE_SUFFIXES + (".xml",), timeout_s=1800.0)
+        make_cached(
+            SERVERS_DIR / impl,
+            "stacks",
+            f"the {impl} servers on real stacks (Maven)",
+            "install maven and a JDK >= 17 (make setup does), check that Maven Central "
+            "is reachable for the first build, and run again.",
+            suffixes=SOURCE_SUFFIXES + (".xml",),
+            timeout_s=1800.0,
+        )
         if model in STACK_MODELS.get(impl, ()):
             return
-    make_cached(SERVERS_DIR / impl, variant or "all", f"the bundled {impl} server",
-                "fix the sources or the toolchain (gcc/make for C, a JDK for Java) and run again.")
+    make_cached(
+        SERVERS_DIR / impl,
+        variant or "all",
+        f"the bundled {impl} server",
+        "fix the sources or the toolchain (gcc/make for C, a JDK for Java) and run again.",
+    )
 
 
 def jdbc_driver_jar() -> Path | None:
@@ -113,16 +125,44 @@ def check_impl(impl: str, model: str | None = None) -> None:
         raise PerfctlError(problem)
 
 
-def command(impl: str, model: str, port: int, threads: int = 4, backlog: int = 128,
-            buckets: int = 1024, layout: str = "flat", corpus: Path | None = None,
-            seed: int = 1, variant: str = "", host: str = "127.0.0.1",
-            db: str | None = None, db_pool: int | None = None) -> list[str]:
+def command(
+    impl: str,
+    model: str,
+    port: int,
+    threads: int = 4,
+    backlog: int = 128,
+    buckets: int = 1024,
+    layout: str = "flat",
+    corpus: Path | None = None,
+    seed: int = 1,
+    variant: str = "",
+    host: str = "127.0.0.1",
+    db: str | None = None,
+    db_pool: int | None = None,
+) -> list[str]:
     """The argv that starts one bundled server (see servers/PROTOCOL.md). Does not build.
     db: the PostgreSQL URI /db uses (`--db`), e.g. a service's dsn; db_pool: `--db-pool`."""
     check_impl(impl, model)
-    flags = ["--port", str(port), "--host", host, "--model", model, "--threads", str(threads),
-             "--backlog", str(backlog), "--buckets", str(buckets), "--layout", layout,
-             "--corpus", str(corpus or CORPUS), "--seed", str(seed)]
+    flags = [
+        "--port",
+        str(port),
+        "--host",
+        host,
+        "--model",
+        model,
+        "--threads",
+        str(threads),
+        "--backlog",
+        str(backlog),
+        "--buckets",
+        str(buckets),
+        "--layout",
+        layout,
+        "--corpus",
+        str(corpus or CORPUS),
+        "--seed",
+        str(seed),
+    ]
     if db:
         flags += ["--db", db]
     if db_pool:
@@ -136,18 +176,22 @@ def command(impl: str, model: str, port: int, threads: int = 4, backlog: int = 1
             have = ", ".join(f"{j.version} ({j.home})" for j in find_jdks()) or "none"
             raise PerfctlError(
                 f"java model {model!r} needs a JDK >= {21 if model == 'virtual' else 17}; "
-                f"found: {have}. Install one under /usr/lib/jvm or set JAVA_HOME.")
+                f"found: {have}. Install one under /usr/lib/jvm or set JAVA_HOME."
+            )
         if model in STACK_MODELS["java"]:
             stacks = SERVERS_DIR / "java" / "stacks" / "build"
-            main = "perfctl.server.ServletMain" if model == "servlet" else "perfctl.server.SpringMain"
+            main = (
+                "perfctl.server.ServletMain" if model == "servlet" else "perfctl.server.SpringMain"
+            )
             return [jdk.java, "-cp", f"{stacks / 'classes'}:{stacks / 'lib'}/*", main, *flags]
         extra = RMI_JVM_FLAGS if model in RMI_MODELS else []
-        jar = jdbc_driver_jar()      # /db's JDBC driver, whenever the stacks build left it
+        jar = jdbc_driver_jar()  # /db's JDBC driver, whenever the stacks build left it
         if db and jar is None:
             raise PerfctlError(
                 f"java model {model!r} with `db:` needs the PostgreSQL JDBC driver, which the "
                 f"build of the servers on real stacks puts in {STACKS_LIB}, and it is not "
-                "there. Fix: run `make -C servers/java stacks` (make setup does), then run again.")
+                "there. Fix: run `make -C servers/java stacks` (make setup does), then run again."
+            )
         classpath = str(JAVA_CLASSES) + (f":{jar}" if jar else "")
         return [jdk.java, "-Xss512k", *extra, "-cp", classpath, "perfctl.server.Main", *flags]
     return [sys.executable, str(SERVERS_DIR / "python" / "server.py"), *flags]

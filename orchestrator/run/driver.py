@@ -6,6 +6,7 @@ sources live in servers/java, beside the RMI server whose remote interface it sh
 Every driver is started the same way, `argv spec.json out_dir`, by the trial, through the
 supervisor; what it writes is checked by loadgen.contract before anything reads it.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -34,13 +35,23 @@ def argv(driver: str | DriverCommand, spec_path: Path, out_dir: Path) -> list[st
     if driver == "rmi":
         jdk = bundled.find_jdk(RMI_DRIVER_JDK)
         if jdk is None:
-            raise PerfctlError(f"load.driver rmi needs a JDK >= {RMI_DRIVER_JDK}; none under "
-                               "/usr/lib/jvm or $JAVA_HOME. Fix: install one (apt-get install "
-                               "openjdk-17-jdk-headless) or set JAVA_HOME.")
-        return [jdk.java, "-Xss256k", "-XX:+UseSerialGC", *bundled.RMI_JVM_FLAGS, "-cp",
-                str(bundled.JAVA_CLASSES), RMI_DRIVER_CLASS, spec, out]
+            raise PerfctlError(
+                f"load.driver rmi needs a JDK >= {RMI_DRIVER_JDK}; none under "
+                "/usr/lib/jvm or $JAVA_HOME. Fix: install one (apt-get install "
+                "openjdk-17-jdk-headless) or set JAVA_HOME."
+            )
+        return [
+            jdk.java,
+            "-Xss256k",
+            "-XX:+UseSerialGC",
+            *bundled.RMI_JVM_FLAGS,
+            "-cp",
+            str(bundled.JAVA_CLASSES),
+            RMI_DRIVER_CLASS,
+            spec,
+            out,
+        ]
     if isinstance(driver, DriverCommand):
         # split first, then fill in: a path with spaces stays one argument
-        return [a.replace("{spec}", spec).replace("{out}", out)
-                for a in shlex.split(driver.cmd)]
+        return [a.replace("{spec}", spec).replace("{out}", out) for a in shlex.split(driver.cmd)]
     raise PerfctlError(f"unknown load driver {driver!r}")

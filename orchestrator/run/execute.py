@@ -2,6 +2,7 @@
 atomically after each, so an interrupted run keeps every finished trial and `--resume` runs
 only what is missing. With `repeats: auto` a cell stops once its precision is reached
 (precision.py) or after max_repeats trials."""
+
 from __future__ import annotations
 
 import time
@@ -29,12 +30,16 @@ class PlanOutcome:
 
 
 def _cell_rows(table: TrialTable, cell: Cell, before: int | None = None) -> list[dict]:
-    return [r for r in table.rows if r["cell_id"] == cell.cell_id
-            and (before is None or int(r["trial"]) < before)]
+    return [
+        r
+        for r in table.rows
+        if r["cell_id"] == cell.cell_id and (before is None or int(r["trial"]) < before)
+    ]
 
 
-def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None,
-                 on_second=None, trial_fn=None) -> PlanOutcome:
+def execute_plan(
+    plan: Plan, run_dir: Path, on_trial=None, on_start=None, on_second=None, trial_fn=None
+) -> PlanOutcome:
     """Run every trial not yet in run_dir/trials.csv. Callbacks drive the progress display:
     on_start(cell, trial) before a trial, on_second(LiveSecond) about once a second while it
     runs (run/live.py), on_trial(row) after it. trial_fn(plan, cell, trial, run_dir) runs one
@@ -62,18 +67,24 @@ def execute_plan(plan: Plan, run_dir: Path, on_trial=None, on_start=None,
             if trial_fn is not None:
                 row = trial_fn(plan, cell, k, run_dir)
             else:
-                services.start("run", run_dir)     # the first time; again if one has died
-                row = (execute_trial(plan, cell, k, run_dir, services) if on_second is None
-                       else execute_trial(plan, cell, k, run_dir, services, on_second=on_second))
+                services.start("run", run_dir)  # the first time; again if one has died
+                row = (
+                    execute_trial(plan, cell, k, run_dir, services)
+                    if on_second is None
+                    else execute_trial(plan, cell, k, run_dir, services, on_second=on_second)
+                )
             if target is not None:
-                row.update(precision_state(_cell_rows(table, cell) + [row],
-                                           cell.precision_metric(exp), target))
+                row.update(
+                    precision_state(
+                        _cell_rows(table, cell) + [row], cell.precision_metric(exp), target
+                    )
+                )
             table.append(row)
             ran += 1
             if on_trial:
                 on_trial(row)
     finally:
-        services.stop()          # also on Ctrl-C and SIGTERM: no postgres, no data dir left
+        services.stop()  # also on Ctrl-C and SIGTERM: no postgres, no data dir left
     return PlanOutcome(run_dir, table.frame() if table.rows else pd.DataFrame(), ran, len(done))
 
 
@@ -92,11 +103,18 @@ def run_info(plan: Plan, host: dict) -> dict:
         "precision": exp.target_precision,
         "order": plan.order,
         "order_seed": order_seed(plan),
-        "cells": [{"cell_id": c.cell_id, "values": c.values,
-                   "server": c.server.model_dump(mode="json"), "load": c.load.model_dump(),
-                   "workload": c.workload.model_dump(),
-                   "network": c.network.model_dump(),   # field names carry the units
-                   "placement": c.placement.model_dump()} for c in plan.cells],
+        "cells": [
+            {
+                "cell_id": c.cell_id,
+                "values": c.values,
+                "server": c.server.model_dump(mode="json"),
+                "load": c.load.model_dump(),
+                "workload": c.workload.model_dump(),
+                "network": c.network.model_dump(),  # field names carry the units
+                "placement": c.placement.model_dump(),
+            }
+            for c in plan.cells
+        ],
         "services": {n: s.model_dump(mode="json") for n, s in plan.services.items()},
         "network_backend": "none",
         "host": host,

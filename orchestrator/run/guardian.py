@@ -17,6 +17,7 @@ When perfctl exits normally it has already stopped everything, so steps 1-3 find
 Messages are lines (`message()` builds them): `group PGID START`, `ungroup PGID`,
 `atdeath KEY JSON-LIST-OF-ARGV`, `forget KEY`.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ import time
 
 from . import procfs
 
-KILL_ROUNDS = 40          # marked processes may fork while we kill: scan again, bounded
+KILL_ROUNDS = 40  # marked processes may fork while we kill: scan again, bounded
 KILL_PAUSE_S = 0.025
 COMMAND_TIMEOUT_S = 10.0
 
@@ -67,8 +68,13 @@ def end_everything(mark: bytes, groups: dict[int, int], commands: dict[str, list
     for argvs in commands.values():
         for argv in argvs:
             try:
-                subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT_S)
+                subprocess.run(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=COMMAND_TIMEOUT_S,
+                )
             except (OSError, subprocess.SubprocessError):
                 pass
 
@@ -91,17 +97,18 @@ def watch(mark: bytes, stream) -> None:
             elif verb == "forget":
                 commands.pop(rest, None)
         except ValueError:
-            continue            # a torn line from a dying perfctl: nothing to act on
+            continue  # a torn line from a dying perfctl: nothing to act on
     end_everything(mark, groups, commands)
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m orchestrator.run.guardian PERFCTL_SUPERVISOR_VALUE",
-              file=sys.stderr)
+        print(
+            "usage: python -m orchestrator.run.guardian PERFCTL_SUPERVISOR_VALUE", file=sys.stderr
+        )
         return 2
-    for sig in (signal.SIGINT, signal.SIGHUP):   # a terminal's Ctrl-C or hang-up is perfctl's
-        signal.signal(sig, signal.SIG_IGN)       # to handle; the guardian waits for EOF
+    for sig in (signal.SIGINT, signal.SIGHUP):  # a terminal's Ctrl-C or hang-up is perfctl's
+        signal.signal(sig, signal.SIG_IGN)  # to handle; the guardian waits for EOF
     watch(f"PERFCTL_SUPERVISOR={argv[0]}".encode(), sys.stdin.buffer)
     return 0
 

@@ -1,4 +1,5 @@
 """What the run happened on: CPUs, kernel, tool versions, git commit (recorded in run.json)."""
+
 from __future__ import annotations
 
 import os
@@ -32,9 +33,13 @@ SETTING_NOTES = {
 }
 _HINTS = {
     "net.core.somaxconn": lambda v: int(v) < 1024 and "low: backlogs above it are silently capped",
-    "net.ipv4.tcp_tw_reuse": lambda v: v.strip() == "0" and "0: short connections may run out of ports",
-    "net.ipv4.ip_local_port_range": lambda v: (int(v.split()[1]) - int(v.split()[0])) < 20000
-    and "narrow: many short connections may exhaust it",
+    "net.ipv4.tcp_tw_reuse": lambda v: (
+        v.strip() == "0" and "0: short connections may run out of ports"
+    ),
+    "net.ipv4.ip_local_port_range": lambda v: (
+        (int(v.split()[1]) - int(v.split()[0])) < 20000
+        and "narrow: many short connections may exhaust it"
+    ),
 }
 
 
@@ -60,9 +65,14 @@ def host_settings() -> dict:
         out["cpu_affinity"] = None
     gov = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     out["cpu_governor"] = gov  # None: no cpufreq (typical in VMs/containers)
-    out["cpu_model"] = next((line.split(":", 1)[1].strip() for line in
-                             (_read("/proc/cpuinfo") or "").splitlines()
-                             if line.startswith("model name")), None)
+    out["cpu_model"] = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in (_read("/proc/cpuinfo") or "").splitlines()
+            if line.startswith("model name")
+        ),
+        None,
+    )
     out["kernel"] = platform.release()
     out["loadavg"] = _read("/proc/loadavg")
     return out
@@ -94,8 +104,11 @@ def host_info() -> dict:
 def setting_hint(key: str, value) -> str | None:
     """A warning about one host_settings() value that can skew results, or None."""
     if key == "cpu_governor":
-        return "not 'performance': clock speed varies with load" if value not in (
-            None, "performance") else None
+        return (
+            "not 'performance': clock speed varies with load"
+            if value not in (None, "performance")
+            else None
+        )
     if key == "RLIMIT_NOFILE" and isinstance(value, dict):
         return "soft limit low for thousands of connections" if value["soft"] < 10000 else None
     if key in _HINTS and value:

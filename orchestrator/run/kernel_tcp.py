@@ -25,6 +25,7 @@ after it ends; the differences become trials.csv columns:
 
 A counter the kernel does not have is NaN. Standard library only; nothing here raises.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,7 +34,7 @@ import threading
 
 from .sock_diag import SockDiag
 
-COUNTERS = {   # trials.csv column -> (/proc/net file, section, counter)
+COUNTERS = {  # trials.csv column -> (/proc/net file, section, counter)
     "tcp_listen_overflows": ("netstat", "TcpExt", "ListenOverflows"),
     "tcp_listen_drops": ("netstat", "TcpExt", "ListenDrops"),
     "tcp_retrans_segs": ("snmp", "Tcp", "RetransSegs"),
@@ -42,9 +43,9 @@ COUNTERS = {   # trials.csv column -> (/proc/net file, section, counter)
     "tcp_abort_on_data": ("netstat", "TcpExt", "TCPAbortOnData"),
 }
 ACCEPT_QUEUE_POLL_S = 0.02
-PROC_POLL_S = 0.25      # the /proc fallback's interval: each read walks the kernel's tables
-_LISTEN = "0A"          # TCP_LISTEN in /proc/net/tcp's `st` column
-_HEAD_BYTES = 16384     # listening sockets come first in /proc/net/tcp: a page or so is enough
+PROC_POLL_S = 0.25  # the /proc fallback's interval: each read walks the kernel's tables
+_LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's `st` column
+_HEAD_BYTES = 16384  # listening sockets come first in /proc/net/tcp: a page or so is enough
 
 
 def _sections(text: str) -> dict[str, dict[str, int]]:
@@ -71,12 +72,14 @@ def snapshot(pid: int | str | None) -> dict[str, float]:
                 files[name] = _sections(f.read())
         except (OSError, TypeError):
             files[name] = {}
-    return {col: float(files[file].get(sec, {}).get(key, math.nan))
-            for col, (file, sec, key) in COUNTERS.items()}
+    return {
+        col: float(files[file].get(sec, {}).get(key, math.nan))
+        for col, (file, sec, key) in COUNTERS.items()
+    }
 
 
 def scope(pid: int | None) -> str:
-    """"namespace" when pid's network namespace is not this process's, else "host"."""
+    """ "namespace" when pid's network namespace is not this process's, else "host"."""
     try:
         theirs = os.stat(f"/proc/{pid}/ns/net").st_ino
         return "namespace" if theirs != os.stat("/proc/self/ns/net").st_ino else "host"
@@ -118,16 +121,16 @@ class AcceptQueueWatch:
         self.peak = math.nan
         self.source = "none"
         self._diag: SockDiag | None = None
-        self._lock = threading.Lock()        # the final poll (stop) and the thread's
+        self._lock = threading.Lock()  # the final poll (stop) and the thread's
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="accept-queue", daemon=True)
 
-    def start(self) -> "AcceptQueueWatch":
+    def start(self) -> AcceptQueueWatch:
         try:
             self._diag = SockDiag(self.pid)
             self.source = "sock_diag"
         except OSError:
-            self._diag = None               # no netlink here: /proc, less often
+            self._diag = None  # no netlink here: /proc, less often
             self.source = "proc"
             self.interval_s = max(self.interval_s, PROC_POLL_S)
         self._thread.start()
@@ -138,7 +141,7 @@ class AcceptQueueWatch:
             self._stop.set()
             if self._thread.is_alive():
                 self._thread.join()
-            self._poll_once()       # the queue as the load ends, whatever the last poll saw
+            self._poll_once()  # the queue as the load ends, whatever the last poll saw
             if self._diag is not None:
                 self._diag.close()
                 self._diag = None
@@ -169,14 +172,14 @@ class TrialCounters:
     def __init__(self, pid: int | None, port: int) -> None:
         self.pid, self.port = pid, port
         self.scope = "unknown"
-        self._source: int | str | None = pid   # where the counters are read
+        self._source: int | str | None = pid  # where the counters are read
         self._before: dict[str, float] = {}
         self._after: dict[str, float] | None = None
         self._watch: AcceptQueueWatch | None = None
 
-    def start(self) -> "TrialCounters":
+    def start(self) -> TrialCounters:
         self.scope = scope(self.pid)
-        if self.scope == "host":      # the same counters, readable even if the server dies
+        if self.scope == "host":  # the same counters, readable even if the server dies
             self._source = "self"
         self._before = snapshot(self._source)
         if self.pid is not None:

@@ -12,6 +12,7 @@ no longer runs (whichever run it belonged to), or when a record whose supervisor
 it with the same start time. A pid that was reused has another start time and no such mark,
 so it is never touched.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,15 +29,19 @@ RECORD = "children.json"
 REAP_WAIT_S = 3.0
 
 
-def write_record(path: Path, supervisor: str, children: list[dict],
-                 cleanup: dict[str, list[list[str]]]) -> None:
+def write_record(
+    path: Path, supervisor: str, children: list[dict], cleanup: dict[str, list[list[str]]]
+) -> None:
     """Replace the record atomically. Best effort: a record that cannot be written (disk
     full, the run dir removed) must not stop a trial or a clean-up; the run's own writes
     report the problem."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps({"supervisor": supervisor, "children": children,
-                                   "cleanup": cleanup}, indent=1))
+        tmp.write_text(
+            json.dumps(
+                {"supervisor": supervisor, "children": children, "cleanup": cleanup}, indent=1
+            )
+        )
         os.replace(tmp, path)
     except OSError:
         try:
@@ -89,10 +94,14 @@ def stale_service_dirs(own_mark: str, record: dict | None, run_dir: Path | None)
                 continue
             for raw in argv[2:]:
                 p = Path(raw)
-                inside = (run_dir is not None and p.is_relative_to(Path(run_dir))
-                          and "services" in p.relative_to(Path(run_dir)).parts)
-                if ".." not in p.parts and (inside or (p.parent == Path("/tmp")
-                                                       and p.name.startswith("perfctl-"))):
+                inside = (
+                    run_dir is not None
+                    and p.is_relative_to(Path(run_dir))
+                    and "services" in p.relative_to(Path(run_dir)).parts
+                )
+                if ".." not in p.parts and (
+                    inside or (p.parent == Path("/tmp") and p.name.startswith("perfctl-"))
+                ):
                     out.append(p)
     return out
 

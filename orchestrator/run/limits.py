@@ -2,13 +2,14 @@
 connection, and a run whose `connections` exceed RLIMIT_NOFILE fails every connect with EMFILE
 (the trial then says "no request completed" after its whole duration, with no error counted).
 """
+
 from __future__ import annotations
 
 import resource
 
 from ..errors import PerfctlError
 
-FD_MARGIN = 64   # listening socket, logs, the corpus, epoll/event fds, a JVM's jars
+FD_MARGIN = 64  # listening socket, logs, the corpus, epoll/event fds, a JVM's jars
 
 
 def descriptors_needed(connections: int) -> int:
@@ -39,4 +40,5 @@ def ensure_fd_limit(cells, source: str) -> int:
         f"open files (RLIMIT_NOFILE, `ulimit -Hn`) is {hard}. Fix: lower load.connections to "
         f"at most {hard - FD_MARGIN}, or raise the hard limit before running perfctl (as root: "
         f"`ulimit -Hn {need}`; for a service, LimitNOFILE=; for a login, nofile in "
-        "/etc/security/limits.conf).")
+        "/etc/security/limits.conf)."
+    )

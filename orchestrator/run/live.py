@@ -5,6 +5,7 @@ resource sampler's newest readings of the server's CPU and of host noise.
 Nothing here is a result: trials.csv comes from the raw rows after the trial. A second is
 reported once every worker process has written it (or a later one).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,15 @@ class LiveSecond:
     """One second of one trial, summed over the load generator's worker processes."""
 
     second: int
-    phase: str                  # warmup | measure | drain
-    ok: int                     # requests answered in this second
+    phase: str  # warmup | measure | drain
+    ok: int  # requests answered in this second
     errors: int
-    p50_ms: float               # of this second's answers (the slowest worker's; NaN: none)
+    p50_ms: float  # of this second's answers (the slowest worker's; NaN: none)
     p99_ms: float
-    lateness_p99_ms: float      # sent - intended of this second's sends (NaN: none)
-    server_cpu_pct: float = math.nan     # the sampler's newest reading
-    noisy: str | None = None    # why the host was not quiet in the last second, "" if it was,
-                                # None when not measured
+    lateness_p99_ms: float  # sent - intended of this second's sends (NaN: none)
+    server_cpu_pct: float = math.nan  # the sampler's newest reading
+    noisy: str | None = None  # why the host was not quiet in the last second, "" if it was,
+    # None when not measured
 
     def line(self) -> str:
         """The one-line view, the host's verdict first so that a narrow terminal, which cuts
@@ -39,10 +40,13 @@ class LiveSecond:
         indent): `measure 3s quiet 1.02k req/s p50 0.412 p99 2.31ms 0 err cpu 97% late 51µs`."""
         verdict = "noise ?" if self.noisy is None else "NOISY" if self.noisy else "quiet"
         cpu = "-" if math.isnan(self.server_cpu_pct) else f"{self.server_cpu_pct:.0f}"
-        return (f"{self.phase} {self.second}s {verdict} {_short(self.ok)} req/s "
-                f"p50 {_short(self.p50_ms)} p99 {_short(self.p99_ms)}ms "
-                f"{_short(self.errors)} err cpu {cpu}% "
-                f"late {_short(self.lateness_p99_ms * 1000)}µs" + (f": {self.noisy}" if self.noisy else ""))
+        return (
+            f"{self.phase} {self.second}s {verdict} {_short(self.ok)} req/s "
+            f"p50 {_short(self.p50_ms)} p99 {_short(self.p99_ms)}ms "
+            f"{_short(self.errors)} err cpu {cpu}% "
+            f"late {_short(self.lateness_p99_ms * 1000)}µs"
+            + (f": {self.noisy}" if self.noisy else "")
+        )
 
 
 def _short(v) -> str:
@@ -60,8 +64,8 @@ class LiveTail:
     def __init__(self, trial_dir: Path) -> None:
         self.trial_dir = Path(trial_dir)
         self._offsets: dict[Path, int] = {}
-        self._partial: dict[int, list[dict]] = {}   # second -> lines (one per worker)
-        self._latest: dict[int, int] = {}           # worker -> newest second read
+        self._partial: dict[int, list[dict]] = {}  # second -> lines (one per worker)
+        self._latest: dict[int, int] = {}  # worker -> newest second read
         self._reported = -1
 
     def _read_new(self) -> list[dict]:
@@ -73,7 +77,7 @@ class LiveTail:
                     data = f.read()
             except OSError:
                 continue
-            end = data.rfind(b"\n") + 1          # complete lines only
+            end = data.rfind(b"\n") + 1  # complete lines only
             self._offsets[path] = self._offsets.get(path, 0) + end
             for raw in data[:end].splitlines():
                 try:
@@ -103,8 +107,12 @@ def _nan(v) -> float:
     return math.nan if v is None else float(v)
 
 
-def combine(lines: list[dict], sampler=None, cpus: set[int] | None = None,
-            loadgen_has_own_cpus: bool = False) -> LiveSecond:
+def combine(
+    lines: list[dict],
+    sampler=None,
+    cpus: set[int] | None = None,
+    loadgen_has_own_cpus: bool = False,
+) -> LiveSecond:
     """One LiveSecond from one second's worker lines and the sampler's newest readings."""
     ok = sum(int(x.get("ok", 0)) for x in lines)
     cpu, noisy = math.nan, None
@@ -116,15 +124,19 @@ def combine(lines: list[dict], sampler=None, cpus: set[int] | None = None,
     return LiveSecond(
         second=int(lines[0].get("second", 0)),
         phase=max(set(phases), key=phases.count) if phases else "",
-        ok=ok, errors=sum(int(x.get("errors", 0)) for x in lines),
+        ok=ok,
+        errors=sum(int(x.get("errors", 0)) for x in lines),
         p50_ms=max((_nan(x.get("p50_ms")) for x in lines), default=math.nan),
         p99_ms=max((_nan(x.get("p99_ms")) for x in lines), default=math.nan),
         lateness_p99_ms=max((_nan(x.get("lateness_p99_ms")) for x in lines), default=math.nan),
-        server_cpu_pct=cpu, noisy=noisy)
+        server_cpu_pct=cpu,
+        noisy=noisy,
+    )
 
 
-def last_second_noise(sampler, requests: int, cpus: set[int],
-                      loadgen_has_own_cpus: bool) -> str | None:
+def last_second_noise(
+    sampler, requests: int, cpus: set[int], loadgen_has_own_cpus: bool
+) -> str | None:
     """Why the last ~second was not quiet ("" when it was; None before two samples), judged
     by the same rules as a whole trial (run/noise.py)."""
     samples = list(sampler.noise)

@@ -37,6 +37,7 @@ A trial is not quiet when (thresholds below, reasons in `noise_reasons`):
 The server's own run-queue wait and involuntary switches are recorded but not judged: a server
 with more busy threads than CPUs waits for itself, and that is its performance, not noise.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,12 +59,18 @@ MAX_FOREIGN_CPU_PCT = 10.0
 MAX_FOREIGN_SHARE_PCT = 5.0
 MAX_LOADGEN_WAIT_MS_PER_S = 50.0
 
-COLUMNS = ["noise_steal_pct", "noise_foreign_cpu_pct", "noise_server_runqueue_wait_ms_per_s",
-           "noise_loadgen_runqueue_wait_ms_per_s", "noise_runqueue_wait_us_per_request",
-           "noise_server_involuntary_switches_per_s",
-           "noise_loadgen_involuntary_switches_per_s", "noise_loadgen_cpu_others_pct",
-           "noise_cpus"]
-OPTIONAL = {"noise_loadgen_cpu_others_pct", "noise_cpus"}   # NaN/empty is not "unmeasured"
+COLUMNS = [
+    "noise_steal_pct",
+    "noise_foreign_cpu_pct",
+    "noise_server_runqueue_wait_ms_per_s",
+    "noise_loadgen_runqueue_wait_ms_per_s",
+    "noise_runqueue_wait_us_per_request",
+    "noise_server_involuntary_switches_per_s",
+    "noise_loadgen_involuntary_switches_per_s",
+    "noise_loadgen_cpu_others_pct",
+    "noise_cpus",
+]
+OPTIONAL = {"noise_loadgen_cpu_others_pct", "noise_cpus"}  # NaN/empty is not "unmeasured"
 
 
 class ThreadTotals:
@@ -90,18 +97,19 @@ class NoiseSample:
     """Cumulative counters at one instant (t_ns: perf_counter_ns, the load generator's clock)."""
 
     t_ns: int
-    server: tuple[int, int, int]      # ThreadTotals.totals() of the server's process tree
-    loadgen: tuple[int, int, int]     # of the load generator's processes
-    own_run_ns: int                   # on-CPU ns of perfctl and its other children (a proxy)
-    cpus: CpuTicks                    # summed over the watched CPUs
-    loadgen_cpus: CpuTicks | None = None   # summed over the load generator's own CPUs
+    server: tuple[int, int, int]  # ThreadTotals.totals() of the server's process tree
+    loadgen: tuple[int, int, int]  # of the load generator's processes
+    own_run_ns: int  # on-CPU ns of perfctl and its other children (a proxy)
+    cpus: CpuTicks  # summed over the watched CPUs
+    loadgen_cpus: CpuTicks | None = None  # summed over the load generator's own CPUs
     loadgen_cpu_count: int = 0
 
 
 def sum_ticks(ticks: dict[int, CpuTicks], cpus: set[int]) -> CpuTicks:
     sel = [ticks[c] for c in cpus if c in ticks]
-    return CpuTicks(idle=sum(t.idle for t in sel), steal=sum(t.steal for t in sel),
-                    irq=sum(t.irq for t in sel))
+    return CpuTicks(
+        idle=sum(t.idle for t in sel), steal=sum(t.steal for t in sel), irq=sum(t.irq for t in sel)
+    )
 
 
 # Set by a local cluster (cluster/local.py) in its scheduler's and workers' environment: the
@@ -118,7 +126,7 @@ def own_root() -> int:
     except ValueError:
         return os.getpid()
     pid: int | None = os.getpid()
-    for _ in range(64):                 # walk up the parents: a stale value names a stranger
+    for _ in range(64):  # walk up the parents: a stale value names a stranger
         if pid == root:
             return root
         pid = procfs.ppid(pid)
@@ -142,17 +150,25 @@ class NoiseProbe:
         self.loadgen.update(loadgen_pids)
         trial = set(server_pids) | set(loadgen_pids)
         # the trial's trees are known: the walk of ours does not go below them again
-        self.own.update([p for p in (self.root, *(descendants(self.root, trial) or []))
-                         if p not in trial])
+        self.own.update(
+            [p for p in (self.root, *(descendants(self.root, trial) or [])) if p not in trial]
+        )
         ticks = read_cpu_ticks()
         lg = self.loadgen_cpus
-        return NoiseSample(t_ns, self.server.totals(), self.loadgen.totals(),
-                           self.own.totals()[0], sum_ticks(ticks, self.cpus),
-                           sum_ticks(ticks, lg) if lg else None, len(lg) if lg else 0)
+        return NoiseSample(
+            t_ns,
+            self.server.totals(),
+            self.loadgen.totals(),
+            self.own.totals()[0],
+            sum_ticks(ticks, self.cpus),
+            sum_ticks(ticks, lg) if lg else None,
+            len(lg) if lg else 0,
+        )
 
 
-def window_samples(samples: list[NoiseSample], start_ns: int,
-                   end_ns: int) -> tuple[NoiseSample, NoiseSample] | None:
+def window_samples(
+    samples: list[NoiseSample], start_ns: int, end_ns: int
+) -> tuple[NoiseSample, NoiseSample] | None:
     """The samples that bracket [start_ns, end_ns): the last at or before the start and the
     first at or after the end (the nearest ones when the sampling began late or ended early).
     None when fewer than two samples span any time."""
@@ -165,12 +181,15 @@ def window_samples(samples: list[NoiseSample], start_ns: int,
     return (first, last) if last.t_ns > first.t_ns else None
 
 
-def readings(first: NoiseSample, last: NoiseSample, requests: int, window_s: float,
-             cpus: set[int]) -> dict:
+def readings(
+    first: NoiseSample, last: NoiseSample, requests: int, window_s: float, cpus: set[int]
+) -> dict:
     """The noise columns between two samples (see the module docstring)."""
     dt_s = (last.t_ns - first.t_ns) / 1e9
-    d = {name: [b - a for a, b in zip(getattr(first, name), getattr(last, name))]
-         for name in ("server", "loadgen")}
+    d = {
+        name: [b - a for a, b in zip(getattr(first, name), getattr(last, name))]
+        for name in ("server", "loadgen")
+    }
     elapsed_s = dt_s * len(cpus)
     steal_s = (last.cpus.steal - first.cpus.steal) / USER_HZ
     not_running_s = (last.cpus.idle - first.cpus.idle + last.cpus.irq - first.cpus.irq) / USER_HZ
@@ -183,7 +202,8 @@ def readings(first: NoiseSample, last: NoiseSample, requests: int, window_s: flo
         "noise_foreign_cpu_pct": 100.0 * max(0.0, busy_s - ours_s) / dt_s,
         "noise_server_runqueue_wait_ms_per_s": wait_ms_per_s["server"],
         "noise_loadgen_runqueue_wait_ms_per_s": wait_ms_per_s["loadgen"],
-        "noise_runqueue_wait_us_per_request": waited_in_window_us / requests if requests
+        "noise_runqueue_wait_us_per_request": waited_in_window_us / requests
+        if requests
         else math.nan,
         "noise_server_involuntary_switches_per_s": d["server"][2] / dt_s,
         "noise_loadgen_involuntary_switches_per_s": d["loadgen"][2] / dt_s,
@@ -192,8 +212,9 @@ def readings(first: NoiseSample, last: NoiseSample, requests: int, window_s: flo
     }
 
 
-def _others_on_loadgen_cpus(first: NoiseSample, last: NoiseSample, loadgen_run_ns: int,
-                            dt_s: float) -> float:
+def _others_on_loadgen_cpus(
+    first: NoiseSample, last: NoiseSample, loadgen_run_ns: int, dt_s: float
+) -> float:
     """% of one CPU that anything but the load generator ran on its own CPUs (NaN when it
     has none): their busy time less its run time, never below 0."""
     a, b = first.loadgen_cpus, last.loadgen_cpus
@@ -210,24 +231,33 @@ def not_measured() -> dict:
 
 def noise_reasons(row: dict, loadgen_has_own_cpus: bool) -> list[str]:
     """Why the host was not quiet during the trial (empty list: it was)."""
-    if not all(isinstance(row.get(c), (int, float)) and row[c] == row[c]
-               for c in COLUMNS if c not in OPTIONAL):
+    if not all(
+        isinstance(row.get(c), (int, float)) and row[c] == row[c]
+        for c in COLUMNS
+        if c not in OPTIONAL
+    ):
         return ["host noise not measured"]
     reasons = []
     if row["noise_steal_pct"] > MAX_STEAL_PCT:
-        reasons.append(f"CPU steal {row['noise_steal_pct']:.1f}% > {MAX_STEAL_PCT:g}% "
-                       "(the hypervisor ran other guests)")
+        reasons.append(
+            f"CPU steal {row['noise_steal_pct']:.1f}% > {MAX_STEAL_PCT:g}% "
+            "(the hypervisor ran other guests)"
+        )
     n_cpus = len(str(row["noise_cpus"]).split(","))
     limit = max(MAX_FOREIGN_CPU_PCT, MAX_FOREIGN_SHARE_PCT * n_cpus)
     if row["noise_foreign_cpu_pct"] > limit:
-        reasons.append(f"other processes used {row['noise_foreign_cpu_pct']:.0f}% of a CPU on "
-                       f"CPUs {row['noise_cpus']} (> {limit:g}%)")
+        reasons.append(
+            f"other processes used {row['noise_foreign_cpu_pct']:.0f}% of a CPU on "
+            f"CPUs {row['noise_cpus']} (> {limit:g}%)"
+        )
     wait = row["noise_loadgen_runqueue_wait_ms_per_s"]
     others = row.get("noise_loadgen_cpu_others_pct", math.nan)
     others_ms = others * 10.0 if isinstance(others, (int, float)) and others == others else None
-    blamed = wait if others_ms is None else min(wait, others_ms)   # ms/s; 1% of a CPU = 10 ms/s
+    blamed = wait if others_ms is None else min(wait, others_ms)  # ms/s; 1% of a CPU = 10 ms/s
     if loadgen_has_own_cpus and blamed > MAX_LOADGEN_WAIT_MS_PER_S:
-        reasons.append(f"load generator waited {wait:.0f} ms/s for its own CPU"
-                       + ("" if others_ms is None else f" while others ran {others_ms:.0f} ms/s there")
-                       + f" (> {MAX_LOADGEN_WAIT_MS_PER_S:g} ms/s)")
+        reasons.append(
+            f"load generator waited {wait:.0f} ms/s for its own CPU"
+            + ("" if others_ms is None else f" while others ran {others_ms:.0f} ms/s there")
+            + f" (> {MAX_LOADGEN_WAIT_MS_PER_S:g} ms/s)"
+        )
     return reasons

@@ -11,11 +11,12 @@ repeats: auto: until the cell's precision is reached). It is asked just before t
 turn, so it sees every trial run before. The order is a pure function of the plan and those
 answers, so `--resume` walks the same order and skips what is recorded.
 """
+
 from __future__ import annotations
 
 import hashlib
 import random
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from ..experiment.plan import Cell, Plan
 

@@ -1,4 +1,5 @@
 """Ports for servers perfctl starts: a free one below the ephemeral range, or whether one is taken."""
+
 from __future__ import annotations
 
 import random

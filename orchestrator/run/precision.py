@@ -5,6 +5,7 @@ The estimate is the median of the cell's usable trials (valid and quiet) of one 
 statistics, so it needs at least 6 trials). The precision is the interval's half-width relative
 to the median; it is reached when that is at most the target.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,13 @@ import numpy as np
 
 from loadgen.stats import median_ci
 
-COLUMNS = ["precision_metric", "precision_target_pct", "precision_trials",
-           "precision_half_width_pct", "precision_reached"]
+COLUMNS = [
+    "precision_metric",
+    "precision_target_pct",
+    "precision_trials",
+    "precision_half_width_pct",
+    "precision_reached",
+]
 
 
 def usable(row: dict) -> bool:
@@ -29,7 +35,10 @@ def precision_state(rows: list[dict], metric: str, target: float) -> dict:
     lo, hi = median_ci(values)
     mid = float(np.median(values)) if values.size else math.nan
     half = (hi - lo) / 2 / abs(mid) if mid == mid and mid != 0 and lo == lo else math.nan
-    return {"precision_metric": metric, "precision_target_pct": 100 * target,
-            "precision_trials": int(values.size),
-            "precision_half_width_pct": 100 * half if half == half else math.nan,
-            "precision_reached": bool(half == half and half <= target)}
+    return {
+        "precision_metric": metric,
+        "precision_target_pct": 100 * target,
+        "precision_trials": int(values.size),
+        "precision_half_width_pct": 100 * half if half == half else math.nan,
+        "precision_reached": bool(half == half and half <= target),
+    }

@@ -18,6 +18,7 @@ While a run records (`record_in(run_dir)`), run_dir/children.json lists the live
 (leftovers.py), so a later `perfctl run` or `--resume` can reap what a crashed run left if
 even the guardian was killed.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -40,14 +41,14 @@ from .guardian import message
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPERVISOR_ENV = leftovers.SUPERVISOR_ENV
-CHILD_ENV = "PERFCTL_CHILD"    # `<supervisor mark>:<n>`: which spawn a process descends from
+CHILD_ENV = "PERFCTL_CHILD"  # `<supervisor mark>:<n>`: which spawn a process descends from
 PR_SET_PDEATHSIG = 1
 
 CHILDREN: set[subprocess.Popen] = set()
-_meta: dict[int, dict] = {}               # pid -> {"pid", "pgid", "start", "argv", "child"}
+_meta: dict[int, dict] = {}  # pid -> {"pid", "pgid", "start", "argv", "child"}
 _cleanup: dict[str, list[list[str]]] = {}  # key -> commands the guardian runs if perfctl dies
 _record: Path | None = None
-_guardian: dict = {}                       # {"owner": pid, "proc": Popen, "fd": write end}
+_guardian: dict = {}  # {"owner": pid, "proc": Popen, "fd": write end}
 _lock = threading.RLock()
 _spawns = itertools.count(1)
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -60,12 +61,12 @@ def supervisor_mark() -> str:
     return f"{pid}.{procfs.start_ticks(pid)}"
 
 
-def _die_with_parent(parent_pid: int, user: tuple[int, int] | None = None,
-                     in_main: bool = True):
+def _die_with_parent(parent_pid: int, user: tuple[int, int] | None = None, in_main: bool = True):
     """preexec_fn: SIGKILL this child when the forking thread dies (only when that thread is
     the main one); if the parent is already gone (it died between fork and here), die now.
     user: (uid, gid) to run as, set first, since a change of credentials clears the
     parent-death signal."""
+
     def setup() -> None:
         if user is not None:
             os.setgroups([])
@@ -76,11 +77,13 @@ def _die_with_parent(parent_pid: int, user: tuple[int, int] | None = None,
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent_pid:
             os._exit(1)
+
     return setup
 
 
-def _popen(argv: list[str], env: dict | None = None, user: tuple[int, int] | None = None,
-           **kw) -> subprocess.Popen:
+def _popen(
+    argv: list[str], env: dict | None = None, user: tuple[int, int] | None = None, **kw
+) -> subprocess.Popen:
     """subprocess.Popen in a new session, marked, killed with perfctl, told to the guardian;
     as user (uid, gid) when given (perfctl runs as root)."""
     env = dict(os.environ if env is None else env)
@@ -90,21 +93,34 @@ def _popen(argv: list[str], env: dict | None = None, user: tuple[int, int] | Non
     with _lock:
         _ensure_guardian()
         kw.setdefault("stdin", subprocess.DEVNULL)
-        proc = subprocess.Popen(argv, env=env, start_new_session=True,
-                                preexec_fn=(_die_with_parent(os.getpid(), user, in_main)
-                                            if in_main or user else None),
-                                **kw)
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            start_new_session=True,
+            preexec_fn=(_die_with_parent(os.getpid(), user, in_main) if in_main or user else None),
+            **kw,
+        )
         CHILDREN.add(proc)
-        _meta[proc.pid] = {"pid": proc.pid, "pgid": proc.pid, "argv": list(argv),
-                           "start": procfs.start_ticks(proc.pid), "child": env[CHILD_ENV]}
+        _meta[proc.pid] = {
+            "pid": proc.pid,
+            "pgid": proc.pid,
+            "argv": list(argv),
+            "start": procfs.start_ticks(proc.pid),
+            "child": env[CHILD_ENV],
+        }
         _tell("group", proc.pid, _meta[proc.pid]["start"])
         _write_record()
     return proc
 
 
-def spawn(argv: list[str], log_path: Path | None = None, cpus: list[int] | None = None,
-          cwd: Path | None = None, env: dict | None = None,
-          user: tuple[int, int] | None = None) -> subprocess.Popen:
+def spawn(
+    argv: list[str],
+    log_path: Path | None = None,
+    cpus: list[int] | None = None,
+    cwd: Path | None = None,
+    env: dict | None = None,
+    user: tuple[int, int] | None = None,
+) -> subprocess.Popen:
     """Start argv in a new session (own process group), optionally pinned with taskset, and
     as another user (uid, gid) when given.
 
@@ -117,15 +133,23 @@ def spawn(argv: list[str], log_path: Path | None = None, cpus: list[int] | None 
     try:
         return _popen(argv, env=env, user=user, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     except FileNotFoundError as e:
-        raise PerfctlError(f"cannot start {argv[0]!r}: {e.strerror}. Fix: install it or give "
-                           "the full path in the server's cmd.") from None
+        raise PerfctlError(
+            f"cannot start {argv[0]!r}: {e.strerror}. Fix: install it or give "
+            "the full path in the server's cmd."
+        ) from None
     finally:
         if log_path:
             out.close()
 
 
-def run_to_end(argv: list[str], log_path: Path, timeout_s: float, cwd: Path | None = None,
-               env: dict | None = None, user: tuple[int, int] | None = None) -> int | None:
+def run_to_end(
+    argv: list[str],
+    log_path: Path,
+    timeout_s: float,
+    cwd: Path | None = None,
+    env: dict | None = None,
+    user: tuple[int, int] | None = None,
+) -> int | None:
     """spawn() argv and wait for it: its exit code, or None when it ran past timeout_s (it is
     then stopped). A short-lived helper (initdb, psql) is supervised like any server."""
     proc = spawn(argv, log_path, cwd=cwd, env=env, user=user)
@@ -134,10 +158,13 @@ def run_to_end(argv: list[str], log_path: Path, timeout_s: float, cwd: Path | No
     except subprocess.TimeoutExpired:
         terminate(proc)
         return None
-    terminate(proc)      # reaps it, and anything it left in its group
+    terminate(proc)  # reaps it, and anything it left in its group
     return proc.returncode
-def run_to_files(argv: list[str], stdout_path: Path, stderr_path: Path,
-                 timeout_s: float) -> int | None:
+
+
+def run_to_files(
+    argv: list[str], stdout_path: Path, stderr_path: Path, timeout_s: float
+) -> int | None:
     """Run argv to its end like spawn() (its own group, dies with perfctl), stdout and stderr
     into files of their own. Its exit code, or None when it ran past timeout_s (then it is
     stopped)."""
@@ -155,7 +182,7 @@ def run_to_files(argv: list[str], stdout_path: Path, stderr_path: Path,
 
 def terminate(proc: subprocess.Popen, grace_s: float = 3.0) -> int | None:
     """SIGTERM the process group, then SIGKILL after grace_s. Returns the exit code."""
-    pgid = proc.pid          # every child leads its own session, so its group id is its pid
+    pgid = proc.pid  # every child leads its own session, so its group id is its pid
     if proc.poll() is None:
         try:
             os.killpg(pgid, signal.SIGTERM)
@@ -165,12 +192,12 @@ def terminate(proc: subprocess.Popen, grace_s: float = 3.0) -> int | None:
             proc.wait(grace_s)
         except subprocess.TimeoutExpired:
             pass
-    try:                     # children of the group that outlived its leader, too
+    try:  # children of the group that outlived its leader, too
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     meta = _meta.get(proc.pid)
-    if meta is not None:     # and descendants that left the group (setsid) but kept the mark
+    if meta is not None:  # and descendants that left the group (setsid) but kept the mark
         _kill_marked(f"{CHILD_ENV}={meta['child']}".encode())
     try:
         proc.wait(grace_s)
@@ -266,18 +293,23 @@ def _ensure_guardian() -> None:
         return
     # unmarked: a guardian must outlive an outer supervisor's clean-up of this perfctl
     env = {k: v for k, v in os.environ.items() if k not in (SUPERVISOR_ENV, CHILD_ENV)}
-    read_fd, write_fd = os.pipe()    # non-inheritable: only the guardian gets the read end
+    read_fd, write_fd = os.pipe()  # non-inheritable: only the guardian gets the read end
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.run.guardian",
-                                 supervisor_mark()], stdin=read_fd, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, cwd=ROOT, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.run.guardian", supervisor_mark()],
+            stdin=read_fd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+        )
     finally:
         os.close(read_fd)
     if g.get("owner") == os.getpid():
         os.close(g["fd"])
     _guardian.update(owner=os.getpid(), proc=proc, fd=write_fd)
-    for meta in _meta.values():      # a restarted guardian learns what the dead one knew
+    for meta in _meta.values():  # a restarted guardian learns what the dead one knew
         _tell("group", meta["pgid"], meta["start"])
     for key, commands in _cleanup.items():
         _tell("atdeath", key, json.dumps(commands))
@@ -304,7 +336,7 @@ def _tell(*words) -> None:
     try:
         os.write(_guardian["fd"], message(*words))
     except OSError:
-        pass    # the guardian died: the next spawn starts another one
+        pass  # the guardian died: the next spawn starts another one
 
 
 def tail(path: Path, lines: int = 20) -> str:
@@ -322,8 +354,12 @@ def spawn_until_line(argv: list[str], timeout_s: float, what: str, stdin_pipe: b
     (else /dev/null). Raises PerfctlError with its stderr when no line comes within timeout_s."""
     err = tempfile.TemporaryFile()
     try:
-        proc = _popen(argv, stdout=subprocess.PIPE, stderr=err,
-                      stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL)
+        proc = _popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+        )
     except FileNotFoundError as e:
         err.close()
         raise PerfctlError(f"cannot start {what} ({argv[0]!r}): {e.strerror}.") from None
@@ -343,6 +379,8 @@ def spawn_until_line(argv: list[str], timeout_s: float, what: str, stdin_pipe: b
         err.seek(0)
         msg = err.read().decode(errors="replace").strip()
         err.close()
-        raise PerfctlError(f"{what} did not start ({' '.join(argv)}): "
-                           f"{msg or 'no first line within %.0f s' % timeout_s}")
+        raise PerfctlError(
+            f"{what} did not start ({' '.join(argv)}): "
+            f"{msg or f'no first line within {timeout_s:.0f} s'}"
+        )
     return proc, line.decode().strip(), err

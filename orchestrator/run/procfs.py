@@ -6,6 +6,7 @@ recorded by a run that crashed an hour ago may now be someone else's process. (p
 is an identity: `start_ticks` is the process's start time in clock ticks after boot, field 22
 of /proc/<pid>/stat, and no two processes of one boot share both.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ def _stat_fields(pid: int) -> list[str] | None:
             raw = f.read()
     except OSError:
         return None
-    return raw[raw.rfind(b")") + 2:].decode().split()
+    return raw[raw.rfind(b")") + 2 :].decode().split()
 
 
 def start_ticks(pid: int) -> int | None:
@@ -58,7 +59,7 @@ def _environ(pid: int) -> list[bytes]:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             return f.read().split(b"\0")
-    except OSError:                 # gone, or another user's process
+    except OSError:  # gone, or another user's process
         return []
 
 
@@ -72,7 +73,7 @@ def env_value(pid: int, name: str) -> str | None:
     prefix = name.encode() + b"="
     for entry in _environ(pid):
         if entry.startswith(prefix):
-            return entry[len(prefix):].decode(errors="replace")
+            return entry[len(prefix) :].decode(errors="replace")
     return None
 
 
@@ -84,5 +85,4 @@ def pids() -> list[int]:
 def marked(entry: bytes, exclude: int | None = None) -> list[int]:
     """Live processes whose environment holds `entry` (every process perfctl starts carries
     its supervisor's mark, and so do their children, unless they clear their environment)."""
-    return [pid for pid in pids()
-            if pid != exclude and has_env(pid, entry) and alive(pid)]
+    return [pid for pid in pids() if pid != exclude and has_env(pid, entry) and alive(pid)]

@@ -20,6 +20,7 @@ benchmarks/profile_overhead.py.) The SVG flame graph is drawn from profile.folde
 
 Nothing here may fail a trial: a profiler that cannot start or read back leaves a note.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,7 +52,7 @@ def _cpu_s(pids: list[int]) -> float:
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            total += sum(int(x) for x in fields[11:15]) / tick   # utime stime cutime cstime
+            total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
         except (OSError, IndexError, ValueError):
             continue
     return total
@@ -90,7 +91,7 @@ class Profiler:
     def _record_argv(self) -> list[str] | None:
         raise NotImplementedError
 
-    def start(self) -> "Profiler":
+    def start(self) -> Profiler:
         argv = self._record_argv()
         if argv is None:
             return self
@@ -116,9 +117,13 @@ class Profiler:
             folded = Counter()
             self.note = self.note or f"{self.tool}: could not read the profile back ({e})"
         if not folded and not self.note:
-            log = (self.tdir / "profiler.log")
-            tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.is_file() else []
-            self.note = f"{self.tool} recorded no samples" + (f": {' / '.join(tail)}" if tail else "")
+            log = self.tdir / "profiler.log"
+            tail = (
+                log.read_text(errors="replace").strip().splitlines()[-3:] if log.is_file() else []
+            )
+            self.note = f"{self.tool} recorded no samples" + (
+                f": {' / '.join(tail)}" if tail else ""
+            )
         self._write(folded)
 
     def _end_recording(self) -> None:
@@ -135,14 +140,20 @@ class Profiler:
         with open(self.tdir / FOLDED, "w") as f:
             for stack, n in sorted(folded.items()):
                 f.write(f"{stack} {n}\n")
-        info = {"tool": self.tool, "rate_hz": self.rate_hz, "pid": self.pid,
-                "samples": int(sum(folded.values())), "stacks": len(folded),
-                "window_s": round(self._window_s, 3),
-                "profiler_cpu_s": round(self._cpu_s, 3),
-                "profiler_cpu_pct_of_one_cpu": round(100 * self._cpu_s / self._window_s, 2)
-                if self._window_s else None,
-                "cost": self.cost_note,
-                "note": self.note}
+        info = {
+            "tool": self.tool,
+            "rate_hz": self.rate_hz,
+            "pid": self.pid,
+            "samples": int(sum(folded.values())),
+            "stacks": len(folded),
+            "window_s": round(self._window_s, 3),
+            "profiler_cpu_s": round(self._cpu_s, 3),
+            "profiler_cpu_pct_of_one_cpu": round(100 * self._cpu_s / self._window_s, 2)
+            if self._window_s
+            else None,
+            "cost": self.cost_note,
+            "note": self.note,
+        }
         (self.tdir / INFO).write_text(json.dumps(info, indent=1))
 
 
@@ -157,12 +168,24 @@ class PySpy(Profiler):
     def _record_argv(self) -> list[str] | None:
         exe = self._exe()
         if exe is None:
-            self.note = ("py-spy is not installed (it comes with perfctl's Python packages: "
-                         "make setup)")
+            self.note = (
+                "py-spy is not installed (it comes with perfctl's Python packages: make setup)"
+            )
             return None
-        return [exe, "record", "--pid", str(self.pid), "--rate", str(self.rate_hz),
-                "--format", "raw", "--output", str(self.tdir / "py-spy.raw"), "--nonblocking",
-                "--subprocesses"]
+        return [
+            exe,
+            "record",
+            "--pid",
+            str(self.pid),
+            "--rate",
+            str(self.rate_hz),
+            "--format",
+            "raw",
+            "--output",
+            str(self.tdir / "py-spy.raw"),
+            "--nonblocking",
+            "--subprocesses",
+        ]
 
     def _read_back(self) -> Counter:
         out: Counter = Counter()
@@ -181,7 +204,7 @@ class Jfr(Profiler):
     """JDK Flight Recorder through jcmd: nothing to add to the server's command line."""
 
     tool = "jfr"
-    rate_hz = 100      # settings=profile: jdk.ExecutionSample every 10 ms
+    rate_hz = 100  # settings=profile: jdk.ExecutionSample every 10 ms
 
     def _bin(self, name: str) -> str | None:
         if self.argv and Path(self.argv[0]).name == "java":
@@ -197,18 +220,26 @@ class Jfr(Profiler):
             return None
         self._jfr_file = self.tdir / "server.jfr"
         # jcmd returns once the recording runs; the Profiler then watches jcmd's own cost
-        return [jcmd, str(self.pid), "JFR.start", "name=perfctl", "settings=profile",
-                f"filename={self._jfr_file}"]
+        return [
+            jcmd,
+            str(self.pid),
+            "JFR.start",
+            "name=perfctl",
+            "settings=profile",
+            f"filename={self._jfr_file}",
+        ]
 
-    def start(self) -> "Profiler":
+    def start(self) -> Profiler:
         super().start()
         if self.proc is not None:
             try:
                 self.proc.wait(READ_BACK_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 terminate(self.proc)
-            self.cost_note = ("JFR samples inside the server's JVM: its cost is part of the "
-                              "server's own CPU (benchmarks/profile_overhead.py measures it)")
+            self.cost_note = (
+                "JFR samples inside the server's JVM: its cost is part of the "
+                "server's own CPU (benchmarks/profile_overhead.py measures it)"
+            )
         return self
 
     def _end_recording(self) -> None:
@@ -219,8 +250,10 @@ class Jfr(Profiler):
         if not self._jfr_file.is_file():
             self.note = "the JVM wrote no recording (did it exit before the load ended?)"
             return Counter()
-        text = _run([jfr, "print", "--json", "--events", "jdk.ExecutionSample",
-                     str(self._jfr_file)], self.tdir)
+        text = _run(
+            [jfr, "print", "--json", "--events", "jdk.ExecutionSample", str(self._jfr_file)],
+            self.tdir,
+        )
         return fold_jfr_json(text)
 
 
@@ -233,7 +266,7 @@ def fold_jfr_json(text: str) -> Counter:
         names = []
         for fr in frames:
             m = fr.get("method") or {}
-            cls = ((m.get("type") or {}).get("name") or "?")
+            cls = (m.get("type") or {}).get("name") or "?"
             names.append(f"{cls}.{m.get('name', '?')}".replace(";", ":").replace(" ", "_"))
         if names:
             out[";".join(reversed(names))] += 1
@@ -247,17 +280,30 @@ class Perf(Profiler):
     def _record_argv(self) -> list[str] | None:
         exe = shutil.which("perf")
         if exe is None:
-            self.note = ("perf is not installed (Debian: linux-perf; make apt installs it), so "
-                         "this C server was not profiled")
+            self.note = (
+                "perf is not installed (Debian: linux-perf; make apt installs it), so "
+                "this C server was not profiled"
+            )
             return None
         paranoid = _read_int("/proc/sys/kernel/perf_event_paranoid")
         if os.geteuid() != 0 and paranoid is not None and paranoid > 1:
-            self.note = (f"the kernel does not let this user record perf events "
-                         f"(kernel.perf_event_paranoid = {paranoid}; 1 or lower allows it, or "
-                         "run perfctl as root), so this server was not profiled")
+            self.note = (
+                f"the kernel does not let this user record perf events "
+                f"(kernel.perf_event_paranoid = {paranoid}; 1 or lower allows it, or "
+                "run perfctl as root), so this server was not profiled"
+            )
             return None
-        return [exe, "record", "-F", str(self.rate_hz), "-g", "-p", str(self.pid), "-o",
-                str(self.tdir / "perf.data")]
+        return [
+            exe,
+            "record",
+            "-F",
+            str(self.rate_hz),
+            "-g",
+            "-p",
+            str(self.pid),
+            "-o",
+            str(self.tdir / "perf.data"),
+        ]
 
     def _read_back(self) -> Counter:
         data = self.tdir / "perf.data"
@@ -266,8 +312,9 @@ class Perf(Profiler):
             why = log.read_text(errors="replace").strip()[-300:] if log.is_file() else ""
             self.note = f"perf could not record here (the kernel refused perf events?): {why}"
             return Counter()
-        folded = fold_perf_script(_run([shutil.which("perf") or "perf", "script", "-i",
-                                        str(data)], self.tdir))
+        folded = fold_perf_script(
+            _run([shutil.which("perf") or "perf", "script", "-i", str(data)], self.tdir)
+        )
         data.unlink()
         return folded
 

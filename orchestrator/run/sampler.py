@@ -2,6 +2,7 @@
 CPU, memory and threads (psutil), whether every process of that tree stays alive (TreeWatch),
 the host-noise counters of the server and the load generator (NoiseProbe), and the CPU and
 memory of each service's process tree (a PostgreSQL postmaster and its backends)."""
+
 from __future__ import annotations
 
 import math
@@ -14,7 +15,7 @@ import psutil
 from .noise import NoiseProbe, NoiseSample
 from .tree_watch import TreeWatch, tree_pids
 
-SAMPLE_INTERVAL_S = 0.25     # noise readings are taken between the samples nearest the window
+SAMPLE_INTERVAL_S = 0.25  # noise readings are taken between the samples nearest the window
 
 
 class ResourceSampler:
@@ -22,21 +23,27 @@ class ResourceSampler:
     tree's liveness, and a NoiseSample. start() takes the first sample at once; stop() one
     last sample."""
 
-    def __init__(self, pid: int, loadgen_pid: int | None = None, cpus: set[int] | None = None,
-                 interval_s: float = SAMPLE_INTERVAL_S,
-                 services: dict[str, int] | None = None,
-                 loadgen_cpus: set[int] | None = None) -> None:
+    def __init__(
+        self,
+        pid: int,
+        loadgen_pid: int | None = None,
+        cpus: set[int] | None = None,
+        interval_s: float = SAMPLE_INTERVAL_S,
+        services: dict[str, int] | None = None,
+        loadgen_cpus: set[int] | None = None,
+    ) -> None:
         """services: name -> pid of each running service's main process; loadgen_cpus: the
         load generator's own CPUs, when it has some (noise.py)."""
         self.pid = pid
         self.services = dict(services or {})
         self.service_samples: dict[str, list[tuple[float, float, float]]] = {
-            n: [] for n in self.services}                       # t, cpu_pct, rss_mb
-        self._service_procs: dict[int, psutil.Process] = {}     # keeps cpu_percent's baseline
+            n: [] for n in self.services
+        }  # t, cpu_pct, rss_mb
+        self._service_procs: dict[int, psutil.Process] = {}  # keeps cpu_percent's baseline
         self.loadgen_pid = loadgen_pid
         self.interval_s = interval_s
         self.samples: list[tuple[float, float, float, int]] = []  # t, cpu_pct, rss_mb, threads
-        self.sample_ns: list[int] = []      # perf_counter_ns of each entry of samples
+        self.sample_ns: list[int] = []  # perf_counter_ns of each entry of samples
         self.noise: list[NoiseSample] = []
         self.watch = TreeWatch(pid)
         self.probe = NoiseProbe(cpus if cpus is not None else set(), loadgen_cpus)
@@ -44,7 +51,7 @@ class ResourceSampler:
         self._thread = threading.Thread(target=self._loop, name="resource-sampler", daemon=True)
         self._t0 = time.monotonic()
 
-    def start(self) -> "ResourceSampler":
+    def start(self) -> ResourceSampler:
         self._thread.start()
         return self
 
@@ -112,8 +119,11 @@ class ResourceSampler:
         if window_ns is not None:
             lo, hi = window_ns
             step = int(self.interval_s * 1e9)
-            got = [i for i in range(1, n) if self.sample_ns[i - 1] >= lo - step // 2
-                   and self.sample_ns[i] <= hi + step // 2]
+            got = [
+                i
+                for i in range(1, n)
+                if self.sample_ns[i - 1] >= lo - step // 2 and self.sample_ns[i] <= hi + step // 2
+            ]
             if got:
                 return got
         return list(range(1, n)) or list(range(n))
@@ -127,15 +137,17 @@ class ResourceSampler:
         out = {"server_cpu_pct": math.nan, "server_rss_mb": math.nan, "server_threads_max": 0}
         if idx:
             s = [self.samples[i] for i in idx]
-            out = {"server_cpu_pct": sum(x[1] for x in s) / len(s),
-                   "server_rss_mb": max(x[2] for x in self.samples),
-                   "server_threads_max": max(x[3] for x in self.samples)}
+            out = {
+                "server_cpu_pct": sum(x[1] for x in s) / len(s),
+                "server_rss_mb": max(x[2] for x in self.samples),
+                "server_threads_max": max(x[3] for x in self.samples),
+            }
         for name, samples in self.service_samples.items():
             got = [samples[i] for i in idx if i < len(samples) and samples[i][1] == samples[i][1]]
-            out[f"service_{name}_cpu_pct"] = (sum(x[1] for x in got) / len(got)
-                                              if got else math.nan)
-            out[f"service_{name}_rss_mb"] = max((x[2] for x in samples[1:] if x[2] == x[2]),
-                                                default=math.nan)
+            out[f"service_{name}_cpu_pct"] = sum(x[1] for x in got) / len(got) if got else math.nan
+            out[f"service_{name}_rss_mb"] = max(
+                (x[2] for x in samples[1:] if x[2] == x[2]), default=math.nan
+            )
         return out
 
     def frame(self) -> pd.DataFrame:

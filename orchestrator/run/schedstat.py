@@ -4,13 +4,14 @@ thread, time on a CPU, time waiting for one and involuntary context switches.
 The parse functions take the files' text (tests feed them synthetic text); the read functions
 open the files and return None (or skip the thread) when a process or thread has gone.
 """
+
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
 PROC = "/proc"
-USER_HZ = os.sysconf("SC_CLK_TCK")     # the unit of /proc/stat's CPU times
+USER_HZ = os.sysconf("SC_CLK_TCK")  # the unit of /proc/stat's CPU times
 
 
 @dataclass(frozen=True)
@@ -19,9 +20,9 @@ class CpuTicks:
     spent running tasks is what these leave of the elapsed time: `idle` is exact on tickless
     kernels, while user/system are sampled at the scheduler tick and undercount short bursts."""
 
-    idle: int      # idle + iowait: nothing to run
-    steal: int     # the hypervisor ran something else while this vCPU wanted to run
-    irq: int       # irq + softirq (a task's run time may or may not include it: left out)
+    idle: int  # idle + iowait: nothing to run
+    steal: int  # the hypervisor ran something else while this vCPU wanted to run
+    irq: int  # irq + softirq (a task's run time may or may not include it: left out)
 
 
 def parse_proc_stat(text: str) -> dict[int, CpuTicks]:
@@ -53,7 +54,7 @@ def parse_involuntary_switches(text: str) -> int:
     at = text.find("nonvoluntary_ctxt_switches:")
     if at < 0:
         return 0
-    return int(text[at + len("nonvoluntary_ctxt_switches:"):].split(None, 1)[0])
+    return int(text[at + len("nonvoluntary_ctxt_switches:") :].split(None, 1)[0])
 
 
 def parse_children(text: str) -> list[int]:

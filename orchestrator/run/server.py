@@ -1,4 +1,5 @@
 """One server for one trial: launch (bundled or command), wait until ready, stop."""
+
 from __future__ import annotations
 
 import shlex
@@ -23,9 +24,17 @@ READY_POLL_S = 0.05
 class ServerProcess:
     """One running server for one trial: start() -> wait_ready() -> stop()."""
 
-    def __init__(self, name: str, config: ServerConfig, workdir: Path,
-                 cpus: list[int] | None, source: str = "experiment", host: str = "127.0.0.1",
-                 wrap=None, services: dict[str, dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: ServerConfig,
+        workdir: Path,
+        cpus: list[int] | None,
+        source: str = "experiment",
+        host: str = "127.0.0.1",
+        wrap=None,
+        services: dict[str, dict[str, str]] | None = None,
+    ) -> None:
         """host: the address to listen on; wrap: argv -> argv (e.g. run in a namespace);
         services: the running services' endpoints, for `{services.NAME.FIELD}`."""
         self.name = name
@@ -49,32 +58,52 @@ class ServerProcess:
                 raise PerfctlError(
                     f"{self.source}: key `servers.{self.name}.port`: port {config.port} is already "
                     "taken by another process. Fix: stop that process, or remove `port:` so "
-                    "perfctl picks a free port.")
+                    "perfctl picks a free port."
+                )
             self.port = config.port
         else:
             self.port = free_port(self.host) if self.host.startswith("127.") else free_port()
         if isinstance(config, BundledServer):
-            bundled.build(config.impl, config.variant, config.concurrency_model,
-                          db=config.db is not None)
-            self.argv = bundled.command(config.impl, config.concurrency_model, self.port, config.threads,
-                                        config.backlog, config.buckets, config.layout,
-                                        variant=config.variant, host=self.host,
-                                        db=fill(config.db, self.services) if config.db else None,
-                                        db_pool=config.db_pool)
+            bundled.build(
+                config.impl, config.variant, config.concurrency_model, db=config.db is not None
+            )
+            self.argv = bundled.command(
+                config.impl,
+                config.concurrency_model,
+                self.port,
+                config.threads,
+                config.backlog,
+                config.buckets,
+                config.layout,
+                variant=config.variant,
+                host=self.host,
+                db=fill(config.db, self.services) if config.db else None,
+                db_pool=config.db_pool,
+            )
         else:
             root = self.workdir.resolve()
             for rel, content in config.files.items():
                 f = (root / rel).resolve()
-                if not f.is_relative_to(root):     # validated already; a symlink could still lead out
-                    raise PerfctlError(f"{self.source}: key `servers.{self.name}.files`: {rel!r} "
-                                       f"leads outside {{workdir}} ({f}). Fix: name a file inside it.")
+                if not f.is_relative_to(root):  # validated already; a symlink could still lead out
+                    raise PerfctlError(
+                        f"{self.source}: key `servers.{self.name}.files`: {rel!r} "
+                        f"leads outside {{workdir}} ({f}). Fix: name a file inside it."
+                    )
                 f.parent.mkdir(parents=True, exist_ok=True)
-                f.write_text(fill(content.replace("{port}", str(self.port))
-                                  .replace("{workdir}", str(self.workdir))
-                                  .replace("{host}", self.host), self.services))
-            cmd = fill(config.cmd.replace("{port}", str(self.port))
-                       .replace("{workdir}", str(self.workdir)).replace("{host}", self.host),
-                       self.services)
+                f.write_text(
+                    fill(
+                        content.replace("{port}", str(self.port))
+                        .replace("{workdir}", str(self.workdir))
+                        .replace("{host}", self.host),
+                        self.services,
+                    )
+                )
+            cmd = fill(
+                config.cmd.replace("{port}", str(self.port))
+                .replace("{workdir}", str(self.workdir))
+                .replace("{host}", self.host),
+                self.services,
+            )
             self.argv = shlex.split(cmd)
         self.proc = spawn(self.wrap(self.argv), self.log_path, self.cpus, cwd=self.workdir)
 
@@ -82,8 +111,12 @@ class ServerProcess:
         """Block until the server answers; returns seconds taken. Raises PerfctlError when it
         exits during start-up or does not answer in time (with its last 20 log lines)."""
         config = self.config
-        timeout = config.startup_timeout_s if isinstance(config, BundledServer) else config.ready.timeout_s
-        if isinstance(config, BundledServer):    # RMI servers are ready when they accept
+        timeout = (
+            config.startup_timeout_s
+            if isinstance(config, BundledServer)
+            else config.ready.timeout_s
+        )
+        if isinstance(config, BundledServer):  # RMI servers are ready when they accept
             path = None if config.concurrency_model in RMI_MODELS else "/health"
         else:
             path = config.ready.http
@@ -95,7 +128,8 @@ class ServerProcess:
                     f"{self.source}: key `servers.{self.name}`: the server exited with status "
                     f"{code} during start-up ({shlex.join(self.argv)}). Its last lines:\n"
                     f"{tail(self.log_path)}\nFix: check the server's options and that it can run "
-                    "by hand (perfctl serve ... for bundled servers).")
+                    "by hand (perfctl serve ... for bundled servers)."
+                )
             if self._answers(path):
                 return time.monotonic() - t0
             if time.monotonic() - t0 > timeout:
@@ -104,7 +138,8 @@ class ServerProcess:
                     f"{self.source}: key `servers.{self.name}`: the server did not become ready "
                     f"within {timeout:.0f} s ({'GET ' + path if path else 'TCP connect'} on port "
                     f"{self.port}). Its last lines:\n{tail(self.log_path)}\nFix: make it listen on "
-                    "{port}, or raise ready.timeout / startup_timeout.")
+                    "{port}, or raise ready.timeout / startup_timeout."
+                )
             time.sleep(READY_POLL_S)
 
     def _answers(self, path: str | None) -> bool:

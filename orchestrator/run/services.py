@@ -26,6 +26,7 @@ How one `postgresql` service runs:
 Endpoints, filled into `{services.NAME.FIELD}` when a server starts: `dsn`
 (postgresql://perfctl@127.0.0.1:PORT/perfctl), `host`, `port`.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,9 +62,11 @@ def find_pg_bin() -> Path | None:
     else the newest /usr/lib/postgresql/*/bin, else wherever initdb is on PATH."""
     env = os.environ.get("PERFCTL_PG_BIN")
     candidates = [Path(env)] if env else []
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"),
-                      key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
-                      reverse=True)
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin"),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+        reverse=True,
+    )
     candidates += versions
     on_path = shutil.which("initdb")
     if on_path:
@@ -82,9 +85,11 @@ def _run_as() -> tuple[int, int] | None:
     try:
         pw = pwd.getpwnam(name)
     except KeyError:
-        raise PerfctlError(f"PostgreSQL refuses to run as root and user {name!r} (from "
-                           "$PERFCTL_PG_USER, default nobody) does not exist. Fix: set "
-                           "PERFCTL_PG_USER to an unprivileged user of this machine.") from None
+        raise PerfctlError(
+            f"PostgreSQL refuses to run as root and user {name!r} (from "
+            "$PERFCTL_PG_USER, default nobody) does not exist. Fix: set "
+            "PERFCTL_PG_USER to an unprivileged user of this machine."
+        ) from None
     return pw.pw_uid, pw.pw_gid
 
 
@@ -119,7 +124,7 @@ def accepts_login(host: str, port: int, timeout_s: float = 2.0) -> bool:
             s.sendall(msg)
             head = s.recv(9)
             if head[:1] == b"R":
-                s.sendall(b"X\0\0\0\4")        # Terminate: a clean goodbye, no log noise
+                s.sendall(b"X\0\0\0\4")  # Terminate: a clean goodbye, no log noise
     except OSError:
         return False
     return len(head) >= 9 and head[:1] == b"R" and struct.unpack("!i", head[5:9])[0] == 0
@@ -136,13 +141,16 @@ class PostgresRunner:
         self.data_dir: Path | None = None
         self.sock_dir: Path | None = None
         self.log_path: Path | None = None
-        self._fallback: Path | None = None    # a /tmp directory when the run dir is unreachable
+        self._fallback: Path | None = None  # a /tmp directory when the run dir is unreachable
         self._cleanup_key = ""
 
     @property
     def endpoints(self) -> dict[str, str]:
-        return {"dsn": f"postgresql://{DB_USER}@{HOST}:{self.port}/{DB_NAME}",
-                "host": HOST, "port": str(self.port)}
+        return {
+            "dsn": f"postgresql://{DB_USER}@{HOST}:{self.port}/{DB_NAME}",
+            "host": HOST,
+            "port": str(self.port),
+        }
 
     @property
     def pid(self) -> int | None:
@@ -152,8 +160,10 @@ class PostgresRunner:
         return self.proc is not None and self.proc.poll() is None
 
     def _fail(self, what: str, log: Path, fix: str) -> PerfctlError:
-        return PerfctlError(f"{self.source}: key `{self.key}`: {what}. Its last lines "
-                            f"({log}):\n{tail(log)}\nFix: {fix}")
+        return PerfctlError(
+            f"{self.source}: key `{self.key}`: {what}. Its last lines "
+            f"({log}):\n{tail(log)}\nFix: {fix}"
+        )
 
     def start(self, base_dir: Path) -> None:
         """initdb, start, wait until it accepts connections, load the schema and data.
@@ -167,10 +177,12 @@ class PostgresRunner:
     def _start(self, base_dir: Path) -> None:
         bindir = find_pg_bin()
         if bindir is None:
-            raise PerfctlError(f"{self.source}: key `{self.key}`: PostgreSQL's server programs "
-                               "(initdb, postgres) are not installed. Fix: apt-get install "
-                               "postgresql (make setup does), or set PERFCTL_PG_BIN to their "
-                               "directory.")
+            raise PerfctlError(
+                f"{self.source}: key `{self.key}`: PostgreSQL's server programs "
+                "(initdb, postgres) are not installed. Fix: apt-get install "
+                "postgresql (make setup does), or set PERFCTL_PG_BIN to their "
+                "directory."
+            )
         user = _run_as()
         home = base_dir / "services"
         home.mkdir(parents=True, exist_ok=True)
@@ -181,70 +193,146 @@ class PostgresRunner:
         self.data_dir = where / "data"
         self.sock_dir = Path(tempfile.mkdtemp(prefix="perfctl-pg-"))
         self._cleanup_key = f"pg-{os.getpid()}-{self.sock_dir.name}"
-        at_death(self._cleanup_key, [["rm", "-rf", str(self._fallback or self.data_dir),
-                                      str(self.sock_dir)]])
+        at_death(
+            self._cleanup_key,
+            [["rm", "-rf", str(self._fallback or self.data_dir), str(self.sock_dir)]],
+        )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.data_dir, 0o700)
         os.chmod(self.sock_dir, 0o755)
         if user is not None:
             for d in (where, self.data_dir, self.sock_dir):
                 os.chown(d, *user)
-        (home / f"{self.name}.json").write_text(json.dumps(
-            {"kind": "postgresql", "data_dir": str(self.data_dir), "socket_dir": str(self.sock_dir),
-             "bin": str(bindir), "user": pwd.getpwuid(user[0]).pw_name if user else None},
-            indent=1))
+        (home / f"{self.name}.json").write_text(
+            json.dumps(
+                {
+                    "kind": "postgresql",
+                    "data_dir": str(self.data_dir),
+                    "socket_dir": str(self.sock_dir),
+                    "bin": str(bindir),
+                    "user": pwd.getpwuid(user[0]).pw_name if user else None,
+                },
+                indent=1,
+            )
+        )
         env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PGTZ": "UTC", "TZ": "UTC"}
-        code = run_to_end([str(bindir / "initdb"), "-D", str(self.data_dir), "-U", DB_USER,
-                           "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"],
-                          self.log_path, INITDB_TIMEOUT_S, cwd=self.sock_dir, env=env, user=user)
+        code = run_to_end(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "-U",
+                DB_USER,
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+            self.log_path,
+            INITDB_TIMEOUT_S,
+            cwd=self.sock_dir,
+            env=env,
+            user=user,
+        )
         if code != 0:
-            raise self._fail(f"initdb failed ({'timed out' if code is None else f'exit {code}'})",
-                             self.log_path, "check that the PostgreSQL packages are complete "
-                             "and the run directory's disk has room")
+            raise self._fail(
+                f"initdb failed ({'timed out' if code is None else f'exit {code}'})",
+                self.log_path,
+                "check that the PostgreSQL packages are complete "
+                "and the run directory's disk has room",
+            )
         if self.config.port is not None:
             if _listening(HOST, self.config.port):
-                raise PerfctlError(f"{self.source}: key `{self.key}.port`: port "
-                                   f"{self.config.port} is already taken by another process. Fix: "
-                                   "stop that process, or remove `port:` so perfctl picks a free "
-                                   "port.")
+                raise PerfctlError(
+                    f"{self.source}: key `{self.key}.port`: port "
+                    f"{self.config.port} is already taken by another process. Fix: "
+                    "stop that process, or remove `port:` so perfctl picks a free "
+                    "port."
+                )
             self.port = self.config.port
         else:
             self.port = free_port(HOST)
-        argv = [str(bindir / "postgres"), "-D", str(self.data_dir), "-p", str(self.port),
-                "-k", str(self.sock_dir), "-c", f"listen_addresses={HOST}",
-                "-c", f"max_connections={self.config.max_connections}"]
+        argv = [
+            str(bindir / "postgres"),
+            "-D",
+            str(self.data_dir),
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.sock_dir),
+            "-c",
+            f"listen_addresses={HOST}",
+            "-c",
+            f"max_connections={self.config.max_connections}",
+        ]
         for k, v in self.config.settings.items():
             argv += ["-c", f"{k}={v}"]
         self.proc = spawn(argv, self.log_path, cwd=self.sock_dir, env=env, user=user)
         self._wait_ready()
-        psql = [str(bindir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", HOST,
-                "-p", str(self.port), "-U", DB_USER]
-        code = run_to_end(psql + ["-d", "postgres", "-c", f"CREATE DATABASE {DB_NAME}"],
-                          self.log_path, PSQL_TIMEOUT_S, cwd=self.sock_dir, env=env)
+        psql = [
+            str(bindir / "psql"),
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            HOST,
+            "-p",
+            str(self.port),
+            "-U",
+            DB_USER,
+        ]
+        code = run_to_end(
+            psql + ["-d", "postgres", "-c", f"CREATE DATABASE {DB_NAME}"],
+            self.log_path,
+            PSQL_TIMEOUT_S,
+            cwd=self.sock_dir,
+            env=env,
+        )
         if code == 0:
-            code = run_to_end(psql + ["-d", DB_NAME, "-v",
-                                      f"participants={self.config.data.participants}",
-                                      "-f", str(SCHEMA)],
-                              self.log_path, PSQL_TIMEOUT_S, cwd=self.sock_dir, env=env)
+            code = run_to_end(
+                psql
+                + [
+                    "-d",
+                    DB_NAME,
+                    "-v",
+                    f"participants={self.config.data.participants}",
+                    "-f",
+                    str(SCHEMA),
+                ],
+                self.log_path,
+                PSQL_TIMEOUT_S,
+                cwd=self.sock_dir,
+                env=env,
+            )
         if code != 0:
-            raise self._fail("loading the schema and data (servers/db/schema.sql) failed",
-                             self.log_path, "see the log; a smaller data.participants loads "
-                             "faster")
+            raise self._fail(
+                "loading the schema and data (servers/db/schema.sql) failed",
+                self.log_path,
+                "see the log; a smaller data.participants loads faster",
+            )
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.config.startup_timeout_s
         while True:
             code = self.proc.poll()
             if code is not None:
-                raise self._fail(f"postgres exited with status {code} during start-up",
-                                 self.log_path, "see the log (a taken port or too little shared "
-                                 "memory are the usual causes)")
+                raise self._fail(
+                    f"postgres exited with status {code} during start-up",
+                    self.log_path,
+                    "see the log (a taken port or too little shared memory are the usual causes)",
+                )
             if accepts_login(HOST, self.port):
                 return
             if time.monotonic() > deadline:
-                raise self._fail(f"postgres did not accept connections within "
-                                 f"{self.config.startup_timeout_s:.0f} s on port {self.port}",
-                                 self.log_path, "raise startup_timeout, or see the log")
+                raise self._fail(
+                    f"postgres did not accept connections within "
+                    f"{self.config.startup_timeout_s:.0f} s on port {self.port}",
+                    self.log_path,
+                    "raise startup_timeout, or see the log",
+                )
             time.sleep(READY_POLL_S)
 
     def stop(self) -> None:
@@ -264,7 +352,7 @@ class PostgresRunner:
                 shutil.rmtree(d, ignore_errors=True)
         if self.data_dir is not None and self._fallback is None:
             try:
-                self.data_dir.parent.rmdir()      # services/NAME/, now empty
+                self.data_dir.parent.rmdir()  # services/NAME/, now empty
             except OSError:
                 pass
         self.data_dir = self.sock_dir = self._fallback = None
@@ -291,10 +379,10 @@ class ServiceSet:
     def start(self, scope: str, base_dir: Path) -> None:
         for name, config in self.configs.items():
             if name in self.running and not self.running[name].alive():
-                self.running.pop(name).stop()           # died in an earlier trial: anew
+                self.running.pop(name).stop()  # died in an earlier trial: anew
             if config.scope == scope and name not in self.running:
                 runner = RUNNERS[type(config)](name, config, self.source)
-                self.running[name] = runner     # stop() reaches it even if start fails
+                self.running[name] = runner  # stop() reaches it even if start fails
                 runner.start(base_dir)
 
     def stop(self, scope: str | None = None) -> None:
@@ -313,6 +401,8 @@ class ServiceSet:
         out = []
         for name, r in self.running.items():
             if r.proc is not None and r.proc.poll() is not None:
-                out.append(f"service {name} (postgresql) stopped during the trial (exit "
-                           f"{r.proc.returncode}); see {r.log_path}")
+                out.append(
+                    f"service {name} (postgresql) stopped during the trial (exit "
+                    f"{r.proc.returncode}); see {r.log_path}"
+                )
         return out

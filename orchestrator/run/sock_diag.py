@@ -14,6 +14,7 @@ pid's (a thread enters that namespace with setns(2) for the open, then leaves). 
 library and libc only. Errors: OSError from the constructor when netlink or the namespace
 is unavailable (callers fall back to /proc).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -42,21 +43,30 @@ _MSG_TAIL = struct.Struct("=IIIII")
 
 @dataclass(frozen=True)
 class TcpSocket:
-    family: int          # socket.AF_INET or AF_INET6
-    state: int           # TCP_LISTEN, TCP_ESTABLISHED, ...
+    family: int  # socket.AF_INET or AF_INET6
+    state: int  # TCP_LISTEN, TCP_ESTABLISHED, ...
     src: str
     sport: int
     dst: str
     dport: int
-    rqueue: int          # LISTEN: connections waiting for accept(); else bytes unread
-    wqueue: int          # LISTEN: the accept queue's limit (backlog); else bytes unsent
+    rqueue: int  # LISTEN: connections waiting for accept(); else bytes unread
+    wqueue: int  # LISTEN: the accept queue's limit (backlog); else bytes unsent
 
 
 def _request(family: int, states: int, sport: int, seq: int) -> bytes:
-    body = (_REQ.pack(family, socket.IPPROTO_TCP, 0, 0, states)
-            + struct.pack(">HH", sport, 0) + bytes(32) + struct.pack("=I", 0) + bytes(8))
-    return _NLMSGHDR.pack(_NLMSGHDR.size + len(body), SOCK_DIAG_BY_FAMILY,
-                          NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
+    body = (
+        _REQ.pack(family, socket.IPPROTO_TCP, 0, 0, states)
+        + struct.pack(">HH", sport, 0)
+        + bytes(32)
+        + struct.pack("=I", 0)
+        + bytes(8)
+    )
+    return (
+        _NLMSGHDR.pack(
+            _NLMSGHDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0
+        )
+        + body
+    )
 
 
 def _address(family: int, raw: bytes) -> str:
@@ -71,13 +81,15 @@ def _parse(msg: bytes) -> TcpSocket:
     sport, dport = struct.unpack_from(">HH", msg, 4)
     src, dst = msg[8:24], msg[24:40]
     _, rqueue, wqueue, _, _ = _MSG_TAIL.unpack_from(msg, 4 + 48)
-    return TcpSocket(family, state, _address(family, src), sport, _address(family, dst), dport,
-                     rqueue, wqueue)
+    return TcpSocket(
+        family, state, _address(family, src), sport, _address(family, dst), dport, rqueue, wqueue
+    )
 
 
 def _open_in(pid: int | None) -> socket.socket:
     """A sock_diag netlink socket in pid's network namespace (ours when pid is None or
     shares it)."""
+
     def make() -> socket.socket:
         return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
 
@@ -89,7 +101,7 @@ def _open_in(pid: int | None) -> socket.socket:
     libc = ctypes.CDLL(None, use_errno=True)
     result: list = []
 
-    def enter_open_leave() -> None:     # namespaces are per thread: only this one moves
+    def enter_open_leave() -> None:  # namespaces are per thread: only this one moves
         try:
             home = os.open(f"/proc/self/task/{threading.get_native_id()}/ns/net", os.O_RDONLY)
             there = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
@@ -99,7 +111,7 @@ def _open_in(pid: int | None) -> socket.socket:
                 try:
                     result.append(make())
                 finally:
-                    if libc.setns(home, CLONE_NEWNET) != 0:   # pragma: no cover
+                    if libc.setns(home, CLONE_NEWNET) != 0:  # pragma: no cover
                         raise OSError(ctypes.get_errno(), "setns back")
             finally:
                 os.close(home)
@@ -126,7 +138,7 @@ class SockDiag:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "SockDiag":
+    def __enter__(self) -> SockDiag:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -157,7 +169,7 @@ class SockDiag:
                                 raise OSError(err, os.strerror(err))
                             done = True
                         elif kind == SOCK_DIAG_BY_FAMILY:
-                            s = _parse(data[off + _NLMSGHDR.size: off + length])
+                            s = _parse(data[off + _NLMSGHDR.size : off + length])
                             if s.sport == sport:
                                 out.append(s)
                     off += (length + 3) & ~3

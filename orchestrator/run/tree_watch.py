@@ -3,6 +3,7 @@ sampler first looked (the server is ready, the load about to begin) must still b
 the trial ends. A worker killed behind a wrapper shell (`sh -c 'server & ...'`) leaves the
 shell alive and the port refusing; this is how such a death is seen.
 """
+
 from __future__ import annotations
 
 import psutil
@@ -43,9 +44,9 @@ class TreeWatch:
     def __init__(self, root_pid: int) -> None:
         self.root_pid = root_pid
         self.first: dict[int, tuple[psutil.Process, str]] = {}
-        self.gone: dict[int, tuple[str, int]] = {}     # pid -> (command, t_ns first missed)
+        self.gone: dict[int, tuple[str, int]] = {}  # pid -> (command, t_ns first missed)
         self._started = False
-        self._procs: dict[int, psutil.Process] = {}    # kept: cpu_percent needs the same object
+        self._procs: dict[int, psutil.Process] = {}  # kept: cpu_percent needs the same object
 
     def tree(self) -> list[psutil.Process]:
         """The root and its descendants that are running now (zombies left out)."""
@@ -75,6 +76,8 @@ class TreeWatch:
         out = []
         for pid, (cmd, t_ns) in sorted(self.gone.items(), key=lambda kv: kv[1][1]):
             when = (t_ns - load_start_ns) / 1e9
-            out.append(f"server process {pid} ({cmd}) ended during the trial (seen gone "
-                       f"{when:.1f} s after the load began)")
+            out.append(
+                f"server process {pid} ({cmd}) ended during the trial (seen gone "
+                f"{when:.1f} s after the load began)"
+            )
         return out

@@ -3,6 +3,7 @@
 spin_us busy-spins on the loop (it blocks every connection: that models CPU work); sleep_us
 is an asyncio.sleep. Pipelined requests are served one after another, in order.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -11,11 +12,10 @@ import socket
 import time
 
 import uvloop
-
 from protocol import DbPending, Pending, Session, State, handle
 
 _now = time.perf_counter_ns
-MAX_PENDING = 64          # parsed-but-unserved requests per connection before we stop reading
+MAX_PENDING = 64  # parsed-but-unserved requests per connection before we stop reading
 
 
 class Conn(asyncio.Protocol):
@@ -36,8 +36,7 @@ class Conn(asyncio.Protocol):
         self.transport = transport
         self.st.connections += 1
         try:
-            transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP,
-                                                          socket.TCP_NODELAY, 1)
+            transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except (OSError, AttributeError):
             pass
         self.timer = self.loop.call_later(self.st.idle_timeout_s, self._idle_check)

@@ -6,6 +6,7 @@ A connection that fails is dropped and the next request opens a new one, so a da
 comes back is used again; while it is down every /db request answers 503 with the reason.
 psycopg is imported only when `--db` is given.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,14 +45,16 @@ class SyncDb:
         self.local = threading.local()
         self.seed = seed
         if dsn:
-            import psycopg   # only servers given --db need the driver
+            import psycopg  # only servers given --db need the driver
+
             self.psycopg = psycopg
 
     def _conn(self):
         loc = self.local
         if getattr(loc, "conn", None) is None:
-            loc.conn = self.psycopg.connect(self.dsn, autocommit=True,
-                                            connect_timeout=CONNECT_TIMEOUT_S)
+            loc.conn = self.psycopg.connect(
+                self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+            )
             loc.participants = loc.conn.execute(META).fetchone()[0]
             loc.rng = random.Random(self.seed * 1_000_003 + threading.get_ident())
         return loc
@@ -65,7 +68,7 @@ class SyncDb:
             sql, args = _statement(p, loc.participants, loc.rng)
             t0 = _now()
             rows = len(loc.conn.execute(sql, args).fetchall())
-        except Exception as e:                       # noqa: BLE001 - any driver error is a 503
+        except Exception as e:  # noqa: BLE001 - any driver error is a 503
             self._drop()
             return p.failed(_why(e), _now() - t0)
         return p.done(rows, _now() - t0)
@@ -76,7 +79,7 @@ class SyncDb:
         if conn is not None:
             try:
                 conn.close()
-            except Exception:                        # noqa: BLE001
+            except Exception:  # noqa: BLE001
                 pass
 
 
@@ -91,7 +94,8 @@ class AsyncDb:
         self.free: asyncio.Semaphore | None = None
         self.participants = 0
         if dsn:
-            import psycopg   # only servers given --db need the driver
+            import psycopg  # only servers given --db need the driver
+
             self.psycopg = psycopg
 
     async def run(self, p: DbPending) -> tuple[bytes, bool]:
@@ -108,19 +112,20 @@ class AsyncDb:
                 t0 = _now()
                 cur = await conn.execute(sql, args)
                 rows = len(await cur.fetchall())
-            except Exception as e:                   # noqa: BLE001 - any driver error is a 503
+            except Exception as e:  # noqa: BLE001 - any driver error is a 503
                 if conn is not None:
                     try:
                         await conn.close()
-                    except Exception:                # noqa: BLE001
+                    except Exception:  # noqa: BLE001
                         pass
                 return p.failed(_why(e), _now() - t0)
             self.idle.append(conn)
             return p.done(rows, _now() - t0)
 
     async def _open(self):
-        conn = await self.psycopg.AsyncConnection.connect(self.dsn, autocommit=True,
-                                                          connect_timeout=CONNECT_TIMEOUT_S)
+        conn = await self.psycopg.AsyncConnection.connect(
+            self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+        )
         cur = await conn.execute(META)
         self.participants = (await cur.fetchone())[0]
         return conn

@@ -2,6 +2,7 @@
 `backlog`); N worker threads each take one connection and serve it (blocking sockets, keep-alive,
 pipelining in order) until it closes. sleep_us is a time.sleep.
 """
+
 from __future__ import annotations
 
 import queue
@@ -23,14 +24,14 @@ def _serve(st: State, conn: socket.socket, t_accept: int) -> None:
         limit = st.idle_timeout_s
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while True:
-            since = session.request_since_ns   # a request trickling in (slowloris) gets only
-            left = limit - (_now() - since) / 1e9 if since is not None else limit   # the rest
+            since = session.request_since_ns  # a request trickling in (slowloris) gets only
+            left = limit - (_now() - since) / 1e9 if since is not None else limit  # the rest
             if left <= 0:
                 return
             conn.settimeout(left)
             try:
                 data = conn.recv(65536)
-            except OSError:         # idle or request timeout, reset
+            except OSError:  # idle or request timeout, reset
                 return
             if not data:
                 return
@@ -66,7 +67,7 @@ def _worker(st: State, q: queue.Queue) -> None:
         conn, t_accept = q.get()
         try:
             _serve(st, conn, t_accept)
-        except Exception as e:          # never let one connection kill a worker
+        except Exception as e:  # never let one connection kill a worker
             print(f"perfctl-server: worker error: {e!r}", file=sys.stderr, flush=True)
 
 
@@ -89,8 +90,7 @@ def run(state: State, sock: socket.socket, announce) -> int:
     q: queue.Queue = queue.Queue(maxsize=max(1, state.backlog))
     state.queue_length = q.qsize
     for i in range(state.threads):
-        threading.Thread(target=_worker, args=(state, q), name=f"worker-{i}",
-                         daemon=True).start()
+        threading.Thread(target=_worker, args=(state, q), name=f"worker-{i}", daemon=True).start()
     announce()
     _acceptor(state, sock, q)
     return 0

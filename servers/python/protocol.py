@@ -5,6 +5,7 @@
 `handle()` routes one request; /work returns a `Pending` whose sleep the model performs in its
 own way (asyncio.sleep or time.sleep) before calling `finish()`.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,17 +23,32 @@ MAX_BODY = 64 * 1024
 MAX_TIME_US = 10_000_000
 MAX_SIZE = 16 * 1024 * 1024
 MAX_USER = 256
-IDLE_TIMEOUT_S = 10.0      # default of --idle-timeout-ms: idle, or a request trickling in
+IDLE_TIMEOUT_S = 10.0  # default of --idle-timeout-ms: idle, or a request trickling in
 
 _now = time.perf_counter_ns
 _DECIMAL = re.compile(r"[0-9]+\Z")
 _REAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 _TOKEN_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) ([!-~]+) HTTP/1\.[01]\r?\n")
-REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found",
-           405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large",
-           500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable"}
-ALLOW = {"/health": "GET", "/work": "GET", "/search": "GET", "/stats": "GET",
-         "/register": "POST", "/db": "GET"}
+REASONS = {
+    200: "OK",
+    201: "Created",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Content Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+}
+ALLOW = {
+    "/health": "GET",
+    "/work": "GET",
+    "/search": "GET",
+    "/stats": "GET",
+    "/register": "POST",
+    "/db": "GET",
+}
 DB_QUERIES = ("point", "range", "insert")
 MAX_DB_ROWS = 1000
 
@@ -53,8 +69,7 @@ def load_corpus(path: str) -> tuple[list[tuple[int, str]], dict[int, list[str]]]
 class State:
     """Everything shared by the connections of one server: counters, users, corpus, stats."""
 
-    def __init__(self, model: str, threads: int, buckets: int, layout: str,
-                 corpus: str, seed: int):
+    def __init__(self, model: str, threads: int, buckets: int, layout: str, corpus: str, seed: int):
         self.model, self.threads, self.buckets, self.layout = model, threads, buckets, layout
         self.counters = [0] * buckets
         self.lock = threading.Lock()
@@ -63,7 +78,7 @@ class State:
         self.work_requests = 0
         self.users: set[str] = set()
         self.connections = 0
-        self.queued = 0                  # requests parsed but not yet served (async)
+        self.queued = 0  # requests parsed but not yet served (async)
         self.queue_length = lambda: self.queued
         self.rng = random.Random(seed)
         self.idle_timeout_s = IDLE_TIMEOUT_S
@@ -79,11 +94,18 @@ class State:
 
     def stats(self) -> bytes:
         with self.lock:
-            d = {"impl": "python", "model": self.model, "threads": self.threads,
-                 "requests": self.requests, "work_requests": self.work_requests,
-                 "bucket_sum": sum(self.counters), "buckets": self.buckets,
-                 "queue_length": max(0, self.queue_length()), "users": len(self.users),
-                 "connections": self.connections}
+            d = {
+                "impl": "python",
+                "model": self.model,
+                "threads": self.threads,
+                "requests": self.requests,
+                "work_requests": self.work_requests,
+                "bucket_sum": sum(self.counters),
+                "buckets": self.buckets,
+                "queue_length": max(0, self.queue_length()),
+                "users": len(self.users),
+                "connections": self.connections,
+            }
         return (json.dumps(d) + "\n").encode()
 
 
@@ -97,6 +119,7 @@ class Request:
 
 class Reject:
     """A request that could not be parsed: answered with `status` and the connection closed."""
+
     __slots__ = ("status", "why", "t_done", "extra")
 
     def __init__(self, status: int, why: str, extra: str = ""):
@@ -113,10 +136,11 @@ class Session:
     def __init__(self):
         self.parser = httptools.HttpRequestParser(self)
         # bare LF line endings are tolerated (PROTOCOL.md)
-        self.parser.set_dangerous_leniencies(lenient_optional_cr_before_lf=True,
-                                             lenient_optional_lf_after_cr=True)
+        self.parser.set_dangerous_leniencies(
+            lenient_optional_cr_before_lf=True, lenient_optional_lf_after_cr=True
+        )
         self.items: list = []
-        self.done = False                # a close-ending item was produced: ignore the rest
+        self.done = False  # a close-ending item was produced: ignore the rest
         self.abort: tuple[int, str] | None = None
         self.in_head = False
         self.in_message = False
@@ -172,8 +196,11 @@ class Session:
         for name, value in self.headers:
             if name == b"transfer-encoding":
                 self._fail(501, "Transfer-Encoding on a request is not supported")
-            if name == b"content-length" and value.strip().isdigit() \
-                    and int(value.strip()) > MAX_BODY:
+            if (
+                name == b"content-length"
+                and value.strip().isdigit()
+                and int(value.strip()) > MAX_BODY
+            ):
                 self._fail(413, "body over 64 KiB")
 
     def on_body(self, body: bytes):
@@ -183,13 +210,20 @@ class Session:
         self.in_message = False
         self.request_since_ns = None
         keep = self.parser.should_keep_alive()
-        self.items.append(Request(self.parser.get_method().decode("latin-1"),
-                                  b"".join(self.url).decode("latin-1"), self.headers,
-                                  b"".join(self.body), keep,
-                                  self.parser.get_http_version() == "1.0", _now()))
+        self.items.append(
+            Request(
+                self.parser.get_method().decode("latin-1"),
+                b"".join(self.url).decode("latin-1"),
+                self.headers,
+                b"".join(self.body),
+                keep,
+                self.parser.get_http_version() == "1.0",
+                _now(),
+            )
+        )
         if not keep:
             self.done = True
-            raise _Abort("close")        # stop parsing: nothing after this is answered
+            raise _Abort("close")  # stop parsing: nothing after this is answered
 
     # -- driver --
     def feed(self, data: bytes) -> list:
@@ -215,15 +249,20 @@ class Session:
             if m:
                 path = m.group(2).decode("latin-1").partition("?")[0]
                 allow = ALLOW.get(_origin_path(path))
-                self.items.append(Reject(405, "method not allowed", f"Allow: {allow}\r\n")
-                                  if allow else Reject(404, "not found"))
+                self.items.append(
+                    Reject(405, "method not allowed", f"Allow: {allow}\r\n")
+                    if allow
+                    else Reject(404, "not found")
+                )
             else:
                 self.items.append(Reject(400, "malformed request: invalid method"))
             self.done = True
         except httptools.HttpParserError as e:
             if not self.done:
-                status, why = self.abort or (501 if "Invalid HTTP version" in str(e)
-                                             else 400, f"malformed request: {e}")
+                status, why = self.abort or (
+                    501 if "Invalid HTTP version" in str(e) else 400,
+                    f"malformed request: {e}",
+                )
                 self.items.append(Reject(status, why))
                 self.done = True
         if not self.done and self.in_head and self.raw_head > MAX_HEAD:
@@ -232,13 +271,24 @@ class Session:
         return self.items
 
 
-def render(status: int, ctype: str, body: bytes, q_ns: int, svc_ns: int, close: bool,
-           keep_alive_10: bool = False, extra: str = "", db_ns: int | None = None) -> bytes:
+def render(
+    status: int,
+    ctype: str,
+    body: bytes,
+    q_ns: int,
+    svc_ns: int,
+    close: bool,
+    keep_alive_10: bool = False,
+    extra: str = "",
+    db_ns: int | None = None,
+) -> bytes:
     db = "" if db_ns is None else f", db;dur={db_ns / 1e6:.3f}"
-    head = (f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}\r\n"
-            f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-            f"Server-Timing: queue;dur={q_ns / 1e6:.3f}, svc;dur={svc_ns / 1e6:.3f}{db}\r\n"
-            f"{extra}")
+    head = (
+        f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}\r\n"
+        f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+        f"Server-Timing: queue;dur={q_ns / 1e6:.3f}, svc;dur={svc_ns / 1e6:.3f}{db}\r\n"
+        f"{extra}"
+    )
     if close:
         head += "Connection: close\r\n"
     elif keep_alive_10:
@@ -258,9 +308,14 @@ class Response:
     __slots__ = ("status", "ctype", "body", "extra", "close", "db_ns")
 
     def __init__(self, status, body, ctype="text/plain", extra="", close=False, db_ns=None):
-        self.status, self.body, self.ctype, self.extra, self.close = \
-            status, body, ctype, extra, close
-        self.db_ns = db_ns      # time spent in the database, for Server-Timing db;dur=
+        self.status, self.body, self.ctype, self.extra, self.close = (
+            status,
+            body,
+            ctype,
+            extra,
+            close,
+        )
+        self.db_ns = db_ns  # time spent in the database, for Server-Timing db;dur=
 
 
 def _bad(why: str) -> Response:
@@ -269,6 +324,7 @@ def _bad(why: str) -> Response:
 
 class Pending:
     """A /work request after its spin: the model sleeps `sleep_s`, then calls finish()."""
+
     __slots__ = ("state", "req", "q_ns", "t_start", "sleep_s", "bucket", "size")
 
     def __init__(self, state, req, q_ns, t_start, sleep_s, bucket, size):
@@ -287,10 +343,19 @@ class Pending:
 def finish(resp: Response, req, q_ns: int, t_start: int) -> tuple[bytes, bool]:
     """The response bytes and whether to close the connection after writing them."""
     keep = isinstance(req, Request) and req.keep_alive and not resp.close
-    data = render(resp.status, resp.ctype, resp.body, q_ns, _now() - t_start, not keep,
-                  keep and req.http10, resp.extra, resp.db_ns)
+    data = render(
+        resp.status,
+        resp.ctype,
+        resp.body,
+        q_ns,
+        _now() - t_start,
+        not keep,
+        keep and req.http10,
+        resp.extra,
+        resp.db_ns,
+    )
     if isinstance(req, Request) and req.method == "HEAD" and resp.body:
-        data = data[:-len(resp.body)]      # a HEAD response has no body (RFC 9110 9.3.2)
+        data = data[: -len(resp.body)]  # a HEAD response has no body (RFC 9110 9.3.2)
     return data, not keep
 
 
@@ -316,7 +381,7 @@ def _work(st: State, req: Request, query: str, q_ns: int, t_start: int):
         spin = _int(p, "spin_us", 0, MAX_TIME_US)
         sleep = _int(p, "sleep_us", 0, MAX_TIME_US)
         bucket = _int(p, "bucket", -1, None)
-        size = _int(p, "size", -1, MAX_SIZE)       # -1: the default body "ok"
+        size = _int(p, "size", -1, MAX_SIZE)  # -1: the default body "ok"
         dist = p.get("dist", "fixed")
         if dist == "fixed":
             factor = 1.0
@@ -349,6 +414,7 @@ def _work(st: State, req: Request, query: str, q_ns: int, t_start: int):
 class DbPending:
     """A valid /db request: the model runs it on its database connection (db.py) and calls
     done() with the rows returned and the time spent in the database, or failed()."""
+
     __slots__ = ("req", "q_ns", "t_start", "query", "rows")
 
     def __init__(self, req, q_ns, t_start, query, rows):
@@ -356,13 +422,18 @@ class DbPending:
 
     def done(self, rows: int, db_ns: int) -> tuple[bytes, bool]:
         body = json.dumps({"query": self.query, "rows": rows}).encode()
-        return finish(Response(200, body, "application/json", db_ns=db_ns), self.req,
-                      self.q_ns, self.t_start)
+        return finish(
+            Response(200, body, "application/json", db_ns=db_ns), self.req, self.q_ns, self.t_start
+        )
 
     def failed(self, why: str, db_ns: int | None = None) -> tuple[bytes, bool]:
         """503: the database is not configured, not reachable, or failed the query."""
-        return finish(Response(503, f"database unavailable: {why}\n".encode(), db_ns=db_ns),
-                      self.req, self.q_ns, self.t_start)
+        return finish(
+            Response(503, f"database unavailable: {why}\n".encode(), db_ns=db_ns),
+            self.req,
+            self.q_ns,
+            self.t_start,
+        )
 
 
 def _db(req: Request, query: str, q_ns: int, t_start: int):
@@ -416,15 +487,19 @@ def handle(st: State, item, q_ns: int, t_start: int):
     A bug here answers 500 and closes instead of killing the connection's handler."""
     try:
         return _handle(st, item, q_ns, t_start)
-    except Exception as e:               # noqa: BLE001
+    except Exception as e:  # noqa: BLE001
         print(f"perfctl-server: internal error: {e!r}", file=sys.stderr, flush=True)
         return finish(Response(500, b"internal error\n", close=True), item, q_ns, t_start)
 
 
 def _handle(st: State, item, q_ns: int, t_start: int):
     if isinstance(item, Reject):
-        return finish(Response(item.status, f"{item.why}\n".encode(), extra=item.extra,
-                               close=True), item, q_ns, t_start)
+        return finish(
+            Response(item.status, f"{item.why}\n".encode(), extra=item.extra, close=True),
+            item,
+            q_ns,
+            t_start,
+        )
     path, _, query = item.target.partition("?")
     path = _origin_path(path)
     allow = ALLOW.get(path)

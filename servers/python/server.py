@@ -7,6 +7,7 @@
 Run as a script: the modules next to this file (protocol, async_model, pool_model) are imported
 through sys.path.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,7 @@ DEFAULT_CORPUS = os.path.join(os.path.dirname(HERE), "corpus", "sentences.tsv")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):            # one line on stderr, exit 2 (PROTOCOL.md)
+    def error(self, message):  # one line on stderr, exit 2 (PROTOCOL.md)
         print(f"perfctl-server: {message}", file=sys.stderr, flush=True)
         sys.exit(2)
 
@@ -36,10 +37,11 @@ def _nonneg(name, lo=0, hi=None):
         try:
             v = int(s, 10)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"--{name}: not an integer: {s!r}")
+            raise argparse.ArgumentTypeError(f"--{name}: not an integer: {s!r}") from None
         if v < lo or (hi is not None and v > hi):
             raise argparse.ArgumentTypeError(f"--{name}: out of range: {s!r}")
         return v
+
     return conv
 
 
@@ -54,8 +56,9 @@ def parse_args(argv):
     p.add_argument("--layout", default="flat", choices=("flat", "by-type"))
     p.add_argument("--corpus", default=DEFAULT_CORPUS)
     p.add_argument("--seed", type=_nonneg("seed", 0), default=1)
-    p.add_argument("--idle-timeout-ms", type=_nonneg("idle-timeout-ms", 1, 3_600_000),
-                   default=10_000)
+    p.add_argument(
+        "--idle-timeout-ms", type=_nonneg("idle-timeout-ms", 1, 3_600_000), default=10_000
+    )
     p.add_argument("--db", default=None)
     p.add_argument("--db-pool", type=_nonneg("db-pool", 1, 4096), default=None)
     args = p.parse_args(argv)
@@ -94,17 +97,24 @@ def main(argv=None) -> int:
         sock.bind((args.host, args.port))
         sock.listen(args.backlog)
     except OSError as e:
-        print(f"perfctl-server: cannot listen on {args.host}:{args.port}: {e}",
-              file=sys.stderr, flush=True)
+        print(
+            f"perfctl-server: cannot listen on {args.host}:{args.port}: {e}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     port = sock.getsockname()[1]
 
     def announce():
-        print(f"perfctl-server listening on {args.host}:{port} impl=python "
-              f"model={args.model} threads={threads} backlog={args.backlog}", flush=True)
+        print(
+            f"perfctl-server listening on {args.host}:{port} impl=python "
+            f"model={args.model} threads={threads} backlog={args.backlog}",
+            flush=True,
+        )
 
     _exit_on_signal()
     import db
+
     try:
         if args.model == "async":
             state.db = db.AsyncDb(args.db, args.seed, args.db_pool or args.threads)
@@ -115,8 +125,10 @@ def main(argv=None) -> int:
         return 2
     if args.model == "async":
         import async_model
+
         return async_model.run(state, sock, announce)
     import pool_model
+
     return pool_model.run(state, sock, announce)
 
 

@@ -1,5 +1,6 @@
 """Shared fixtures for the analysis tests: small real runs (session-scoped), synthetic runs,
 and the analysis commands on a local Typer app (cli.py wiring is the lead's)."""
+
 import json
 import subprocess
 import sys
@@ -52,9 +53,23 @@ def perfctl_run(yaml_text: str, tmp: Path, name: str, *extra: str) -> Path:
     exp = tmp / f"{name}.yaml"
     exp.write_text(yaml_text)
     out = tmp / name
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(exp),
-                           "--out", str(out), "--no-plots", *extra], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            str(exp),
+            "--out",
+            str(out),
+            "--no-plots",
+            *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
@@ -67,9 +82,11 @@ def small_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def compare_runs(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("compare")
-    return {"base": perfctl_run(COMPARE, tmp, "base"),
-            "again": perfctl_run(COMPARE, tmp, "again"),
-            "slow": perfctl_run(COMPARE, tmp, "slow", "--set", "workload.params.sleep_us=2000")}
+    return {
+        "base": perfctl_run(COMPARE, tmp, "base"),
+        "again": perfctl_run(COMPARE, tmp, "again"),
+        "slow": perfctl_run(COMPARE, tmp, "slow", "--set", "workload.params.sleep_us=2000"),
+    }
 
 
 class Result:
@@ -89,11 +106,13 @@ def analysis():
         if r.exception is not None and not isinstance(r.exception, SystemExit):
             raise r.exception
         return Result(r.exit_code, r.output)
+
     return invoke
 
 
-def synthetic_run(path: Path, rows: list[dict], thresholds: list | None = None,
-                  requests: bool = False) -> Path:
+def synthetic_run(
+    path: Path, rows: list[dict], thresholds: list | None = None, requests: bool = False
+) -> Path:
     """A run directory with run.json and trials.csv (enough for check); with requests, each
     trial also gets a summary.json and a requests.parquet of 20 requests whose latency is the
     row's latency_p50_ms (enough for compare)."""
@@ -104,18 +123,30 @@ def synthetic_run(path: Path, rows: list[dict], thresholds: list | None = None,
         tdir = path / "cells" / r["cell_id"] / f"trial-{r['trial']}"
         tdir.mkdir(parents=True, exist_ok=True)
         start = 10**9
-        (tdir / "summary.json").write_text(json.dumps(
-            {"start_ns": 0, "measure_start_ns": start, "measure_end_ns": 3 * start}))
+        (tdir / "summary.json").write_text(
+            json.dumps({"start_ns": 0, "measure_start_ns": start, "measure_end_ns": 3 * start})
+        )
         t = np.arange(20, dtype=np.int64) * 10**8 + start
-        pd.DataFrame({"intended_ns": t, "sent_ns": t,
-                      "done_ns": t + int(r.get("latency_p50_ms", 1.0) * 1e6),
-                      "status": np.full(20, 200, dtype=np.int16),
-                      "error": np.zeros(20, dtype=np.int8)}).to_parquet(tdir / "requests.parquet")
+        pd.DataFrame(
+            {
+                "intended_ns": t,
+                "sent_ns": t,
+                "done_ns": t + int(r.get("latency_p50_ms", 1.0) * 1e6),
+                "status": np.full(20, 200, dtype=np.int16),
+                "error": np.zeros(20, dtype=np.int8),
+            }
+        ).to_parquet(tdir / "requests.parquet")
     axes = ["server", "rate"]
-    cells = [{"cell_id": cid, "values": {a: g[a].iloc[0] for a in axes}}
-             for cid, g in df.groupby("cell_id", sort=False)]
-    info = {"experiment": "synthetic", "source": str(path / "exp.yaml"), "axes": axes,
-            "cells": json.loads(pd.Series(cells).to_json(orient="values")),
-            "document": {"name": "synthetic", "thresholds": thresholds or []}}
+    cells = [
+        {"cell_id": cid, "values": {a: g[a].iloc[0] for a in axes}}
+        for cid, g in df.groupby("cell_id", sort=False)
+    ]
+    info = {
+        "experiment": "synthetic",
+        "source": str(path / "exp.yaml"),
+        "axes": axes,
+        "cells": json.loads(pd.Series(cells).to_json(orient="values")),
+        "document": {"name": "synthetic", "thresholds": thresholds or []},
+    }
     (path / "run.json").write_text(json.dumps(info))
     return path

@@ -1,4 +1,5 @@
 """Thresholds: parsing, evaluation, `perfctl check` exit codes and the pytest plugin."""
+
 import os
 import subprocess
 import sys
@@ -12,23 +13,63 @@ from orchestrator.errors import PerfctlError
 from .conftest import ROOT, synthetic_run
 
 ROWS = [
-    {"cell_id": "aaa", "trial": 1, "server": "c-pool", "rate": 1000, "throughput_rps": 990.0,
-     "latency_p99_ms": 3.0, "error_rate": 0.0, "valid": True, "invalid_reasons": ""},
-    {"cell_id": "aaa", "trial": 2, "server": "c-pool", "rate": 1000, "throughput_rps": 1010.0,
-     "latency_p99_ms": 5.0, "error_rate": 0.0, "valid": True, "invalid_reasons": ""},
-    {"cell_id": "aaa", "trial": 3, "server": "c-pool", "rate": 1000, "throughput_rps": 10.0,
-     "latency_p99_ms": 900.0, "error_rate": 0.5, "valid": False, "invalid_reasons": "lag"},
-    {"cell_id": "bbb", "trial": 1, "server": "py", "rate": 1000, "throughput_rps": 400.0,
-     "latency_p99_ms": 30.0, "error_rate": 0.01, "valid": True, "invalid_reasons": ""},
+    {
+        "cell_id": "aaa",
+        "trial": 1,
+        "server": "c-pool",
+        "rate": 1000,
+        "throughput_rps": 990.0,
+        "latency_p99_ms": 3.0,
+        "error_rate": 0.0,
+        "valid": True,
+        "invalid_reasons": "",
+    },
+    {
+        "cell_id": "aaa",
+        "trial": 2,
+        "server": "c-pool",
+        "rate": 1000,
+        "throughput_rps": 1010.0,
+        "latency_p99_ms": 5.0,
+        "error_rate": 0.0,
+        "valid": True,
+        "invalid_reasons": "",
+    },
+    {
+        "cell_id": "aaa",
+        "trial": 3,
+        "server": "c-pool",
+        "rate": 1000,
+        "throughput_rps": 10.0,
+        "latency_p99_ms": 900.0,
+        "error_rate": 0.5,
+        "valid": False,
+        "invalid_reasons": "lag",
+    },
+    {
+        "cell_id": "bbb",
+        "trial": 1,
+        "server": "py",
+        "rate": 1000,
+        "throughput_rps": 400.0,
+        "latency_p99_ms": 30.0,
+        "error_rate": 0.01,
+        "valid": True,
+        "invalid_reasons": "",
+    },
 ]
 
 
 @pytest.fixture
 def run_dir(tmp_path):
-    return synthetic_run(tmp_path / "run", ROWS, [
-        {"where": {"server": "c-pool"}, "p99_ms": {"lt": 5}, "throughput_rps": {"ge": 1000}},
-        {"error_rate": {"lt": 0.05}},
-    ])
+    return synthetic_run(
+        tmp_path / "run",
+        ROWS,
+        [
+            {"where": {"server": "c-pool"}, "p99_ms": {"lt": 5}, "throughput_rps": {"ge": 1000}},
+            {"error_rate": {"lt": 0.05}},
+        ],
+    )
 
 
 def test_mean_over_valid_trials_and_aliases(run_dir):
@@ -42,31 +83,46 @@ def test_mean_over_valid_trials_and_aliases(run_dir):
     assert len(verdicts) == 4
 
 
-@pytest.mark.parametrize("op,limit,passed", [("lt", 4.0, False), ("le", 4.0, True),
-                                             ("gt", 4.0, False), ("ge", 4.0, True),
-                                             ("gt", 3.9, True)])
+@pytest.mark.parametrize(
+    "op,limit,passed",
+    [
+        ("lt", 4.0, False),
+        ("le", 4.0, True),
+        ("gt", 4.0, False),
+        ("ge", 4.0, True),
+        ("gt", 3.9, True),
+    ],
+)
 def test_operators(tmp_path, op, limit, passed):
-    d = synthetic_run(tmp_path / "r", ROWS, [{"where": {"server": "c-pool"}, "p99_ms": {op: limit}}])
+    d = synthetic_run(
+        tmp_path / "r", ROWS, [{"where": {"server": "c-pool"}, "p99_ms": {op: limit}}]
+    )
     [v] = check.check_run(d)
     assert v.passed is passed
 
 
 def test_missing_data_is_a_breach(tmp_path):
-    rows = [dict(ROWS[2])]   # only an invalid trial
-    d = synthetic_run(tmp_path / "r", rows, [{"p99_ms": {"lt": 5000}},
-                                             {"where": {"server": "nope"}, "p99_ms": {"lt": 1}}])
+    rows = [dict(ROWS[2])]  # only an invalid trial
+    d = synthetic_run(
+        tmp_path / "r",
+        rows,
+        [{"p99_ms": {"lt": 5000}}, {"where": {"server": "nope"}, "p99_ms": {"lt": 1}}],
+    )
     v1, v2 = check.check_run(d)
     assert not v1.passed and v1.note == "no valid trial"
     assert not v2.passed and v2.note == "matches no cell"
 
 
-@pytest.mark.parametrize("entry,needle", [
-    ({"p98_ms": {"lt": 5}}, "unknown metric 'p98_ms'"),
-    ({"p99_ms": {"below": 5}}, "unknown operator 'below'"),
-    ({"where": {"colour": "red"}, "p99_ms": {"lt": 5}}, "'colour'"),
-    ({"p99_ms": {"lt": "fast"}}, "not a number"),
-    ({"where": {"server": "py"}}, "no metric"),
-])
+@pytest.mark.parametrize(
+    "entry,needle",
+    [
+        ({"p98_ms": {"lt": 5}}, "unknown metric 'p98_ms'"),
+        ({"p99_ms": {"below": 5}}, "unknown operator 'below'"),
+        ({"where": {"colour": "red"}, "p99_ms": {"lt": 5}}, "'colour'"),
+        ({"p99_ms": {"lt": "fast"}}, "not a number"),
+        ({"where": {"server": "py"}}, "no metric"),
+    ],
+)
 def test_bad_thresholds_raise(tmp_path, entry, needle):
     d = synthetic_run(tmp_path / "r", ROWS, [entry])
     with pytest.raises(PerfctlError, match="thresholds\\[1\\]") as e:
@@ -96,10 +152,22 @@ def test_check_without_thresholds_is_an_error(tmp_path, analysis):
 
 
 def _pytest(args, cwd):
-    return subprocess.run([sys.executable, "-m", "pytest",  # plugin loads via its entry point
-                           "-p", "no:cacheprovider", "-v", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",  # plugin loads via its entry point
+            "-p",
+            "no:cacheprovider",
+            "-v",
+            *map(str, args),
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_pytest_plugin_one_case_per_threshold_and_cell(run_dir, tmp_path):
@@ -115,7 +183,10 @@ def test_pytest_plugin_one_case_per_threshold_and_cell(run_dir, tmp_path):
     p = _pytest(["--perf-run", run_dir, "--perf-thresholds", strict], work)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "1 failed, 1 passed" in p.stdout
-    assert "threshold breached: server=py, rate=1000: latency_p99_ms = 30, needs p99_ms < 10" in p.stdout
+    assert (
+        "threshold breached: server=py, rate=1000: latency_p99_ms = 30, needs p99_ms < 10"
+        in p.stdout
+    )
 
 
 @pytest.fixture
@@ -123,12 +194,17 @@ def run_under_root():
     """A synthetic run inside the project (results/...), given as a relative path as the README
     does: then pytest's rootdir is the project and its `testpaths` apply."""
     import shutil
+
     d = ROOT / "results" / f".gate-test-{os.getpid()}"
     shutil.rmtree(d, ignore_errors=True)
-    synthetic_run(d, ROWS, [
-        {"where": {"server": "c-pool"}, "p99_ms": {"lt": 5}, "throughput_rps": {"ge": 1000}},
-        {"error_rate": {"lt": 0.05}},
-    ])
+    synthetic_run(
+        d,
+        ROWS,
+        [
+            {"where": {"server": "c-pool"}, "p99_ms": {"lt": 5}, "throughput_rps": {"ge": 1000}},
+            {"error_rate": {"lt": 0.05}},
+        ],
+    )
     yield d.relative_to(ROOT)
     shutil.rmtree(d, ignore_errors=True)
 
@@ -165,8 +241,15 @@ def test_check_uses_valid_quiet_trials_and_says_how_many(tmp_path, analysis):
     """A trial the host disturbed (p99 x10 next to a busy neighbour) no longer breaks the
     gate; the table says it was left out. --include-noisy counts it again."""
     rows = [dict(r, quiet=True, noise_reasons="") for r in ROWS[:2]]
-    rows.append(dict(ROWS[1], trial=4, latency_p99_ms=50.0, quiet=False,
-                     noise_reasons="other processes used 60% of a CPU on CPUs 0,1 (> 10%)"))
+    rows.append(
+        dict(
+            ROWS[1],
+            trial=4,
+            latency_p99_ms=50.0,
+            quiet=False,
+            noise_reasons="other processes used 60% of a CPU on CPUs 0,1 (> 10%)",
+        )
+    )
     d = synthetic_run(tmp_path / "r", rows, [{"p99_ms": {"lt": 5}}])
     [v] = check.check_run(d)
     assert v.passed and v.measured == 4.0 and v.trials == 2 and v.excluded == 1

@@ -1,5 +1,6 @@
 """`perfctl compare`: the tests across trials, the cases with nothing to decide, noisy trials,
 and real runs (unchanged config vs deliberate slowdown)."""
+
 import math
 
 import numpy as np
@@ -20,18 +21,18 @@ TOLERANCE = "1.5"
 
 def test_holm_matches_hand_computation():
     adj = trial_tests.holm([0.01, 0.04, 0.03, math.nan])
-    assert adj[0] == pytest.approx(0.03)          # 3 * 0.01
-    assert adj[2] == pytest.approx(0.06)          # 2 * 0.03
-    assert adj[1] == pytest.approx(0.06)          # max(1 * 0.04, 0.06): monotone
+    assert adj[0] == pytest.approx(0.03)  # 3 * 0.01
+    assert adj[2] == pytest.approx(0.06)  # 2 * 0.03
+    assert adj[1] == pytest.approx(0.06)  # max(1 * 0.04, 0.06): monotone
     assert math.isnan(adj[3])
 
 
 def test_mann_whitney_across_trials_is_exact_and_bounded_by_the_trial_count():
     a, b = np.array([1.0, 1.1, 1.2]), np.array([2.0, 2.1, 2.2])
-    assert trial_tests.mann_whitney_p(a, b) == pytest.approx(0.1)   # 2 / C(6, 3): no lower
+    assert trial_tests.mann_whitney_p(a, b) == pytest.approx(0.1)  # 2 / C(6, 3): no lower
     assert trial_tests.min_attainable_p(3, 3) == pytest.approx(0.1)
     assert trial_tests.min_attainable_p(5, 5) == pytest.approx(2 / 252)
-    assert trial_tests.trials_needed(0.05, 3) == 5                 # 2/252 < 0.05/3 < 2/70
+    assert trial_tests.trials_needed(0.05, 3) == 5  # 2/252 < 0.05/3 < 2/70
     assert trial_tests.mann_whitney_p(np.ones(4), np.ones(4)) == 1.0
     assert math.isnan(trial_tests.mann_whitney_p(np.array([]), a))
 
@@ -39,9 +40,20 @@ def test_mann_whitney_across_trials_is_exact_and_bounded_by_the_trial_count():
 def _rows(cell, values, server="py", rate=100, quiet=None, valid=None, key="latency_p50_ms"):
     out = []
     for k, v in enumerate(values, 1):
-        row = {"cell_id": cell, "trial": k, "server": server, "rate": rate, "requests": 20,
-               "throughput_rps": 1000.0, "latency_p50_ms": 1.0, "latency_p99_ms": 2.0,
-               "valid": True, "invalid_reasons": "", "quiet": True, "noise_reasons": ""}
+        row = {
+            "cell_id": cell,
+            "trial": k,
+            "server": server,
+            "rate": rate,
+            "requests": 20,
+            "throughput_rps": 1000.0,
+            "latency_p50_ms": 1.0,
+            "latency_p99_ms": 2.0,
+            "valid": True,
+            "invalid_reasons": "",
+            "quiet": True,
+            "noise_reasons": "",
+        }
         row[key] = v
         if quiet is not None and not quiet[k - 1]:
             row.update(quiet=False, noise_reasons="other processes used 60% of a CPU")
@@ -52,8 +64,10 @@ def _rows(cell, values, server="py", rate=100, quiet=None, valid=None, key="late
 
 
 def _pair(tmp_path, base_rows, cand_rows):
-    return (synthetic_run(tmp_path / "base", base_rows, requests=True),
-            synthetic_run(tmp_path / "cand", cand_rows, requests=True))
+    return (
+        synthetic_run(tmp_path / "base", base_rows, requests=True),
+        synthetic_run(tmp_path / "cand", cand_rows, requests=True),
+    )
 
 
 P50 = [1.00, 1.02, 0.98, 1.01, 0.99]
@@ -66,7 +80,7 @@ def test_a_slower_candidate_across_five_trials_is_a_regression(tmp_path, analysi
     [cell] = compare.compare_runs(b, c).cells
     m = cell.metrics["p50"]
     assert m.change == pytest.approx(0.2) and m.significant
-    assert m.p == pytest.approx(2 / 252)                 # the five trials each side, apart
+    assert m.p == pytest.approx(2 / 252)  # the five trials each side, apart
 
 
 def test_compare_with_two_trials_is_inconclusive(tmp_path, analysis):
@@ -88,8 +102,7 @@ def test_compare_with_three_trials_says_the_test_cannot_decide(tmp_path, analysi
 
 
 def test_compare_gives_no_verdict_on_a_cell_without_valid_trials(tmp_path, analysis):
-    b, c = _pair(tmp_path, _rows("a", P50), _rows("a", [v * 3 for v in P50],
-                                                  valid=[False] * 5))
+    b, c = _pair(tmp_path, _rows("a", P50), _rows("a", [v * 3 for v in P50], valid=[False] * 5))
     r = analysis("compare", b, c)
     assert r.code == 3 and "0 in candidate" in r.output and "slower" not in r.output, r.output
 
@@ -125,18 +138,26 @@ def test_a_change_below_the_host_resolution_is_named(tmp_path, analysis):
     """Five trials each side 6% apart: significant across trials, but A/A runs on this host
     wander by 4% (run_cv), so the note says the host cannot resolve it."""
     b, c = _pair(tmp_path, _rows("a", P50), _rows("a", [v * 1.06 for v in P50]))
-    doc = calibration.document({"hostname": "h"}, "ref", 6, 5, {
-        "latency_p50_ms": {"trial_cv": 0.02, "run_cv": 0.04},
-        "throughput_rps": {"trial_cv": 0.02, "run_cv": 0.0},
-        "latency_p99_ms": {"trial_cv": 0.1, "run_cv": 0.1}})
+    doc = calibration.document(
+        {"hostname": "h"},
+        "ref",
+        6,
+        5,
+        {
+            "latency_p50_ms": {"trial_cv": 0.02, "run_cv": 0.04},
+            "throughput_rps": {"trial_cv": 0.02, "run_cv": 0.0},
+            "latency_p99_ms": {"trial_cv": 0.1, "run_cv": 0.1},
+        },
+    )
     path = tmp_path / "cal.json"
     calibration.save(path, doc)
     result = compare.compare_runs(b, c, calibration=path)
     [cell] = result.cells
-    assert cell.metrics["p50"].significant and cell.verdict == "slower"   # a note, no override
-    assert any(n.startswith("p50 +6.0% is below what this host resolves with 5 trials")
-               for n in cell.notes), cell.notes
-    assert not any(n.startswith("throughput") for n in cell.notes)       # unchanged: no note
+    assert cell.metrics["p50"].significant and cell.verdict == "slower"  # a note, no override
+    assert any(
+        n.startswith("p50 +6.0% is below what this host resolves with 5 trials") for n in cell.notes
+    ), cell.notes
+    assert not any(n.startswith("throughput") for n in cell.notes)  # unchanged: no note
     assert f"host calibration: {path}" in result.notes
 
 
@@ -156,33 +177,53 @@ def test_calibration_spreads_separate_trial_and_run_variation():
 
 @pytest.mark.slow
 def test_unchanged_config_is_not_flagged(compare_runs, analysis):
-    r = analysis("compare", compare_runs["base"], compare_runs["again"], "--tolerance", TOLERANCE,
-                 "--include-noisy")
+    r = analysis(
+        "compare",
+        compare_runs["base"],
+        compare_runs["again"],
+        "--tolerance",
+        TOLERANCE,
+        "--include-noisy",
+    )
     too_busy(r, compare_runs["base"], compare_runs["again"])
     assert r.code == 0, r.output
     assert "slower" not in r.output.replace("significantly slower", "")
-    result = compare.compare_runs(compare_runs["base"], compare_runs["again"], float(TOLERANCE),
-                                  include_noisy=True)
+    result = compare.compare_runs(
+        compare_runs["base"], compare_runs["again"], float(TOLERANCE), include_noisy=True
+    )
     assert len(result.cells) == 1 and not [n for n in result.notes if "only in" in n]
-    assert result.cells[0].base_id == result.cells[0].cand_id      # matched by cell_id
+    assert result.cells[0].base_id == result.cells[0].cand_id  # matched by cell_id
 
 
 @pytest.mark.slow
 def test_deliberate_slowdown_is_caught(compare_runs, analysis):
-    r = analysis("compare", compare_runs["base"], compare_runs["slow"], "--tolerance", TOLERANCE,
-                 "--include-noisy")
+    r = analysis(
+        "compare",
+        compare_runs["base"],
+        compare_runs["slow"],
+        "--tolerance",
+        TOLERANCE,
+        "--include-noisy",
+    )
     too_busy(r, compare_runs["base"], compare_runs["slow"])
     assert r.code == 1, r.output
     assert "slower" in r.output and "regression" in r.output
-    [c] = compare.compare_runs(compare_runs["base"], compare_runs["slow"], float(TOLERANCE),
-                               include_noisy=True).cells
-    assert c.base_id != c.cand_id                      # sleep_us changes the cell_id
+    [c] = compare.compare_runs(
+        compare_runs["base"], compare_runs["slow"], float(TOLERANCE), include_noisy=True
+    ).cells
+    assert c.base_id != c.cand_id  # sleep_us changes the cell_id
     assert c.verdict == "slower"
     p50 = c.metrics["p50"]
     assert p50.significant and p50.change > 0.5 and p50.ci[0] > 0
     # the other direction is an improvement, not a regression
-    r = analysis("compare", compare_runs["slow"], compare_runs["base"], "--tolerance", TOLERANCE,
-                 "--include-noisy")
+    r = analysis(
+        "compare",
+        compare_runs["slow"],
+        compare_runs["base"],
+        "--tolerance",
+        TOLERANCE,
+        "--include-noisy",
+    )
     assert r.code == 0 and "faster" in r.output, r.output
 
 
@@ -216,8 +257,7 @@ def too_busy(result, *run_dirs):
             pytest.skip(f"host too busy: {len(bad)} invalid trials in {d.name}: {bad.iloc[0]}")
 
 
-def test_slowdown_breaks_a_threshold_that_the_unchanged_runs_meet(compare_runs, analysis,
-                                                                   tmp_path):
+def test_slowdown_breaks_a_threshold_that_the_unchanged_runs_meet(compare_runs, analysis, tmp_path):
     """The same gate on real runs: 2 ms of added sleep puts p50 above 2 ms in every cell of
     the slow run, while the unchanged runs (sub-millisecond requests) stay below it."""
     gate = tmp_path / "gate.yaml"

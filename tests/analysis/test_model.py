@@ -1,4 +1,5 @@
 """`perfctl model` and analysis.queueing.fit_run on a real small run."""
+
 import json
 import math
 
@@ -14,8 +15,8 @@ def test_model_command_writes_models_json_and_figures(small_run, analysis):
     r = analysis("model", small_run)
     assert r.code == 0, r.output
     assert "Models vs measurements" in r.output
-    assert "MVA" in r.output and "M/" in r.output      # closed and open cells both modelled
-    assert "USL" in r.output and "peak" in r.output     # 4 concurrency levels
+    assert "MVA" in r.output and "M/" in r.output  # closed and open cells both modelled
+    assert "USL" in r.output and "peak" in r.output  # 4 concurrency levels
     doc = json.loads((small_run / "models.json").read_text())
     trials = results.load(small_run).trials
     assert {c["cell_id"] for c in doc["cells"]} == set(trials["cell_id"])
@@ -44,7 +45,7 @@ def test_measured_requests_drop_the_warmup(small_run):
     per_trial = kept.groupby(["cell_id", "trial"]).size()
     for (cid, k), n in per_trial.items():
         row = run.trials[(run.trials["cell_id"] == cid) & (run.trials["trial"] == k)].iloc[0]
-        assert n == row["requests"]                   # the trial row counts the same window
+        assert n == row["requests"]  # the trial row counts the same window
 
 
 def test_model_on_a_non_run_is_an_error(tmp_path, analysis):
@@ -56,10 +57,20 @@ def test_the_figures_service_estimate_keeps_the_database_time_the_table_used():
     """model_figures draws curves from service_of(table row): with db_mean_ms in the row the
     estimate has the database's part, so a /db cell's curve is the tandem its row predicted."""
     import math
+
     import pandas as pd
+
     from orchestrator.analysis.queueing import service_of
-    row = pd.Series({"service_mean_ms": 2.0, "service_scv": 1.0, "service_source": "server_timing",
-                     "overhead_ms": 0.1, "db_mean_ms": 1.5})
+
+    row = pd.Series(
+        {
+            "service_mean_ms": 2.0,
+            "service_scv": 1.0,
+            "service_source": "server_timing",
+            "overhead_ms": 0.1,
+            "db_mean_ms": 1.5,
+        }
+    )
     s = service_of(row)
     assert s.has_db and math.isclose(s.db_mean_s, 0.0015) and math.isclose(s.db_share, 0.75)
     assert not service_of(row.drop("db_mean_ms")).has_db

@@ -1,6 +1,7 @@
 """Every notebook in notebooks/ runs top to bottom against a run it was written for: the
 general ones (analysis.ipynb) against a small run here; a study's notebook (named after
 experiments/<study>.yaml) against that study's quick run in tests/studies/."""
+
 import os
 from pathlib import Path
 
@@ -27,9 +28,15 @@ def test_notebook_runs(path: Path, small_run, monkeypatch):
     monkeypatch.setenv("PERFCTL_RUN", str(small_run))
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(ROOT)}})
-    client.execute()     # raises CellExecutionError on any error
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
+    client = nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
+    client.execute()  # raises CellExecutionError on any error
+    errors = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors

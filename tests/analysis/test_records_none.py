@@ -2,6 +2,7 @@
 models, report, check and compare, all from the HdrHistograms and counts of its digests; and a
 run that keeps every row gets the same answers from them (percentiles exact there, within 0.1%
 here). `records: sample:F` keeps about that share of the rows."""
+
 import json
 import math
 
@@ -36,8 +37,10 @@ thresholds:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, object]:
     tmp = tmp_path_factory.mktemp("records")
-    return {name: perfctl_run(RECORDS.format(records=rec, records_name=name), tmp, name)
-            for name, rec in (("none", "none"), ("sample", "sample:0.2"), ("all", "all"))}
+    return {
+        name: perfctl_run(RECORDS.format(records=rec, records_name=name), tmp, name)
+        for name, rec in (("none", "none"), ("sample", "sample:0.2"), ("all", "all"))
+    }
 
 
 def trial_dirs(run_dir):
@@ -86,10 +89,10 @@ def test_model_report_check_and_compare_run_without_rows(runs, analysis):
     r = analysis("report", none)
     assert r.code == 0, r.output
     assert "Latency spectrum" in (none / "report.html").read_text()
-    r = analysis("check", none, "--include-noisy")   # a busy test host makes trials noisy
+    r = analysis("check", none, "--include-noisy")  # a busy test host makes trials noisy
     assert r.code in (0, 1) and "Thresholds" in r.output, r.output
     r = analysis("compare", runs["all"], none)
-    assert r.code in (0, 3), r.output           # 3 trials a side: maybe inconclusive
+    assert r.code in (0, 3), r.output  # 3 trials a side: maybe inconclusive
     assert "no requests" not in r.output
 
 
@@ -110,8 +113,16 @@ def test_models_from_histograms_match_models_from_rows(runs):
         # the median: the rows' middle order statistic (rank ceil(n/2); np.median would
         # average two, which a gap in the distribution can put far from either)
         ok = rows[(rows["error"] == 0) & rows["svc_ms"].notna()]
-        extra = np.sort(np.maximum((ok["latency_ns"] / 1e9 - ok["svc_ms"].astype(float) / 1e3
-                                    - ok["queue_ms"].fillna(0).astype(float) / 1e3), 0))
+        extra = np.sort(
+            np.maximum(
+                (
+                    ok["latency_ns"] / 1e9
+                    - ok["svc_ms"].astype(float) / 1e3
+                    - ok["queue_ms"].fillna(0).astype(float) / 1e3
+                ),
+                0,
+            )
+        )
         middle = extra[math.ceil(extra.size / 2) - 1]
         assert middle - 1e-9 <= got.overhead_s <= middle * (1 + hdr.RELATIVE_ERROR) + 1e-9
         assert queueing.fit_run(runs["all"])[0]["cells"]

@@ -1,11 +1,11 @@
 """Bad input at the command line: one paragraph naming file, key and fix; exit 2; no traceback."""
+
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,8 +18,14 @@ load: {mode: closed, connections: 1, duration: 1s, warmup: 0s}
 
 
 def perfctl(*args, env=None, timeout=60):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def test_unknown_key(write_yaml, perfctl_env, assert_clean_error):
@@ -28,22 +34,25 @@ def test_unknown_key(write_yaml, perfctl_env, assert_clean_error):
 
 
 def test_bad_unit_in_plan(write_yaml, perfctl_env, assert_clean_error):
-    p = write_yaml(GOOD.replace("CMD", "sleep {port}").replace("duration: 1s", "duration: 1 fortnight"))
+    p = write_yaml(
+        GOOD.replace("CMD", "sleep {port}").replace("duration: 1s", "duration: 1 fortnight")
+    )
     assert_clean_error(perfctl("plan", str(p), env=perfctl_env), "`load.duration`", "Fix:")
 
 
 def test_bad_records_in_plan(write_yaml, perfctl_env, assert_clean_error):
-    p = write_yaml(GOOD.replace("CMD", "sleep {port}").replace("warmup: 0s}",
-                                                              "warmup: 0s, records: some}"))
-    assert_clean_error(perfctl("plan", str(p), env=perfctl_env), "`load.records`",
-                       "sample:FRACTION", "Fix:")
+    p = write_yaml(
+        GOOD.replace("CMD", "sleep {port}").replace("warmup: 0s}", "warmup: 0s, records: some}")
+    )
+    assert_clean_error(
+        perfctl("plan", str(p), env=perfctl_env), "`load.records`", "sample:FRACTION", "Fix:"
+    )
 
 
 def test_server_that_dies_during_startup(write_yaml, perfctl_env, tmp_path, assert_clean_error):
     p = write_yaml(GOOD.replace("CMD", "sh -c 'echo boom-on-stderr >&2; exit 3' {port}"))
     proc = perfctl("run", str(p), "--out", str(tmp_path / "out"), env=perfctl_env)
-    assert_clean_error(proc, "exited with status 3 during start-up", "boom-on-stderr",
-                       "servers.s")
+    assert_clean_error(proc, "exited with status 3 during start-up", "boom-on-stderr", "servers.s")
 
 
 def test_taken_port(write_yaml, perfctl_env, tmp_path, assert_clean_error):
@@ -74,4 +83,7 @@ def test_version_and_help(perfctl_env):
 
 @pytest.mark.parametrize("args", [["serve", "cobol"], ["serve", "python", "--model", "fork"]])
 def test_serve_bad_impl_or_model(args, perfctl_env, assert_clean_error):
-    assert_clean_error(perfctl(*args, env=perfctl_env), "choose one of" if "--model" in args else "unknown server impl")
+    assert_clean_error(
+        perfctl(*args, env=perfctl_env),
+        "choose one of" if "--model" in args else "unknown server impl",
+    )

@@ -1,6 +1,7 @@
 """The run summary and plan output as a person reads them: the summary fits 80 columns with
 no number cut, a wide terminal shows more, closed-load rows show no arrival rate, and plan
 prints lengths as h/m/s."""
+
 import io
 import re
 
@@ -12,8 +13,10 @@ from orchestrator.cli.console import fmt_span
 from orchestrator.cli.summary import compact, rate_only_axes, summary_table
 
 AXES = ["mode", "connections", "rate", "server"]
-DOC = {"load": {"mode": "{mode}", "connections": "{connections}", "rate": "{rate}"},
-       "servers": {"python-async-server": {"impl": "python"}}}
+DOC = {
+    "load": {"mode": "{mode}", "connections": "{connections}", "rate": "{rate}"},
+    "servers": {"python-async-server": {"impl": "python"}},
+}
 
 
 def _trials() -> pd.DataFrame:
@@ -21,13 +24,29 @@ def _trials() -> pd.DataFrame:
     cells = [("closed", 1, 300), ("closed", 16, 300), ("open", 16, 600), ("open", 16, 850)]
     for i, (mode, conn, rate) in enumerate(cells):
         for trial in (1, 2):
-            rows.append(dict(
-                cell_id=f"cell{i}", trial=trial, mode=mode, connections=conn, rate=rate,
-                server="python-async-server", load_mode=mode,
-                throughput_rps=637.4 + 10_000 * i, latency_p50_ms=1.2345 * (i + 1),
-                latency_p90_ms=3.3, latency_p99_ms=1018.77 + i, latency_p999_ms=2345.6,
-                latency_max_ms=12345.6, errors=3 * i, valid=not (i == 3 and trial == 2),
-                invalid_reasons="", quiet=True, noise_reasons="", server_cpu_pct=97.3))
+            rows.append(
+                dict(
+                    cell_id=f"cell{i}",
+                    trial=trial,
+                    mode=mode,
+                    connections=conn,
+                    rate=rate,
+                    server="python-async-server",
+                    load_mode=mode,
+                    throughput_rps=637.4 + 10_000 * i,
+                    latency_p50_ms=1.2345 * (i + 1),
+                    latency_p90_ms=3.3,
+                    latency_p99_ms=1018.77 + i,
+                    latency_p999_ms=2345.6,
+                    latency_max_ms=12345.6,
+                    errors=3 * i,
+                    valid=not (i == 3 and trial == 2),
+                    invalid_reasons="",
+                    quiet=True,
+                    noise_reasons="",
+                    server_cpu_pct=97.3,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -38,10 +57,22 @@ def render(width: int, trials=None) -> str:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("v,text", [(0, "0"), (0.41234, "0.412"), (3.14159, "3.14"),
-                                    (42.123, "42.1"), (637.4, "637"), (1018.3, "1.02k"),
-                                    (10234, "10.2k"), (102345, "102k"), (1.02e6, "1.02M"),
-                                    (float("nan"), "-"), (12, "12")])
+@pytest.mark.parametrize(
+    "v,text",
+    [
+        (0, "0"),
+        (0.41234, "0.412"),
+        (3.14159, "3.14"),
+        (42.123, "42.1"),
+        (637.4, "637"),
+        (1018.3, "1.02k"),
+        (10234, "10.2k"),
+        (102345, "102k"),
+        (1.02e6, "1.02M"),
+        (float("nan"), "-"),
+        (12, "12"),
+    ],
+)
 def test_compact_numbers(v, text):
     assert compact(v) == text
 
@@ -51,13 +82,16 @@ def test_summary_at_80_columns_cuts_no_number():
     assert "…" not in out and "..." not in out
     assert max(len(line.rstrip()) for line in out.splitlines()) <= 80
     t = _trials()
-    for cid, g in t.groupby("cell_id"):
+    for _cid, g in t.groupby("cell_id"):
         use = g[g["valid"]]
-        row = next(line for line in out.splitlines()
-                   if line.startswith(g["mode"].iloc[0]) and compact(use["throughput_rps"].mean()) in line)
+        row = next(
+            line
+            for line in out.splitlines()
+            if line.startswith(g["mode"].iloc[0]) and compact(use["throughput_rps"].mean()) in line
+        )
         for col in ("throughput_rps", "latency_p50_ms", "latency_p99_ms"):
             assert re.search(rf"(^|\s){re.escape(compact(use[col].mean()))}(\s|$)", row), (col, row)
-    assert "left out for width" in out           # and it says which columns went
+    assert "left out for width" in out  # and it says which columns went
 
 
 def test_a_wide_terminal_shows_more_columns():
@@ -86,7 +120,18 @@ def test_an_invalid_trial_is_left_out_of_the_means():
     assert "1/2" in row and compact(30637.4) in row
 
 
-@pytest.mark.parametrize("s,text", [(0, "0s"), (0.25, "250ms"), (1.5, "1.5s"), (20, "20s"),
-                                    (120, "2m"), (150, "2m30s"), (3600, "1h"), (3900, "1h05m")])
+@pytest.mark.parametrize(
+    "s,text",
+    [
+        (0, "0s"),
+        (0.25, "250ms"),
+        (1.5, "1.5s"),
+        (20, "20s"),
+        (120, "2m"),
+        (150, "2m30s"),
+        (3600, "1h"),
+        (3900, "1h05m"),
+    ],
+)
 def test_plan_lengths_read_as_h_m_s(s, text):
     assert fmt_span(s) == text

@@ -1,5 +1,6 @@
 """Fixtures of the cluster tests: perfctl as a real subprocess (real signals reach it), and
 what a local cluster leaves on the machine (processes, namespaces, links)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -21,10 +22,17 @@ def start_perfctl(perfctl_env):
     started: list[subprocess.Popen] = []
 
     def start(*args: str) -> subprocess.Popen:
-        proc = subprocess.Popen(perfctl_argv(*args), cwd=ROOT, env=perfctl_env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            perfctl_argv(*args),
+            cwd=ROOT,
+            env=perfctl_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         started.append(proc)
         return proc
+
     yield start
     for proc in started:
         if proc.poll() is None:
@@ -35,6 +43,13 @@ def start_perfctl(perfctl_env):
 @pytest.fixture
 def perfctl(perfctl_env):
     def run(*args: str, timeout: float = 240):
-        return subprocess.run(perfctl_argv(*args), cwd=ROOT, env=perfctl_env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            perfctl_argv(*args),
+            cwd=ROOT,
+            env=perfctl_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
     return run

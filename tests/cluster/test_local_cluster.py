@@ -4,6 +4,7 @@ server from two addresses; a network delay injected by the proxy on h1 raises th
 about the delay and leaves no proxy behind; a worker lost mid-trial makes that trial invalid
 (not a hang) and the run stop with a clear message; Ctrl-C and kill -9 leave no process,
 namespace or link."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,12 @@ matrix: {d: [0ms, 5ms]}
 
 
 def experiment(write_yaml, duration: str = "3s", repeats: int = 1, delay_axis: bool = False):
-    return str(write_yaml(EXPERIMENT.replace("DURATION", duration)
-                          .replace("REPEATS", str(repeats)) + (DELAY_AXIS if delay_axis else "")))
+    return str(
+        write_yaml(
+            EXPERIMENT.replace("DURATION", duration).replace("REPEATS", str(repeats))
+            + (DELAY_AXIS if delay_axis else "")
+        )
+    )
 
 
 def _shards_running(proc) -> dict:
@@ -47,8 +52,9 @@ def _shards_running(proc) -> dict:
     AssertionError with perfctl's output if it ended first)."""
     if proc.poll() is not None:
         out, err = proc.communicate()
-        raise AssertionError(f"perfctl ended (exit {proc.returncode}) before the shards ran:\n"
-                             f"{out}\n{err}")
+        raise AssertionError(
+            f"perfctl ended (exit {proc.returncode}) before the shards ran:\n{out}\n{err}"
+        )
     tree = descendants(proc.pid)
     return tree if sum("-m loadgen" in t for t in tree.values()) >= 2 else {}
 
@@ -75,18 +81,22 @@ class Seen:
 
 
 def test_three_hosts_server_on_h1_shards_on_h2_and_h3_without_and_with_delay(
-        write_yaml, tmp_path, start_perfctl):
+    write_yaml, tmp_path, start_perfctl
+):
     needs_root_and_ip()
     out = tmp_path / "run"
-    proc = start_perfctl("run", experiment(write_yaml, delay_axis=True), "--out", str(out),
-                         "--no-plots")
+    proc = start_perfctl(
+        "run", experiment(write_yaml, delay_axis=True), "--out", str(out), "--no-plots"
+    )
     seen = Seen(proc)
     poll_until(seen, timeout_s=300, interval_s=0.2)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stdout + stderr
     assert seen.count("-m loadgen") >= 4 and seen.count("perfctl-proxy") >= 1, seen.tree
-    assert poll_until(lambda: _nothing_left(proc.pid, seen.tree), timeout_s=10), \
-        (still_alive(seen.tree), cluster_links(proc.pid))     # the proxy on h1 too
+    assert poll_until(lambda: _nothing_left(proc.pid, seen.tree), timeout_s=10), (
+        still_alive(seen.tree),
+        cluster_links(proc.pid),
+    )  # the proxy on h1 too
 
     rows = pd.read_csv(out / "trials.csv", keep_default_na=False, na_values=["", "nan"])
     assert sorted(rows["network_backend"]) == ["none", "proxy"]
@@ -95,8 +105,10 @@ def test_three_hosts_server_on_h1_shards_on_h2_and_h3_without_and_with_delay(
     shards = json.loads((tdir / "shards.json").read_text())["shards"]
     requests = pd.read_parquet(tdir / "requests.parquet")
     summary = json.loads((tdir / "summary.json").read_text())
-    window = requests[(requests.intended_ns >= summary["measure_start_ns"])
-                      & (requests.intended_ns < summary["measure_end_ns"])]
+    window = requests[
+        (requests.intended_ns >= summary["measure_start_ns"])
+        & (requests.intended_ns < summary["measure_end_ns"])
+    ]
     # merged = the sum of the shards, row for row
     per_host = window["host"].value_counts().to_dict()
     assert set(per_host) == {"h2", "h3"}
@@ -127,18 +139,23 @@ def test_three_hosts_server_on_h1_shards_on_h2_and_h3_without_and_with_delay(
     # the proxy's own hop and a busy host add a little; a delay missing (rise ~0) or applied
     # twice (~2x) is caught either way
     rise = delayed["latency_p50_ms"] - row["latency_p50_ms"]
-    assert 0.8 * expected <= rise <= 1.8 * expected, (rise, delayed["latency_p50_ms"],
-                                                      row["latency_p50_ms"])
+    assert 0.8 * expected <= rise <= 1.8 * expected, (
+        rise,
+        delayed["latency_p50_ms"],
+        row["latency_p50_ms"],
+    )
     dserver = json.loads((trial_dir(out, delayed["cell_id"], 1) / "server.json").read_text())
-    assert set(dserver["client_addresses"]) == ips      # the shards reached the proxy
+    assert set(dserver["client_addresses"]) == ips  # the shards reached the proxy
 
 
-def test_a_worker_lost_mid_trial_invalidates_it_and_the_run_stops(write_yaml, tmp_path,
-                                                                  start_perfctl):
+def test_a_worker_lost_mid_trial_invalidates_it_and_the_run_stops(
+    write_yaml, tmp_path, start_perfctl
+):
     needs_root_and_ip()
     out = tmp_path / "run"
-    proc = start_perfctl("run", experiment(write_yaml, duration="6s", repeats=2), "--out",
-                         str(out), "--no-plots")
+    proc = start_perfctl(
+        "run", experiment(write_yaml, duration="6s", repeats=2), "--out", str(out), "--no-plots"
+    )
     tree = poll_until(lambda: _shards_running(proc), timeout_s=120)
     assert tree, "the shards were never seen running"
     h3 = [pid for (pid, _), text in tree.items() if "dask_worker" in text and "--name h3" in text]
@@ -152,22 +169,28 @@ def test_a_worker_lost_mid_trial_invalidates_it_and_the_run_stops(write_yaml, tm
     trials = pd.read_csv(out / "trials.csv", keep_default_na=False)
     assert len(trials) == 1 and not trials["valid"].iloc[0]
     assert "h3" in trials["invalid_reasons"].iloc[0] and "lost" in trials["invalid_reasons"].iloc[0]
-    assert poll_until(lambda: _nothing_left(proc.pid, tree), timeout_s=15), \
-        (still_alive(tree), cluster_links(proc.pid))
+    assert poll_until(lambda: _nothing_left(proc.pid, tree), timeout_s=15), (
+        still_alive(tree),
+        cluster_links(proc.pid),
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
-def test_ctrl_c_and_kill9_leave_no_process_namespace_or_link(write_yaml, tmp_path,
-                                                             start_perfctl, sig):
+def test_ctrl_c_and_kill9_leave_no_process_namespace_or_link(
+    write_yaml, tmp_path, start_perfctl, sig
+):
     needs_root_and_ip()
     out = tmp_path / "run"
-    proc = start_perfctl("run", experiment(write_yaml, duration="20s"), "--out", str(out),
-                         "--no-plots")
+    proc = start_perfctl(
+        "run", experiment(write_yaml, duration="20s"), "--out", str(out), "--no-plots"
+    )
     tree = poll_until(lambda: _shards_running(proc), timeout_s=120)
     assert tree, "the shards were never seen running"
     assert cluster_links(proc.pid), "no namespaces seen"
     proc.send_signal(sig)
     proc.communicate(timeout=60)
     assert proc.returncode == (130 if sig == signal.SIGINT else -9)
-    assert poll_until(lambda: _nothing_left(proc.pid, tree), timeout_s=20), \
-        (still_alive(tree), cluster_links(proc.pid))
+    assert poll_until(lambda: _nothing_left(proc.pid, tree), timeout_s=20), (
+        still_alive(tree),
+        cluster_links(proc.pid),
+    )

@@ -1,4 +1,5 @@
 """Shards into one trial (cluster/merge.py) and the host-side helpers that need no cluster."""
+
 import json
 import math
 import socket
@@ -27,24 +28,36 @@ def _shard(d, n: int, start_ns: int, seed: int, records: bool = True, scale_ns: 
     rng = np.random.default_rng(seed)
     intended = start_ns + np.sort(rng.integers(0, WARMUP_NS + WINDOW_NS, n)).astype(np.int64)
     lat = np.rint(rng.lognormal(np.log(scale_ns), 0.8, n)).astype(np.int64) + 1
-    cols = {"intended_ns": intended, "sent_ns": intended + 10,
-            "first_byte_ns": np.where(np.arange(n) == 0, 0, intended + 500),
-            "done_ns": intended + lat, "status": np.full(n, 200, np.int16),
-            "error": np.zeros(n, np.int8), "bytes": np.full(n, 10, np.int32)}
+    cols = {
+        "intended_ns": intended,
+        "sent_ns": intended + 10,
+        "first_byte_ns": np.where(np.arange(n) == 0, 0, intended + 500),
+        "done_ns": intended + lat,
+        "status": np.full(n, 200, np.int16),
+        "error": np.zeros(n, np.int8),
+        "bytes": np.full(n, 10, np.int32),
+    }
     dig = ldigest.Digest(5.0)
     dig.begin(start_ns, start_ns + WARMUP_NS, start_ns + WARMUP_NS + WINDOW_NS)
-    for lo in range(0, n, 997):                     # in chunks, as the sink hands them over
-        dig.add({k: v[lo:lo + 997] for k, v in cols.items()})
+    for lo in range(0, n, 997):  # in chunks, as the sink hands them over
+        dig.add({k: v[lo : lo + 997] for k, v in cols.items()})
     dig.write(d)
     if records:
         pd.DataFrame(cols).to_parquet(d / "requests.parquet", index=False, row_group_size=1000)
     inside = (intended >= start_ns + WARMUP_NS) & (intended < start_ns + WARMUP_NS + WINDOW_NS)
-    summary = {"start_ns": start_ns, "measure_start_ns": start_ns + WARMUP_NS,
-               "measure_end_ns": start_ns + WARMUP_NS + WINDOW_NS,
-               "scheduled_in_window": int(inside.sum()), "dropped": 0,
-               "requests_recorded": n, "gc_pauses": 0, "records": "all" if records else "none",
-               "records_written": n if records else 0,
-               "send_lateness_p99_ms": 0.1 * seed, "loop_lag_p99_ms": 0.2}
+    summary = {
+        "start_ns": start_ns,
+        "measure_start_ns": start_ns + WARMUP_NS,
+        "measure_end_ns": start_ns + WARMUP_NS + WINDOW_NS,
+        "scheduled_in_window": int(inside.sum()),
+        "dropped": 0,
+        "requests_recorded": n,
+        "gc_pauses": 0,
+        "records": "all" if records else "none",
+        "records_written": n if records else 0,
+        "send_lateness_p99_ms": 0.1 * seed,
+        "loop_lag_p99_ms": 0.2,
+    }
     (d / "summary.json").write_text(json.dumps(summary))
     return lat[inside], summary
 
@@ -53,9 +66,9 @@ SPEC = types.SimpleNamespace(mode="closed", rate_rps=0, timeout_s=5.0)
 
 
 def test_merge_streams_every_row_with_its_host_and_each_latency_exactly(tmp_path, monkeypatch):
-    monkeypatch.setattr(merge, "BATCH_ROWS", 700)       # several batches per shard
+    monkeypatch.setattr(merge, "BATCH_ROWS", 700)  # several batches per shard
     lat_a, _ = _shard(tmp_path / "h2", 6000, 5_000_000_000, 1)
-    lat_b, _ = _shard(tmp_path / "h3", 4000, 9_000_000_123, 2, scale_ns=5e6)   # another clock
+    lat_b, _ = _shard(tmp_path / "h3", 4000, 9_000_000_123, 2, scale_ns=5e6)  # another clock
     out = tmp_path / "trial"
     out.mkdir()
     summary, shifts = merge.merge_shards([("h2", tmp_path / "h2"), ("h3", tmp_path / "h3")], out)
@@ -64,24 +77,26 @@ def test_merge_streams_every_row_with_its_host_and_each_latency_exactly(tmp_path
     table = pq.read_table(out / "requests.parquet").to_pandas()
     assert len(table) == 10_000
     assert table["host"].value_counts().to_dict() == {"h2": 6000, "h3": 4000}
-    assert (table["first_byte_ns"] == 0).sum() == 2                    # unset stays unset
+    assert (table["first_byte_ns"] == 0).sum() == 2  # unset stays unset
     h3 = table[table["host"] == "h3"]
-    assert h3["intended_ns"].min() >= 5_000_000_000                     # starts coincide
-    assert not (tmp_path / "h2" / "requests.parquet").exists()          # its rows are merged
+    assert h3["intended_ns"].min() >= 5_000_000_000  # starts coincide
+    assert not (tmp_path / "h2" / "requests.parquet").exists()  # its rows are merged
     assert summary["shards"] == 2 and summary["send_lateness_p99_ms"] == pytest.approx(0.2)
 
     union_ns = np.concatenate([lat_a, lat_b])
     union_ms = union_ns / 1e6
     merged_lat = (table["done_ns"] - table["intended_ns"]).to_numpy()
-    inside = ((table["intended_ns"] >= summary["measure_start_ns"])
-              & (table["intended_ns"] < summary["measure_end_ns"])).to_numpy()
+    inside = (
+        (table["intended_ns"] >= summary["measure_start_ns"])
+        & (table["intended_ns"] < summary["measure_end_ns"])
+    ).to_numpy()
     assert np.array_equal(np.sort(merged_lat[inside]), np.sort(union_ns))  # untouched
     metrics, timeline = summarize_trial(out, summary, SPEC, None)
     assert metrics["requests"] == union_ms.size
     assert metrics["latency_percentiles_from"] == "exact"
-    for name, q in lstats.PERCENTILES.items():     # the union's exact order statistics
+    for name, q in lstats.PERCENTILES.items():  # the union's exact order statistics
         assert metrics[f"latency_{name}_ms"] == lstats.percentile(union_ms, q), name
-    assert timeline["throughput_rps"].sum() == 10_000   # every completion, second by second
+    assert timeline["throughput_rps"].sum() == 10_000  # every completion, second by second
 
 
 def test_merge_without_records_keeps_percentiles_within_the_histogram_error(tmp_path):
@@ -97,28 +112,43 @@ def test_merge_without_records_keeps_percentiles_within_the_histogram_error(tmp_
     for name, q in lstats.PERCENTILES.items():
         exact = lstats.percentile(union_ms, q)
         # HdrHistogram's value of a rank: its bucket's highest, never below, <= 0.1% above
-        assert exact <= metrics[f"latency_{name}_ms"] <= exact * (1 + hdr.RELATIVE_ERROR) \
-            + 1e-6, name
+        assert exact <= metrics[f"latency_{name}_ms"] <= exact * (1 + hdr.RELATIVE_ERROR) + 1e-6, (
+            name
+        )
 
 
 def test_noise_rolls_up_to_the_worst_host_and_names_it():
     def reading(steal, wait):
-        return {"noise_steal_pct": steal, "noise_foreign_cpu_pct": 1.0,
-                "noise_server_runqueue_wait_ms_per_s": 2.0,
-                "noise_loadgen_runqueue_wait_ms_per_s": wait,
-                "noise_runqueue_wait_us_per_request": 0.0,
-                "noise_server_involuntary_switches_per_s": 1.0,
-                "noise_loadgen_involuntary_switches_per_s": 1.0, "noise_cpus": "0,1"}
-    row = merge.noise_rollup(("h1", reading(0.5, 0.0), []),
-                             [("h2", reading(7.0, 3.0), ["CPU steal 7.0% > 5%"]),
-                              ("h3", reading(1.0, 9.0), [])], requests=1000, window_s=2.0)
+        return {
+            "noise_steal_pct": steal,
+            "noise_foreign_cpu_pct": 1.0,
+            "noise_server_runqueue_wait_ms_per_s": 2.0,
+            "noise_loadgen_runqueue_wait_ms_per_s": wait,
+            "noise_runqueue_wait_us_per_request": 0.0,
+            "noise_server_involuntary_switches_per_s": 1.0,
+            "noise_loadgen_involuntary_switches_per_s": 1.0,
+            "noise_cpus": "0,1",
+        }
+
+    row = merge.noise_rollup(
+        ("h1", reading(0.5, 0.0), []),
+        [("h2", reading(7.0, 3.0), ["CPU steal 7.0% > 5%"]), ("h3", reading(1.0, 9.0), [])],
+        requests=1000,
+        window_s=2.0,
+    )
     assert row["noise_steal_pct"] == 7.0 and row["noise_loadgen_runqueue_wait_ms_per_s"] == 9.0
     assert row["noise_server_runqueue_wait_ms_per_s"] == 2.0
     assert not row["quiet"] and row["noise_reasons"] == "h2: CPU steal 7.0% > 5%"
-    assert math.isnan(row["noise_loadgen_cpu_others_pct"])      # no host measured it
-    row = merge.noise_rollup(None, [("h2", {**reading(0, 3.0), "noise_loadgen_cpu_others_pct": 4.0}, []),
-                                    ("h3", {**reading(0, 9.0), "noise_loadgen_cpu_others_pct": 2.0}, [])],
-                             requests=1000, window_s=2.0)
+    assert math.isnan(row["noise_loadgen_cpu_others_pct"])  # no host measured it
+    row = merge.noise_rollup(
+        None,
+        [
+            ("h2", {**reading(0, 3.0), "noise_loadgen_cpu_others_pct": 4.0}, []),
+            ("h3", {**reading(0, 9.0), "noise_loadgen_cpu_others_pct": 2.0}, []),
+        ],
+        requests=1000,
+        window_s=2.0,
+    )
     assert row["noise_loadgen_cpu_others_pct"] == 4.0 and row["quiet"]
 
 
@@ -130,8 +160,9 @@ def test_established_peers_sees_the_client_address_of_a_connection():
     cli = socket.create_connection(("127.0.0.1", port))
     conn, _ = srv.accept()
     try:
-        assert tasks.established_peers(port) == {"127.0.0.1"}            # /proc
+        assert tasks.established_peers(port) == {"127.0.0.1"}  # /proc
         from orchestrator.run.sock_diag import SockDiag
+
         with SockDiag() as diag:
             assert tasks.established_peers(port, diag) == {"127.0.0.1"}  # netlink
     finally:
@@ -140,13 +171,13 @@ def test_established_peers_sees_the_client_address_of_a_connection():
 
 
 def test_local_host_commands_join_each_namespace_to_the_bridge():
-    setup = hosts.host_setup_commands("perfctl-1-2", "pcbr1", "pcab12b1", "pcab12h1",
-                                      "10.214.3.11")
+    setup = hosts.host_setup_commands("perfctl-1-2", "pcbr1", "pcab12b1", "pcab12h1", "10.214.3.11")
     assert ["ip", "link", "set", "pcab12b1", "master", "pcbr1"] in setup
-    assert ["ip", "-n", "perfctl-1-2", "addr", "add", "10.214.3.11/24", "dev", "pcab12h1"] \
-        in setup
+    assert ["ip", "-n", "perfctl-1-2", "addr", "add", "10.214.3.11/24", "dev", "pcab12h1"] in setup
     down = hosts.teardown_commands("pcbr1", ["perfctl-1-2"], ["pcab12b1"])
-    assert down[-1] == ["ip", "link", "del", "pcbr1"] and ["ip", "netns", "del", "perfctl-1-2"] in down
+    assert (
+        down[-1] == ["ip", "link", "del", "pcbr1"] and ["ip", "netns", "del", "perfctl-1-2"] in down
+    )
 
 
 def test_a_shard_file_comes_back_chunk_by_chunk_and_is_dropped(tmp_path, monkeypatch):
@@ -164,7 +195,7 @@ def test_a_shard_file_comes_back_chunk_by_chunk_and_is_dropped(tmp_path, monkeyp
         offset += len(chunk)
     assert got == data
     with pytest.raises(ValueError):
-        tasks.fetch_chunk("tok", "../etc/passwd", 0)          # only the shard's own files
+        tasks.fetch_chunk("tok", "../etc/passwd", 0)  # only the shard's own files
     assert tasks.drop_shard("tok") and not d.exists() and not tasks.drop_shard("tok")
     with pytest.raises(FileNotFoundError):
         tasks.fetch_chunk("tok", "requests.parquet", 0)

@@ -3,6 +3,7 @@
 Everything here talks only to 127.0.0.1, has a timeout on every socket operation and bounds
 every loop, so a broken server fails a test instead of hanging the suite.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,14 +24,22 @@ from orchestrator.run import bundled
 HOST = "127.0.0.1"
 # every bundled server that speaks HTTP (the RMI models speak Java RMI: the driver contract
 # suite, tests/loadgen/test_driver_contract.py, and tests/servers_java cover them)
-IMPL_MODELS = [(impl, model) for impl in ("python", "c", "java")
-               for model in CONCURRENCY_MODELS[impl] if model not in RMI_MODELS]
-SERVER_TIMING = re.compile(r"queue;dur=(\d+\.\d{3}), svc;dur=(\d+\.\d{3})"
-                           r"(?:, db;dur=(\d+\.\d{3}))?")   # db: /db responses only
-LISTENING = re.compile(r"perfctl-server listening on 127\.0\.0\.1:(\d+) impl=(\w+) "
-                       r"model=(\w+) threads=(\d+) backlog=(\d+)")
-THREADS = 4            # --threads of every server the suite starts
-BACKLOG = 512          # the load test opens 200 connections at once; don't test overload here
+IMPL_MODELS = [
+    (impl, model)
+    for impl in ("python", "c", "java")
+    for model in CONCURRENCY_MODELS[impl]
+    if model not in RMI_MODELS
+]
+SERVER_TIMING = re.compile(
+    r"queue;dur=(\d+\.\d{3}), svc;dur=(\d+\.\d{3})"
+    r"(?:, db;dur=(\d+\.\d{3}))?"
+)  # db: /db responses only
+LISTENING = re.compile(
+    r"perfctl-server listening on 127\.0\.0\.1:(\d+) impl=(\w+) "
+    r"model=(\w+) threads=(\d+) backlog=(\d+)"
+)
+THREADS = 4  # --threads of every server the suite starts
+BACKLOG = 512  # the load test opens 200 connections at once; don't test overload here
 MAX_HEAD = 64 * 1024
 MAX_BODY = 17 * 1024 * 1024
 
@@ -48,7 +57,7 @@ class ProtocolError(AssertionError):
 class Response:
     status: int
     reason: str
-    headers: dict[str, str]          # lower-cased names; a repeated header keeps the last
+    headers: dict[str, str]  # lower-cased names; a repeated header keeps the last
     body: bytes
     raw_head: bytes = b""
     header_list: list[tuple[str, str]] = field(default_factory=list)
@@ -76,8 +85,10 @@ def check_common(resp: Response) -> None:
     if "transfer-encoding" in resp.headers:
         raise ProtocolError(f"{resp.status}: Transfer-Encoding in a response")
     if not SERVER_TIMING.fullmatch(resp.headers.get("server-timing", "")):
-        raise ProtocolError(f"{resp.status}: Server-Timing missing or malformed: "
-                            f"{resp.headers.get('server-timing')!r}")
+        raise ProtocolError(
+            f"{resp.status}: Server-Timing missing or malformed: "
+            f"{resp.headers.get('server-timing')!r}"
+        )
 
 
 class Conn:
@@ -129,7 +140,7 @@ class Conn:
                 raise ProtocolError("response head over 64 KiB")
             if not self._fill():
                 raise ConnectionError(f"closed before a full response head: {self.buf[:200]!r}")
-        head, self.buf = self.buf[:end], self.buf[end + 4:]
+        head, self.buf = self.buf[:end], self.buf[end + 4 :]
         lines = head.decode("latin-1").split("\r\n")
         m = re.fullmatch(r"HTTP/1\.[01] (\d{3})(?: (.*))?", lines[0])
         if not m:
@@ -155,8 +166,14 @@ class Conn:
             check_common(resp)
         return resp
 
-    def request(self, target: str, method: str = "GET", body: bytes = b"",
-                headers: dict[str, str] | None = None, version: str = "HTTP/1.1") -> Response:
+    def request(
+        self,
+        target: str,
+        method: str = "GET",
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        version: str = "HTTP/1.1",
+    ) -> Response:
         self.send(build(method, target, body, headers, version))
         return self.read_response()
 
@@ -166,7 +183,7 @@ class Conn:
         self.sock.settimeout(timeout)
         try:
             chunk = self.sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             return False
         except OSError:
             return True
@@ -186,8 +203,13 @@ def settle(c: Conn, timeout: float = 5.0) -> dict:
         time.sleep(0.02)
 
 
-def build(method: str, target: str, body: bytes = b"", headers: dict[str, str] | None = None,
-          version: str = "HTTP/1.1") -> bytes:
+def build(
+    method: str,
+    target: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    version: str = "HTTP/1.1",
+) -> bytes:
     h = {"Host": "127.0.0.1"}
     if body or method == "POST":
         h["Content-Length"] = str(len(body))
@@ -213,11 +235,11 @@ def exchange(port: int, raw: bytes, timeout: float = 5.0) -> tuple[list[Response
         for _ in range(8):
             try:
                 out.append(c.read_response())
-            except socket.timeout:
+            except TimeoutError:
                 return out, False, ""
             except ConnectionError as e:
                 return out, True, "" if not c.buf else str(e)
-            c.sock.settimeout(0.5)       # after the first response, a short wait is enough
+            c.sock.settimeout(0.5)  # after the first response, a short wait is enough
         return out, False, ""
 
 
@@ -231,6 +253,7 @@ def build_error(impl: str, model: str | None = None) -> str | None:
     session), else why not."""
     from orchestrator.errors import PerfctlError
     from orchestrator.experiment.catalogue import STACK_MODELS
+
     key = impl if model not in STACK_MODELS.get(impl, ()) else f"{impl}-stacks"
     if key not in _build_errors:
         try:
@@ -239,7 +262,7 @@ def build_error(impl: str, model: str | None = None) -> str | None:
         except PerfctlError as e:
             lines = str(e).splitlines()
             _build_errors[key] = " | ".join([lines[0]] + lines[-2:]) if lines else str(e)
-        except Exception as e:          # e.g. make missing
+        except Exception as e:  # e.g. make missing
             _build_errors[key] = f"{type(e).__name__}: {e}"
     return _build_errors[key]
 
@@ -247,7 +270,9 @@ def build_error(impl: str, model: str | None = None) -> str | None:
 def server_argv(impl: str, model: str, **kw) -> list[str]:
     """Build and return the argv for (impl, model) on --port 0, or pytest.skip why not."""
     import pytest
+
     from orchestrator.errors import PerfctlError
+
     err = build_error(impl, model)
     if err:
         pytest.skip(f"{impl} server not built: {err}")
@@ -255,15 +280,21 @@ def server_argv(impl: str, model: str, **kw) -> list[str]:
         argv = bundled.command(impl, model, 0, **{"threads": THREADS, "backlog": BACKLOG, **kw})
     except PerfctlError as e:
         pytest.skip(f"{impl}/{model}: {e}")
-    missing = [p for p in (argv[0], *(part for a in argv for part in a.split(":")
-                                      if part.endswith("/build/classes")))
-               if not Path(p).exists()]
+    missing = [
+        p
+        for p in (
+            argv[0],
+            *(part for a in argv for part in a.split(":") if part.endswith("/build/classes")),
+        )
+        if not Path(p).exists()
+    ]
     if missing:
         pytest.skip(f"{impl}/{model}: missing {missing[0]}")
     return argv
 
 
 # -- the server process -------------------------------------------------------------------------------
+
 
 class Server:
     """One bundled server process in its own process group, stdout/stderr in temp files."""
@@ -281,8 +312,13 @@ class Server:
         self.restarts += 1
         self.out = tempfile.NamedTemporaryFile(prefix="perfctl-conf-out-", delete=False)
         self.err = tempfile.NamedTemporaryFile(prefix="perfctl-conf-err-", delete=False)
-        self.proc = subprocess.Popen(self.argv, stdout=self.out, stderr=self.err,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=self.out,
+            stderr=self.err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             text = Path(self.out.name).read_text(errors="replace")
@@ -295,12 +331,15 @@ class Server:
                 self.port = int(m.group(1))
                 return
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode} before listening:"
-                                   f" {self.stderr_tail()}")
+                raise RuntimeError(
+                    f"server exited with {self.proc.returncode} before listening:"
+                    f" {self.stderr_tail()}"
+                )
             time.sleep(0.02)
         self.stop()
-        raise RuntimeError(f"no listening line within {self.startup_timeout} s: "
-                           f"{self.stderr_tail()}")
+        raise RuntimeError(
+            f"no listening line within {self.startup_timeout} s: {self.stderr_tail()}"
+        )
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -328,7 +367,7 @@ class Server:
         except subprocess.TimeoutExpired:
             pass
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)   # anything left in the group
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything left in the group
         except (ProcessLookupError, PermissionError):
             pass
         if rc is None:

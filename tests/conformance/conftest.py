@@ -4,6 +4,7 @@
 tests by it, so one server runs at a time. An impl whose build fails (or whose binary/classes are
 missing) is skipped with the reason, so the suite picks up C and Java as soon as they build.
 """
+
 from __future__ import annotations
 
 import sys
@@ -37,8 +38,10 @@ def srv(server):
         server.start()
     yield server
     if not server.alive():
-        pytest.fail(f"{server.impl}/{server.model} died (exit {server.proc.returncode}); "
-                    f"stderr: {server.stderr_tail()}")
+        pytest.fail(
+            f"{server.impl}/{server.model} died (exit {server.proc.returncode}); "
+            f"stderr: {server.stderr_tail()}"
+        )
 
 
 SHORT_IDLE_TIMEOUT_MS = 500

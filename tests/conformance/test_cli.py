@@ -1,15 +1,16 @@
 """Process contract: the listening line on --port 0, non-default flags, SIGTERM -> exit 0 within
 2 s (with a client connected), bad flags -> one stderr line and exit 2."""
+
 from __future__ import annotations
 
 import signal
 import subprocess
 import time
+from urllib.parse import quote
 
 import pytest
 from conformance_client import IMPL_MODELS, Conn, Server, server_argv
 from conformance_vectors import expected_matches
-from urllib.parse import quote
 
 IMPLS = sorted({impl for impl, _ in IMPL_MODELS}, key=["python", "c", "java"].index)
 
@@ -45,15 +46,20 @@ def test_flags_layout_and_sigterm(impl, model):
 
 def _with(argv: list[str], flag: str, value: str | None) -> list[str]:
     out = list(argv)
-    if value is None:                         # add an unknown flag
+    if value is None:  # add an unknown flag
         return out + [flag, "1"]
     out[out.index(flag) + 1] = value
     return out
 
 
-BAD = [("--port", "abc", "port"), ("--port", "70000", "port"), ("--model", "nosuch", "model"),
-       ("--layout", "diagonal", "layout"), ("--threads", "-3", "threads"),
-       ("--bogus", None, "bogus")]
+BAD = [
+    ("--port", "abc", "port"),
+    ("--port", "70000", "port"),
+    ("--model", "nosuch", "model"),
+    ("--layout", "diagonal", "layout"),
+    ("--threads", "-3", "threads"),
+    ("--bogus", None, "bogus"),
+]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -64,8 +70,9 @@ def test_bad_flags_exit_2(impl):
     for flag, value, name in BAD:
         bad = _with(argv, flag, value)
         try:
-            p = subprocess.run(bad, capture_output=True, text=True, timeout=15,
-                               stdin=subprocess.DEVNULL)
+            p = subprocess.run(
+                bad, capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL
+            )
         except subprocess.TimeoutExpired:
             failures.append(f"{flag} {value}: still running after 15 s")
             continue
@@ -73,8 +80,9 @@ def test_bad_flags_exit_2(impl):
         if p.returncode != 2:
             failures.append(f"{flag} {value}: exit {p.returncode}, want 2")
         elif len(lines) != 1 or name not in lines[0]:
-            failures.append(f"{flag} {value}: stderr should be one line naming {name!r}: "
-                            f"{p.stderr[:300]!r}")
+            failures.append(
+                f"{flag} {value}: stderr should be one line naming {name!r}: {p.stderr[:300]!r}"
+            )
         if "listening" in p.stdout:
             failures.append(f"{flag} {value}: it started listening")
     assert not failures, failures
@@ -95,7 +103,8 @@ def test_sigterm_while_busy(impl, model):
             except subprocess.TimeoutExpired:
                 rc = None
             took = time.monotonic() - t0
-        assert rc == 0 and took < 2.2, \
+        assert rc == 0 and took < 2.2, (
             f"exit status {rc} {took:.2f} s after SIGTERM during a 4 s spin"
+        )
     finally:
         srv.stop()

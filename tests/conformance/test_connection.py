@@ -1,8 +1,8 @@
 """Connection handling: keep-alive, pipelining, close, slowloris, resets, descriptor leaks."""
+
 from __future__ import annotations
 
 import select
-import socket
 import time
 
 import pytest
@@ -27,9 +27,16 @@ def test_pipelining_in_order(srv):
 
 
 def test_pipelining_mixed(srv):
-    reqs = [("GET", "/health", 200), ("GET", "/nope", 404), ("GET", "/work?size=7", 200),
-            ("PUT", "/stats", 405), ("GET", "/search?type=1&re=alpha", 200),
-            ("GET", "/stats", 200), ("POST", "/health", 405), ("GET", "/health", 200)]
+    reqs = [
+        ("GET", "/health", 200),
+        ("GET", "/nope", 404),
+        ("GET", "/work?size=7", 200),
+        ("PUT", "/stats", 405),
+        ("GET", "/search?type=1&re=alpha", 200),
+        ("GET", "/stats", 200),
+        ("POST", "/health", 405),
+        ("GET", "/health", 200),
+    ]
     with Conn(srv.port) as c:
         c.send(b"".join(build(m, t) for m, t, _ in reqs))
         got = [c.read_response().status for _ in reqs]
@@ -39,8 +46,11 @@ def test_pipelining_mixed(srv):
 
 def test_pipelining_stops_at_close(srv):
     with Conn(srv.port) as c:
-        c.send(build("GET", "/health") + build("GET", "/work?size=4", headers={"Connection": "close"})
-               + build("GET", "/health"))
+        c.send(
+            build("GET", "/health")
+            + build("GET", "/work?size=4", headers={"Connection": "close"})
+            + build("GET", "/health")
+        )
         a, b = c.read_response(), c.read_response()
         assert (a.status, b.status, b.body) == (200, 200, b"xxxx")
         assert (b.header("connection") or "").lower() == "close"
@@ -48,7 +58,7 @@ def test_pipelining_stops_at_close(srv):
 
 
 def test_pipelining_then_error(srv):
-    container = (srv.impl, srv.model) in CONTAINER_MODELS   # Tomcat answers the garbage itself
+    container = (srv.impl, srv.model) in CONTAINER_MODELS  # Tomcat answers the garbage itself
     with Conn(srv.port) as c:
         c.send(build("GET", "/health") + b"\x01\x02 garbage\r\n\r\n")
         a, b = c.read_response(), c.read_response(check=not container)
@@ -60,7 +70,7 @@ def test_request_split_into_bytes(srv):
     raw = build("GET", "/work?size=3&bucket=1", headers={"X-A": "b"})
     with Conn(srv.port) as c:
         for i in range(len(raw)):
-            c.send(raw[i:i + 1])
+            c.send(raw[i : i + 1])
         r = c.read_response()
         assert (r.status, r.body) == (200, b"xxx")
 
@@ -93,8 +103,10 @@ def test_http10(srv):
 
 def test_slowloris_does_not_block_others(srv):
     if srv.model == "single":
-        pytest.skip("single serves one connection at a time: a stalled client holds it until "
-                    "the 10 s idle timeout (test_idle_timeout, PERFCTL_CONFORMANCE_SLOW=1)")
+        pytest.skip(
+            "single serves one connection at a time: a stalled client holds it until "
+            "the 10 s idle timeout (test_idle_timeout, PERFCTL_CONFORMANCE_SLOW=1)"
+        )
     with Conn(srv.port) as stalled:
         stalled.send(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: a")
         time.sleep(0.1)
@@ -103,7 +115,7 @@ def test_slowloris_does_not_block_others(srv):
             r = get(srv.port, f"/work?size={i}", timeout=3)
             assert r.status == 200
             assert time.monotonic() - t0 < 2.0
-        stalled.send(b"b\r\n")           # still accepted: the stalled request is its own affair
+        stalled.send(b"b\r\n")  # still accepted: the stalled request is its own affair
         with Conn(srv.port, timeout=3) as other:
             assert other.request("/health").status == 200
 
@@ -164,7 +176,7 @@ def test_stalled_requests_closed_at_the_idle_timeout(short_timeout_server):
         # keeps trickling in is never closed by it (servers/PROTOCOL.md). A stalled one is.
         stalls = [s for s in STALLS if not s.drip]
     groups = [[s] for s in stalls] if srv.model == "single" else [stalls]
-    for group in groups:         # `single` serves one connection at a time: one by one
+    for group in groups:  # `single` serves one connection at a time: one by one
         conns = {stall: Conn(srv.port, timeout=3) for stall in group}
         try:
             closed, got = _closed_after(conns, limit_s=limit * 12)
@@ -173,10 +185,12 @@ def test_stalled_requests_closed_at_the_idle_timeout(short_timeout_server):
                 c.close()
         for stall in group:
             after = closed[stall.id]
-            assert after is not None, f"{stall.id}: still open after {limit * 12:.1f} s with " \
-                                      f"a {limit:.1f} s idle timeout"
-            assert after >= limit * 0.9, f"{stall.id}: closed after {after:.2f} s, before " \
-                                         f"the {limit:.1f} s idle timeout"
+            assert after is not None, (
+                f"{stall.id}: still open after {limit * 12:.1f} s with a {limit:.1f} s idle timeout"
+            )
+            assert after >= limit * 0.9, (
+                f"{stall.id}: closed after {after:.2f} s, before the {limit:.1f} s idle timeout"
+            )
             assert not got.get(stall.id), f"{stall.id}: answered {got[stall.id][:100]!r}"
     assert get(srv.port, "/health", timeout=3).status == 200
     assert srv.alive()
@@ -187,7 +201,7 @@ def test_accepts_after_idling_longer_than_the_idle_timeout(short_timeout_server)
     stopped accepting for good when no connection came within it (accept(2) inherits the
     listener's receive timeout and failed with EAGAIN)."""
     srv = short_timeout_server
-    time.sleep(srv.idle_timeout_s * 1.5)          # the idle period is what is tested
+    time.sleep(srv.idle_timeout_s * 1.5)  # the idle period is what is tested
     assert get(srv.port, "/health", timeout=3).status == 200
 
 
@@ -204,7 +218,7 @@ def _run_malformed(port: int) -> None:
                 c.reset()
             elif how == "read":
                 c.sock.settimeout(3)
-                for _ in range(64):            # read until the server closes or goes quiet
+                for _ in range(64):  # read until the server closes or goes quiet
                     try:
                         if not c.sock.recv(1 << 20):
                             break
@@ -231,15 +245,17 @@ def _settled_fds(srv, ceiling: int | None = None, timeout: float = 5.0) -> int:
 
 
 def test_malformed_corpus_no_crash_no_leak(srv):
-    _run_malformed(srv.port)              # warm-up: lazily opened descriptors (JVM, epoll)
+    _run_malformed(srv.port)  # warm-up: lazily opened descriptors (JVM, epoll)
     assert get(srv.port, "/health").status == 200
     base = _settled_fds(srv)
     for _ in range(3):
         _run_malformed(srv.port)
         assert srv.alive(), f"server died: {srv.stderr_tail()}"
     n = _settled_fds(srv, ceiling=base + 2)
-    assert n <= base + 2, f"descriptor count grew from {base} to {n} after 3 rounds of " \
-                          f"{len(MALFORMED)} malformed connections"
+    assert n <= base + 2, (
+        f"descriptor count grew from {base} to {n} after 3 rounds of "
+        f"{len(MALFORMED)} malformed connections"
+    )
     with Conn(srv.port) as c:
         r = c.request("/health")
         assert r.status == 200 and r.body == b"ok\n"

@@ -3,6 +3,7 @@
 PostgreSQL (a `postgresql` service, run/services.py) point, range and insert answer with the
 rows and a Server-Timing `db` entry inside `svc`. (The RMI models' /db: a call to "/db",
 tests/run/test_services_postgresql.py.)"""
+
 from __future__ import annotations
 
 import pytest
@@ -13,12 +14,24 @@ from orchestrator.experiment.services import PostgresService
 from orchestrator.run import process
 from orchestrator.run.services import PostgresRunner, find_pg_bin
 
-DB_MODELS = [(i, m) for i, models in CONCURRENCY_MODELS.items() for m in models
-             if has_db(i, m) and m not in RMI_MODELS]
+DB_MODELS = [
+    (i, m)
+    for i, models in CONCURRENCY_MODELS.items()
+    for m in models
+    if has_db(i, m) and m not in RMI_MODELS
+]
 IDS = [f"{i}-{m}" for i, m in DB_MODELS]
-BAD = ["/db", "/db?query=", "/db?query=delete", "/db?query=POINT", "/db?query=range&rows=0",
-       "/db?query=range&rows=1001", "/db?query=range&rows=x", "/db?query=point&rows=-1",
-       "/db?query=range&rows=%zz"]
+BAD = [
+    "/db",
+    "/db?query=",
+    "/db?query=delete",
+    "/db?query=POINT",
+    "/db?query=range&rows=0",
+    "/db?query=range&rows=1001",
+    "/db?query=range&rows=x",
+    "/db?query=point&rows=-1",
+    "/db?query=range&rows=%zz",
+]
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +39,9 @@ def database(tmp_path_factory):
     """One PostgreSQL with 300 participants for the module (the service perfctl runs)."""
     if find_pg_bin() is None:
         pytest.skip("PostgreSQL is not installed (make setup installs it)")
-    runner = PostgresRunner("db", PostgresService(kind="postgresql",
-                                                  data={"participants": 300}), "test_db.py")
+    runner = PostgresRunner(
+        "db", PostgresService(kind="postgresql", data={"participants": 300}), "test_db.py"
+    )
     runner.start(tmp_path_factory.mktemp("db"))
     yield runner
     runner.stop()
@@ -62,7 +76,7 @@ def test_bad_db_input_is_400_and_no_database_is_503(impl, model):
                 assert r.header("connection") == "close"
             else:
                 assert r.header("connection") != "close"
-                assert c.request("/health").status == 200      # the connection stays usable
+                assert c.request("/health").status == 200  # the connection stays usable
         assert srv.alive()
     finally:
         srv.stop()
@@ -73,9 +87,13 @@ def test_db_queries_against_postgresql(impl, model, database):
     srv = _server(impl, model, "--db", database.endpoints["dsn"])
     try:
         with Conn(srv.port) as c:
-            for target, rows in (("/db?query=point", 1), ("/db?query=range&rows=7", 7),
-                                 ("/db?query=range", 10), ("/db?query=insert", 1),
-                                 ("/db?query=point&rows=5", 1)):
+            for target, rows in (
+                ("/db?query=point", 1),
+                ("/db?query=range&rows=7", 7),
+                ("/db?query=range", 10),
+                ("/db?query=insert", 1),
+                ("/db?query=point&rows=5", 1),
+            ):
                 r = c.request(target)
                 assert r.status == 200, (target, r.status, r.body)
                 assert r.header("content-type").startswith("application/json")
@@ -95,9 +113,11 @@ def test_a_database_that_stops_and_comes_back_is_503_then_200(tmp_path):
     config = PostgresService(kind="postgresql", data={"participants": 50})
     first = PostgresRunner("db", config, "test_db.py")
     first.start(tmp_path / "a")
-    servers = [_server("python", "pool", "--db", first.endpoints["dsn"]),
-               _server("c", "pool", "--db", first.endpoints["dsn"]),
-               _server("java", "pool", "--db", first.endpoints["dsn"])]
+    servers = [
+        _server("python", "pool", "--db", first.endpoints["dsn"]),
+        _server("c", "pool", "--db", first.endpoints["dsn"]),
+        _server("java", "pool", "--db", first.endpoints["dsn"]),
+    ]
     second = None
     try:
         for srv in servers:
@@ -108,7 +128,7 @@ def test_a_database_that_stops_and_comes_back_is_503_then_200(tmp_path):
             r = get(srv.port, "/db?query=point")
             assert r.status == 503 and b"database unavailable" in r.body, (srv.impl, r.body)
         second = PostgresRunner("db", config.model_copy(update={"port": port}), "test_db.py")
-        second.start(tmp_path / "b")                   # the same port: the same dsn
+        second.start(tmp_path / "b")  # the same port: the same dsn
         for srv in servers:
             assert get(srv.port, "/db?query=point").status == 200, srv.impl
     finally:

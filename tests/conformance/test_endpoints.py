@@ -1,4 +1,5 @@
 """Endpoint semantics that need more than one request: counters, /stats, /register, timing."""
+
 from __future__ import annotations
 
 import statistics
@@ -6,13 +7,23 @@ import time
 
 from conformance_client import BACKLOG, THREADS, Conn, build, get, settle
 
-STATS_KEYS = {"impl": str, "model": str, "threads": int, "requests": int, "work_requests": int,
-              "bucket_sum": int, "buckets": int, "queue_length": int, "users": int,
-              "connections": int}
+STATS_KEYS = {
+    "impl": str,
+    "model": str,
+    "threads": int,
+    "requests": int,
+    "work_requests": int,
+    "bucket_sum": int,
+    "buckets": int,
+    "queue_length": int,
+    "users": int,
+    "connections": int,
+}
 
 
 def test_listening_line(srv):
     from conformance_client import LISTENING
+
     m = LISTENING.fullmatch(srv.line)
     assert m, srv.line
     assert (m.group(2), m.group(3), int(m.group(5))) == (srv.impl, srv.model, BACKLOG)
@@ -41,9 +52,16 @@ def test_requests_counter_exact(srv):
     """`requests`: responses completed before this one (any endpoint, any status)."""
     with Conn(srv.port) as c:
         s1 = settle(c)
-        statuses = [c.request(t, method=m).status for m, t in
-                    [("GET", "/health"), ("GET", "/nope"), ("PUT", "/work"),
-                     ("GET", "/work?bucket=3"), ("GET", "/work")]]
+        statuses = [
+            c.request(t, method=m).status
+            for m, t in [
+                ("GET", "/health"),
+                ("GET", "/nope"),
+                ("PUT", "/work"),
+                ("GET", "/work?bucket=3"),
+                ("GET", "/work"),
+            ]
+        ]
         s2 = c.request("/stats").json()
     assert statuses == [200, 404, 405, 200, 200]
     assert s2["requests"] == s1["requests"] + 1 + 5, (s1, s2)
@@ -53,9 +71,9 @@ def test_work_counters(srv):
     with Conn(srv.port) as c:
         s1 = settle(c)
         for i in range(10):
-            c.request(f"/work?bucket={i * 1000 + 5}")      # wraps modulo 1024
-        for i in range(10):
-            c.request("/work")                            # running request number
+            c.request(f"/work?bucket={i * 1000 + 5}")  # wraps modulo 1024
+        for _ in range(10):
+            c.request("/work")  # running request number
         c.request("/work?bucket=4294967297")
         s2 = c.request("/stats").json()
     assert s2["work_requests"] - s1["work_requests"] == 21
@@ -104,8 +122,12 @@ def test_register_create_then_exists(srv):
     user = f"u{time.monotonic_ns()}-{srv.impl}-{srv.model}"
     with Conn(srv.port) as c:
         users0 = settle(c)["users"]
-        r1 = c.request("/register", "POST", f"user={user}&pass=p".encode(),
-                       {"Content-Type": "application/x-www-form-urlencoded"})
+        r1 = c.request(
+            "/register",
+            "POST",
+            f"user={user}&pass=p".encode(),
+            {"Content-Type": "application/x-www-form-urlencoded"},
+        )
         r2 = c.request("/register", "POST", f"user={user}&pass=other".encode())
         r3 = c.request("/register", "POST", f"pass=z&user={user}x".encode())
         s = c.request("/stats").json()

@@ -1,5 +1,6 @@
 """Concurrency: 200 keep-alive clients x 50 /work requests (10 x 50 for `single`) must leave
 /stats with bucket_sum == work_requests grown by exactly the number of requests."""
+
 from __future__ import annotations
 
 import threading
@@ -19,7 +20,7 @@ def _client(port: int, idx: int, n: int, errors: list) -> None:
                 if r.status != 200 or r.body != b"ok":
                     errors.append(f"client {idx} request {j}: {r.status} {r.body[:50]!r}")
                     return
-    except Exception as e:                       # noqa: BLE001 - reported by the test
+    except Exception as e:  # noqa: BLE001 - reported by the test
         errors.append(f"client {idx}: {type(e).__name__}: {e}")
 
 
@@ -29,8 +30,10 @@ def test_concurrent_work_counters(srv):
     with Conn(srv.port) as c:
         before = settle(c)
     errors: list[str] = []
-    threads = [threading.Thread(target=_client, args=(srv.port, i, per, errors), daemon=True)
-               for i in range(clients)]
+    threads = [
+        threading.Thread(target=_client, args=(srv.port, i, per, errors), daemon=True)
+        for i in range(clients)
+    ]
     t0 = time.monotonic()
     for t in threads:
         t.start()

@@ -1,4 +1,5 @@
 """Run every vector of conformance_vectors.VECTORS against every impl x model."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,14 @@ import re
 
 import pytest
 from conformance_client import Conn
-from conformance_vectors import (CONTAINER_ANSWERS, CONTAINER_KEEPS_OPEN, CONTAINER_MODELS, HTTP09,
-                                 VECTORS, V)
+from conformance_vectors import (
+    CONTAINER_ANSWERS,
+    CONTAINER_KEEPS_OPEN,
+    CONTAINER_MODELS,
+    HTTP09,
+    VECTORS,
+    V,
+)
 
 
 def check_body(v: V, body: bytes) -> None:
@@ -34,12 +41,14 @@ def _container_answer(c: Conn, v: V) -> None:
     statuses, why = CONTAINER_ANSWERS[v.id]
     if statuses == (HTTP09,):
         data = b""
-        for _ in range(64):                 # read until the container closes
+        for _ in range(64):  # read until the container closes
             chunk = c.sock.recv(65536)
             if not chunk:
                 break
             data += chunk
-        assert data and not data.startswith(b"HTTP/"), f"not an HTTP/0.9 answer ({why}): {data[:80]!r}"
+        assert data and not data.startswith(b"HTTP/"), (
+            f"not an HTTP/0.9 answer ({why}): {data[:80]!r}"
+        )
         return
     resp = c.read_response(check=False, no_body=v.raw.startswith(b"HEAD "))
     assert resp.status in statuses, f"status {resp.status}, want {statuses} ({why})"
@@ -60,21 +69,24 @@ def test_vector(srv, v: V):
         try:
             c.send(v.raw)
         except OSError:
-            pass             # the server may answer and close before taking every byte
+            pass  # the server may answer and close before taking every byte
         resp = c.read_response(no_body=v.raw.startswith(b"HEAD "))
         want = v.status if isinstance(v.status, tuple) else (v.status,)
-        assert resp.status in want, f"status {resp.status}, want {v.status} ({v.note}); " \
-                                    f"body {resp.body[:200]!r}"
+        assert resp.status in want, (
+            f"status {resp.status}, want {v.status} ({v.note}); body {resp.body[:200]!r}"
+        )
         if v.ctype:
             assert resp.header("content-type").lower().startswith(v.ctype), resp.headers
         for name, pattern in v.headers.items():
-            assert re.fullmatch(pattern, resp.header(name) or ""), \
+            assert re.fullmatch(pattern, resp.header(name) or ""), (
                 f"{name}: {resp.header(name)!r} !~ {pattern}"
+            )
         if resp.status == 405:
             assert resp.header("allow"), "405 without Allow"
         if resp.status in (400, 413, 501):
-            assert (resp.header("connection") or "").lower() == "close", \
+            assert (resp.header("connection") or "").lower() == "close", (
                 f"{resp.status} must carry Connection: close"
+            )
         check_body(v, resp.body)
         if v.after == "close" or resp.status in (400, 413, 501):
             assert c.peer_closed(3.0), "the server did not close the connection"

@@ -1,4 +1,5 @@
 """A delay axis end to end: the proxy injects it, every trial proves it took effect."""
+
 import json
 import subprocess
 import sys
@@ -24,9 +25,22 @@ placement: {server_cpus: [0], loadgen_cpus: [1]}
 
 def test_delay_axis_is_injected_and_verified(write_yaml, perfctl_env, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run",
-                           str(write_yaml(DELAYS)), "--out", str(out)], cwd=ROOT,
-                          env=perfctl_env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            str(write_yaml(DELAYS)),
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=perfctl_env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     t = pd.read_csv(out / "trials.csv").set_index("delay")
     assert t.loc["0ms", "network_backend"] == "none"
@@ -53,6 +67,7 @@ def test_injection_that_misses_marks_the_trial_invalid():
 
         def check(self, probe, state=None):
             from orchestrator.netem import verify
+
             return verify((state or self.spec).expected_rtt_p50_ms(), probe.added_p50_ms)
 
     off = ProbeResult(method="echo-rtt", rtt_ms=[30.0] * 5, baseline_ms=0.1)
@@ -72,14 +87,28 @@ placement: {server_cpus: [0], loadgen_cpus: [1]}
 """
 
 
-def test_network_schedule_changes_mid_trial_and_lands_in_the_timeline(write_yaml, perfctl_env,
-                                                                        tmp_path):
+def test_network_schedule_changes_mid_trial_and_lands_in_the_timeline(
+    write_yaml, perfctl_env, tmp_path
+):
     """The step takes effect at its `at` (timeline t = 0 is the load's start), the timeline
     says when, and the requests after it cross the new delay."""
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run",
-                           str(write_yaml(SCHEDULE)), "--out", str(out)], cwd=ROOT,
-                          env=perfctl_env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            str(write_yaml(SCHEDULE)),
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=perfctl_env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     row = pd.read_csv(out / "trials.csv").iloc[0]
     assert row["network_changes"] == 1
@@ -90,7 +119,9 @@ def test_network_schedule_changes_mid_trial_and_lands_in_the_timeline(write_yaml
     assert change["at_s"] == pytest.approx(1.5)
     assert abs(change["applied_s"] - 1.5) <= 0.1, change
     tl = pd.read_parquet(tdir / "timeline.parquet")
-    assert tl.loc[tl["t_s"] == 1.0, "network_change_s"].iloc[0] == pytest.approx(change["applied_s"])
+    assert tl.loc[tl["t_s"] == 1.0, "network_change_s"].iloc[0] == pytest.approx(
+        change["applied_s"]
+    )
     assert list(tl["network_step"]) == [0] + [1] * (len(tl) - 1)
     # requests sent well after the change cross 2 x 15 ms, those well before 2 x 1 ms
     req = pd.read_parquet(tdir / "requests.parquet")
@@ -98,6 +129,6 @@ def test_network_schedule_changes_mid_trial_and_lands_in_the_timeline(write_yaml
     t_s = (req["sent_ns"] - summary["start_ns"]) / 1e9
     lat_ms = (req["done_ns"] - req["sent_ns"]) / 1e6
     before = lat_ms[t_s < change["applied_s"] - 0.2]
-    if len(before):     # none when a very busy host started the load generator late
+    if len(before):  # none when a very busy host started the load generator late
         assert before.median() < 10
     assert lat_ms[t_s > change["applied_s"] + 0.2].min() >= 30 * 0.95

@@ -1,6 +1,6 @@
 """End to end: `perfctl run` on tiny experiments against the bundled Python server."""
+
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -26,22 +26,43 @@ placement: {server_cpus: [0], loadgen_cpus: [1]}
 
 
 def perfctl(args, env, **kw):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        **kw,
+    )
 
 
 def test_two_cell_run(write_yaml, perfctl_env, tmp_path):
     out = tmp_path / "run"
-    proc = perfctl(["run", str(write_yaml(TWO_CELLS)), "--out", str(out)], perfctl_env,
-                   timeout=120)
+    proc = perfctl(["run", str(write_yaml(TWO_CELLS)), "--out", str(out)], perfctl_env, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Summary" in proc.stdout
     trials = pd.read_csv(out / "trials.csv")
     assert len(trials) == 2
-    for col in ("cell_id", "trial", "server", "mode", "throughput_rps", "latency_mean_ms",
-                "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms",
-                "latency_max_ms", "requests", "errors", "error_rate", "target_rate",
-                "achieved_rate", "valid", "invalid_reasons"):
+    for col in (
+        "cell_id",
+        "trial",
+        "server",
+        "mode",
+        "throughput_rps",
+        "latency_mean_ms",
+        "latency_p50_ms",
+        "latency_p90_ms",
+        "latency_p99_ms",
+        "latency_p999_ms",
+        "latency_max_ms",
+        "requests",
+        "errors",
+        "error_rate",
+        "target_rate",
+        "achieved_rate",
+        "valid",
+        "invalid_reasons",
+    ):
         assert col in trials.columns, col
     assert (trials["requests"] > 0).all()
     assert (trials["errors"] == 0).all()
@@ -57,12 +78,14 @@ def test_two_cell_run(write_yaml, perfctl_env, tmp_path):
     assert info["experiment"] == "e2e" and info["host"]["cpu_count"] >= 1
     assert info["axes"] == ["server", "mode"]
     for _, t in trials.iterrows():
-        req = pd.read_parquet(out / "cells" / t["cell_id"] / f"trial-{t['trial']}" / "requests.parquet")
+        req = pd.read_parquet(
+            out / "cells" / t["cell_id"] / f"trial-{t['trial']}" / "requests.parquet"
+        )
         assert len(req) >= t["requests"]
         assert (req["svc_ms"].dropna() > 0).any(), "Server-Timing svc values were not recorded"
     assert (out / "plots" / "throughput.png").is_file()
     assert (out / "plots" / "latency_p99.png").is_file()
-    latest = ROOT / "results" / "latest"      # --out runs leave results/latest alone
+    latest = ROOT / "results" / "latest"  # --out runs leave results/latest alone
     assert not (latest.exists() and latest.resolve() == out.resolve())
 
 
@@ -75,14 +98,20 @@ def _descendants(pid):
 
 def test_sigint_keeps_trials_and_resume_finishes(write_yaml, perfctl_env, tmp_path):
     # five short closed trials: the test is about the interrupt and --resume, not the numbers
-    text = (TWO_CELLS.replace("matrix: {mode: [closed, open]}", "matrix: {mode: [closed]}\nrepeats: 5")
-            .replace("duration: 2s, warmup: 500ms", "duration: 1s, warmup: 200ms"))
+    text = TWO_CELLS.replace(
+        "matrix: {mode: [closed, open]}", "matrix: {mode: [closed]}\nrepeats: 5"
+    ).replace("duration: 2s, warmup: 500ms", "duration: 1s, warmup: 200ms")
     assert "duration: 1s" in text
     exp = write_yaml(text)
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(exp),
-                             "--out", str(out)], cwd=ROOT, env=perfctl_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(exp), "--out", str(out)],
+        cwd=ROOT,
+        env=perfctl_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         seen = {}

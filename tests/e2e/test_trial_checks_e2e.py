@@ -1,5 +1,6 @@
 """A real trial's new self-checks end to end: the seed, the offered load, the host-noise
 columns, and a server that dies behind a wrapper shell (issue #13 items 1-3)."""
+
 import math
 import subprocess
 import sys
@@ -37,26 +38,39 @@ placement: {server_cpus: [0], loadgen_cpus: [1]}
 
 def run(write_yaml, perfctl_env, tmp_path, text):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(write_yaml(text)),
-                           "--out", str(out), "--no-plots"], cwd=ROOT, env=perfctl_env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            str(write_yaml(text)),
+            "--out",
+            str(out),
+            "--no-plots",
+        ],
+        cwd=ROOT,
+        env=perfctl_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return pd.read_csv(out / "trials.csv"), proc.stdout
 
 
-def test_a_real_trial_records_its_seed_offered_load_and_noise(write_yaml, perfctl_env,
-                                                              tmp_path):
+def test_a_real_trial_records_its_seed_offered_load_and_noise(write_yaml, perfctl_env, tmp_path):
     trials, stdout = run(write_yaml, perfctl_env, tmp_path, OPEN)
     [t] = trials.to_dict("records")
     assert t["seed"] == trial_seed(t["cell_id"], 1, 1)
-    assert t["offered_rate"] == 300 and t["requests"] == 600        # exactly rate x window
+    assert t["offered_rate"] == 300 and t["requests"] == 600  # exactly rate x window
     for col in NOISE_COLUMNS:
         assert col in trials.columns, col
         if col != "noise_cpus":
             assert math.isfinite(t[col]) and t[col] >= 0, (col, t[col])
     assert t["noise_cpus"] == "0,1"
     assert t["quiet"] in (True, False)
-    assert (t["noise_reasons"] == t["noise_reasons"]) != t["quiet"]   # reasons iff not quiet
+    assert (t["noise_reasons"] == t["noise_reasons"]) != t["quiet"]  # reasons iff not quiet
     assert "quiet" in stdout
 
 

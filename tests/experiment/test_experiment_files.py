@@ -1,9 +1,10 @@
 """Experiment files: validation messages, matrix expansion, profiles, overrides, units."""
+
 import pytest
 
 from orchestrator import experiment
-from orchestrator.experiment import units
 from orchestrator.errors import PerfctlError
+from orchestrator.experiment import units
 
 BASE = """
 name: t
@@ -39,8 +40,9 @@ def test_cell_ids_are_stable_and_distinct(write_yaml):
 
 
 def test_profile_and_set_override(write_yaml):
-    plan = experiment.load_plan(write_yaml(BASE), profile="quick",
-                            overrides=["load.connections=3", "matrix.rate=[50]"])
+    plan = experiment.load_plan(
+        write_yaml(BASE), profile="quick", overrides=["load.connections=3", "matrix.rate=[50]"]
+    )
     assert plan.repeats == 1
     assert all(c.load.duration_s == 1.0 and c.load.connections == 3 for c in plan.cells)
     assert {c.values["rate"] for c in plan.cells} == {50}
@@ -52,16 +54,22 @@ def test_include_adds_a_cell(write_yaml):
     assert any(c.values["rate"] == 999 and c.server_name == "py" for c in plan.cells)
 
 
-@pytest.mark.parametrize("patch, key, words", [
-    (("duration: 2s", "duration: 2parsecs"), "load.duration", "not a duration"),
-    (("connections: 8", "connectoins: 8"), "load.connectoins", "unknown key"),
-    (("spin_us: \"{spin}\"", "spin_us: \"{spinn}\""), "workload.params.spin_us", "{spinn}"),
-    (("rate: [100, 200]", "rate: []"), "matrix.rate", "no values"),
-    (("model: pool", "model: fork"), "servers.c", "no concurrency model 'fork'"),
-    (("exclude: [{server: py, threads: 4}]", "exclude: [{server: py, cores: 4}]"),
-     "exclude[0].cores", "not a matrix axis"),
-    (("repeats: 2", "repeats: zero"), "repeats", "valid integer"),
-])
+@pytest.mark.parametrize(
+    "patch, key, words",
+    [
+        (("duration: 2s", "duration: 2parsecs"), "load.duration", "not a duration"),
+        (("connections: 8", "connectoins: 8"), "load.connectoins", "unknown key"),
+        (('spin_us: "{spin}"', 'spin_us: "{spinn}"'), "workload.params.spin_us", "{spinn}"),
+        (("rate: [100, 200]", "rate: []"), "matrix.rate", "no values"),
+        (("model: pool", "model: fork"), "servers.c", "no concurrency model 'fork'"),
+        (
+            ("exclude: [{server: py, threads: 4}]", "exclude: [{server: py, cores: 4}]"),
+            "exclude[0].cores",
+            "not a matrix axis",
+        ),
+        (("repeats: 2", "repeats: zero"), "repeats", "valid integer"),
+    ],
+)
 def test_bad_input_names_file_key_and_fix(write_yaml, patch, key, words):
     path = write_yaml(BASE.replace(*patch))
     with pytest.raises(PerfctlError) as e:
@@ -71,8 +79,9 @@ def test_bad_input_names_file_key_and_fix(write_yaml, patch, key, words):
 
 
 def test_excluding_everything_is_an_error(write_yaml):
-    path = write_yaml(BASE.replace("exclude: [{server: py, threads: 4}]",
-                                   "exclude: [{server: py}, {server: c}]"))
+    path = write_yaml(
+        BASE.replace("exclude: [{server: py, threads: 4}]", "exclude: [{server: py}, {server: c}]")
+    )
     with pytest.raises(PerfctlError, match="empty after exclude"):
         experiment.load_plan(path)
 
@@ -93,7 +102,9 @@ def test_unknown_profile_and_bad_set(write_yaml):
 
 def test_command_server_needs_port_placeholder(write_yaml):
     path = write_yaml(BASE.replace("py: {impl: python, model: async}", 'py: {cmd: "sleep 10"}'))
-    with pytest.raises(PerfctlError, match=r"\{port\} appears neither in cmd nor in any of its files"):
+    with pytest.raises(
+        PerfctlError, match=r"\{port\} appears neither in cmd nor in any of its files"
+    ):
         experiment.load_plan(path)
 
 
@@ -104,8 +115,10 @@ def test_not_yaml_and_missing_file(tmp_path, write_yaml):
         experiment.load_plan(tmp_path / "nope.yaml")
 
 
-@pytest.mark.parametrize("text, seconds", [("250us", 250e-6), ("20ms", 0.02), ("10s", 10.0),
-                                           ("2m", 120.0), (3, 3.0), ("1.5s", 1.5)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("250us", 250e-6), ("20ms", 0.02), ("10s", 10.0), ("2m", 120.0), (3, 3.0), ("1.5s", 1.5)],
+)
 def test_durations(text, seconds):
     assert units.duration_s(text) == pytest.approx(seconds)
 
@@ -122,8 +135,9 @@ def test_bandwidth_and_fraction():
 
 
 def test_server_cores_as_an_axis(write_yaml):
-    text = BASE.replace("repeats: 2", "repeats: 1\nplacement: {server_cores: \"{cores}\"}").replace(
-        "spin: [10]}", "spin: [10], cores: [1, 2]}")
+    text = BASE.replace("repeats: 2", 'repeats: 1\nplacement: {server_cores: "{cores}"}').replace(
+        "spin: [10]}", "spin: [10], cores: [1, 2]}"
+    )
     plan = experiment.load_plan(write_yaml(text))
     cores = {c.values["cores"]: c.placement.server_cpu_list for c in plan.cells}
     assert len(cores[1]) == 1 and len(cores[2]) == 2
@@ -136,15 +150,19 @@ def test_unavailable_cpu_is_an_error(write_yaml):
 
 
 def test_seq_placeholder_reaches_the_load_generator(write_yaml):
-    text = BASE.replace("workload: {path: /work, params: {spin_us: \"{spin}\"}}",
-                        "workload: {path: /register, method: POST, body: \"user=u{seq}&pass=x\"}")
+    text = BASE.replace(
+        'workload: {path: /work, params: {spin_us: "{spin}"}}',
+        'workload: {path: /register, method: POST, body: "user=u{seq}&pass=x"}',
+    )
     plan = experiment.load_plan(write_yaml(text))
     assert all(c.workload.body == "user=u{seq}&pass=x" for c in plan.cells)
 
 
 def test_free_ports_avoid_the_ephemeral_range():
     import socket
+
     from orchestrator.run import ports
+
     low, _ = ports._ephemeral_range()
     for _ in range(20):
         port = ports.free_port()

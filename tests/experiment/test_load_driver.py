@@ -1,5 +1,6 @@
 """`load.driver` in the experiment file (loadgen/DRIVER.md): the default, bundled drivers by
 name, any command, and every mismatch refused before anything runs, naming file, key and fix."""
+
 import pytest
 
 from orchestrator import experiment
@@ -31,13 +32,17 @@ def test_the_default_driver_keeps_cell_ids(write_yaml):
     """Cells written before drivers existed keep their ids: `driver: http` is the default and
     is left out of the hash; this id is what main computes for BASE (without drivers)."""
     plain = experiment.load_plan(write_yaml(BASE))
-    explicit = experiment.load_plan(write_yaml(BASE.replace("mode: closed",
-                                                            "driver: http, mode: closed"), "b.yaml"))
+    explicit = experiment.load_plan(
+        write_yaml(BASE.replace("mode: closed", "driver: http, mode: closed"), "b.yaml")
+    )
     [a], [b] = plain.cells, explicit.cells
-    assert a.cell_id == b.cell_id == "87c4685d35e8"   # main at 0491aea, before drivers
+    assert a.cell_id == b.cell_id == "87c4685d35e8"  # main at 0491aea, before drivers
     assert a.load.driver == "http" and a.load.driver_label == "http"
-    other = experiment.load_plan(write_yaml(BASE.replace(
-        "mode: closed", 'driver: {cmd: "x {spec} {out}"}, mode: closed'), "c.yaml"))
+    other = experiment.load_plan(
+        write_yaml(
+            BASE.replace("mode: closed", 'driver: {cmd: "x {spec} {out}"}, mode: closed'), "c.yaml"
+        )
+    )
     assert other.cells[0].cell_id != a.cell_id
 
 
@@ -49,19 +54,33 @@ def test_http_and_rmi_in_one_experiment(write_yaml):
     assert {c.server.concurrency_model for c in plan.cells} == {"pool", "rmi", "rmi-single"}
 
 
-@pytest.mark.parametrize("patch, key, words", [
-    (("mode: closed", "driver: grpc, mode: closed"), "load.driver", "unknown driver 'grpc'"),
-    (("mode: closed", 'driver: {cmd: "x {spec}"}, mode: closed'), "load.driver",
-     "must contain {out}"),
-    (("mode: closed", "driver: rmi, mode: ramp, ramp: {rates: [10]}"), "load",
-     "driver 'rmi' has no ramp mode"),
-    (("mode: closed", "driver: rmi, mode: closed"), "load.driver",
-     "speaks HTTP"),
-    (("{impl: python, model: async}", "{impl: java, model: rmi}"), "load.driver",
-     "speaks Java RMI"),
-    (("{impl: python, model: async}", "{impl: python, model: rmi}"), "servers.py",
-     "no concurrency model 'rmi'"),
-])
+@pytest.mark.parametrize(
+    "patch, key, words",
+    [
+        (("mode: closed", "driver: grpc, mode: closed"), "load.driver", "unknown driver 'grpc'"),
+        (
+            ("mode: closed", 'driver: {cmd: "x {spec}"}, mode: closed'),
+            "load.driver",
+            "must contain {out}",
+        ),
+        (
+            ("mode: closed", "driver: rmi, mode: ramp, ramp: {rates: [10]}"),
+            "load",
+            "driver 'rmi' has no ramp mode",
+        ),
+        (("mode: closed", "driver: rmi, mode: closed"), "load.driver", "speaks HTTP"),
+        (
+            ("{impl: python, model: async}", "{impl: java, model: rmi}"),
+            "load.driver",
+            "speaks Java RMI",
+        ),
+        (
+            ("{impl: python, model: async}", "{impl: python, model: rmi}"),
+            "servers.py",
+            "no concurrency model 'rmi'",
+        ),
+    ],
+)
 def test_mismatches_are_refused_before_anything_runs(write_yaml, patch, key, words):
     path = write_yaml(BASE.replace(*patch))
     with pytest.raises(PerfctlError) as e:

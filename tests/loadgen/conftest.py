@@ -1,8 +1,8 @@
 """Servers for load-generator tests: the bundled Python and C servers, nginx, a stalling one."""
+
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -99,7 +99,7 @@ def nginx_server(tmp_path_factory):
 
 
 def nginx_conf(prefix: Path, port: int, workers: int = 1) -> str:
-    user = "user root;\n" if os.geteuid() == 0 else ""   # pytest's tmp dirs are 0700
+    user = "user root;\n" if os.geteuid() == 0 else ""  # pytest's tmp dirs are 0700
     return f"""daemon off;
 {user}master_process on;
 worker_processes {workers};

@@ -4,13 +4,15 @@ body shorter than its Content-Length (then the connection closes), /timing-later
 Server-Timing header from the 40th response of each connection on, /close-later and
 /truncated-later like /close and /truncated from the 20th response of a connection (before
 that like /plain), anything else with Content-Length. Usage: odd_server.py PORT"""
+
 import asyncio
 import sys
 
 import uvloop
 
-CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-           b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+)
 CLOSE = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbody until close"
 PLAIN = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 TRUNCATED = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part"

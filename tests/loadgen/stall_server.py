@@ -1,5 +1,6 @@
 """A test server that answers at once but freezes its whole event loop for 500 ms every
 second: the classic set-up that exposes coordinated omission. Usage: stall_server.py PORT"""
+
 import asyncio
 import sys
 import time
@@ -21,7 +22,7 @@ class Echo(asyncio.Protocol):
 
 def stall(loop):
     end = time.monotonic() + STALL_S
-    while time.monotonic() < end:   # block the loop: nothing is answered meanwhile
+    while time.monotonic() < end:  # block the loop: nothing is answered meanwhile
         pass
     loop.call_later(PERIOD_S - STALL_S, stall, loop)
 

@@ -3,11 +3,10 @@ statistics of the same generated requests: heavy tails, two modes, a few huge ou
 The histograms must hold 0.1% and never understate; with every row on disk the exact pass
 must equal the in-memory order statistics; merging adds up; latency.hlog reads back with
 the hdrhistogram package's own reader."""
-import json
+
 import math
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -19,19 +18,19 @@ from loadgen.records import COLUMNS, OK, TIMEOUT
 from loadgen.sink import ParquetSink
 from loadgen.spec import LoadSpec, keep_fraction
 
-START = 10**12            # perf_counter_ns of the phase's start
+START = 10**12  # perf_counter_ns of the phase's start
 WARMUP_NS, WINDOW_NS = 2 * 10**9, 20 * 10**9
 
 
 def _latencies(kind: str, n: int, rng) -> np.ndarray:
     """Latencies in ns of one shape."""
-    if kind == "heavy_tail":         # Pareto tail, alpha 1.3, from 200 us
+    if kind == "heavy_tail":  # Pareto tail, alpha 1.3, from 200 us
         return (200_000 * (1 + rng.pareto(1.3, n))).astype(np.int64)
-    if kind == "bimodal":            # a fast path at ~300 us and a slow one at ~40 ms
+    if kind == "bimodal":  # a fast path at ~300 us and a slow one at ~40 ms
         fast = rng.normal(300_000, 20_000, n)
         slow = rng.normal(40_000_000, 3_000_000, n)
         return np.maximum(np.where(rng.random(n) < 0.93, fast, slow), 1_000).astype(np.int64)
-    if kind == "outliers":           # lognormal around 1 ms, and 7 requests near 30 s
+    if kind == "outliers":  # lognormal around 1 ms, and 7 requests near 30 s
         lat = rng.lognormal(math.log(1e6), 0.4, n).astype(np.int64)
         lat[rng.choice(n, 7, replace=False)] = rng.integers(20 * 10**9, 40 * 10**9, 7)
         return lat
@@ -46,20 +45,30 @@ def requests(kind: str, n: int = 300_000, seed: int = 7) -> dict[str, np.ndarray
     sent = intended + rng.integers(0, 5_000, n)
     done = intended + np.maximum(lat, sent - intended)
     cols = {k: np.zeros(n, dtype=t) for k, t in COLUMNS.items()}
-    cols.update(intended_ns=intended, sent_ns=sent, first_byte_ns=done - 1, done_ns=done,
-                status=np.full(n, 200, np.int16), bytes=np.full(n, 120, np.int32),
-                conn=rng.integers(0, 50, n).astype(np.int32))
+    cols.update(
+        intended_ns=intended,
+        sent_ns=sent,
+        first_byte_ns=done - 1,
+        done_ns=done,
+        status=np.full(n, 200, np.int16),
+        bytes=np.full(n, 120, np.int32),
+        conn=rng.integers(0, 50, n).astype(np.int32),
+    )
     cols["svc_ms"] = (lat * 0.6 / 1e6).astype(np.float32)
     cols["queue_ms"] = (lat * 0.1 / 1e6).astype(np.float32)
     bad = rng.choice(n, n // 500, replace=False)
     cols["error"][bad[: len(bad) // 2]] = TIMEOUT
-    cols["status"][bad[len(bad) // 2:]] = 503
+    cols["status"][bad[len(bad) // 2 :]] = 503
     return cols
 
 
 def summary_of() -> dict:
-    return {"start_ns": START, "measure_start_ns": START + WARMUP_NS,
-            "measure_end_ns": START + WARMUP_NS + WINDOW_NS, "scheduled_in_window": 0}
+    return {
+        "start_ns": START,
+        "measure_start_ns": START + WARMUP_NS,
+        "measure_end_ns": START + WARMUP_NS + WINDOW_NS,
+        "scheduled_in_window": 0,
+    }
 
 
 def streamed(cols: dict, chunk_rows: int = 65_536, timeout_s: float = 5.0) -> digest.Digest:
@@ -69,14 +78,17 @@ def streamed(cols: dict, chunk_rows: int = 65_536, timeout_s: float = 5.0) -> di
     d.begin(s["start_ns"], s["measure_start_ns"], s["measure_end_ns"])
     n = len(cols["intended_ns"])
     for i in range(0, n, chunk_rows):
-        d.add({k: v[i:i + chunk_rows] for k, v in cols.items()})
+        d.add({k: v[i : i + chunk_rows] for k, v in cols.items()})
     return d
 
 
 def window_latencies_ms(cols: dict) -> np.ndarray:
     s = summary_of()
-    m = ((cols["intended_ns"] >= s["measure_start_ns"]) & (cols["intended_ns"] < s["measure_end_ns"])
-         & (cols["error"] == OK))
+    m = (
+        (cols["intended_ns"] >= s["measure_start_ns"])
+        & (cols["intended_ns"] < s["measure_end_ns"])
+        & (cols["error"] == OK)
+    )
     return (cols["done_ns"][m] - cols["intended_ns"][m]) / 1e6
 
 
@@ -86,8 +98,7 @@ SHAPES = ["heavy_tail", "bimodal", "outliers"]
 @pytest.mark.parametrize("kind", SHAPES)
 def test_histogram_percentiles_are_within_a_thousandth_of_exact_and_never_below(kind):
     cols = requests(kind)
-    row = stats.summarize_digest(digest.read_doc(streamed(cols).to_json()), summary_of(),
-                                 "closed")
+    row = stats.summarize_digest(digest.read_doc(streamed(cols).to_json()), summary_of(), "closed")
     lat = window_latencies_ms(cols)
     assert row["latency_percentiles_from"] == "hdr"
     for name, q in stats.PERCENTILES.items():
@@ -109,8 +120,7 @@ def test_counts_means_and_extremes_are_exact_whatever_the_chunking(kind):
     answered = ok & (cols["status"] >= 200) & (cols["status"] < 300)
     lat = window_latencies_ms(cols)
     for chunk in (1_000, 65_536, 10**6):
-        row = stats.summarize_digest(digest.read_doc(streamed(cols, chunk).to_json()), s,
-                                     "closed")
+        row = stats.summarize_digest(digest.read_doc(streamed(cols, chunk).to_json()), s, "closed")
         assert row["requests"] == m.sum() and row["completed"] == ok.sum()
         assert row["errors"] == m.sum() - answered.sum()
         assert row["errors_timeout"] == np.count_nonzero(m & (cols["error"] == TIMEOUT))
@@ -127,12 +137,23 @@ def test_counts_means_and_extremes_are_exact_whatever_the_chunking(kind):
 def test_exact_pass_over_requests_parquet_gives_the_order_statistics(kind, tmp_path):
     cols = requests(kind)
     pq.write_table(pa.table(cols), tmp_path / "requests.parquet", row_group_size=50_000)
-    row = stats.summarize_digest(digest.read_doc(streamed(cols).to_json()), summary_of(),
-                                 "closed", requests_path=tmp_path / "requests.parquet")
+    row = stats.summarize_digest(
+        digest.read_doc(streamed(cols).to_json()),
+        summary_of(),
+        "closed",
+        requests_path=tmp_path / "requests.parquet",
+    )
     exact = stats.summarize(cols, summary_of(), "closed")
     assert row["latency_percentiles_from"] == exact["latency_percentiles_from"] == "exact"
-    for k in ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms",
-              "latency_p99_ci_low_ms", "latency_p99_ci_high_ms", "sent_to_done_p99_ms"):
+    for k in (
+        "latency_p50_ms",
+        "latency_p90_ms",
+        "latency_p99_ms",
+        "latency_p999_ms",
+        "latency_p99_ci_low_ms",
+        "latency_p99_ci_high_ms",
+        "sent_to_done_p99_ms",
+    ):
         assert row[k] == exact[k], k
 
 
@@ -162,9 +183,15 @@ def test_exact_pass_memory_does_not_grow_with_the_file(tmp_path):
     import subprocess
     import sys
     from pathlib import Path
+
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", EXACT_PASS_POOL, str(tmp_path / "r.parquet"),
-                          __file__], capture_output=True, text=True, timeout=300, cwd=root)
+    out = subprocess.run(
+        [sys.executable, "-c", EXACT_PASS_POOL, str(tmp_path / "r.parquet"), __file__],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+    )
     assert out.returncode == 0, out.stderr
     before, peak = map(int, out.stdout.split())
     # a batch (262,144 rows) of the 4 columns read is 6.5 MB, and its row groups are decoded
@@ -180,8 +207,11 @@ def test_merging_worker_digests_adds_them_up(tmp_path):
     for i in range(3):
         part = streamed({k: v[i::3] for k, v in cols.items()})
         part.write(tmp_path, f"digest-worker-{i}", f"latency-worker-{i}.hlog")
-    digest.merge_files([tmp_path / f"digest-worker-{i}.json" for i in range(3)],
-                       [tmp_path / f"latency-worker-{i}.hlog" for i in range(3)], tmp_path)
+    digest.merge_files(
+        [tmp_path / f"digest-worker-{i}.json" for i in range(3)],
+        [tmp_path / f"latency-worker-{i}.hlog" for i in range(3)],
+        tmp_path,
+    )
     merged = digest.read(tmp_path / "digest.json")
     mw, ww = merged["windows"][0], whole.windows[0]
     assert mw.counts == ww.counts and mw.errors == ww.errors
@@ -227,8 +257,9 @@ def test_timeline_from_the_digest_matches_the_rows():
     """Per second: completions, errors and in-flight counts exact; p50/p99 within 0.1%."""
     cols = requests("bimodal", 120_000)
     d = streamed(cols)
-    tl = stats.timeline_of_digest(d.to_json(), summary_of(),
-                                  (h for _, _, h in d.interval_histograms()))
+    tl = stats.timeline_of_digest(
+        d.to_json(), summary_of(), (h for _, _, h in d.interval_histograms())
+    )
     done, sent, err = cols["done_ns"], cols["sent_ns"], cols["error"]
     ok = err == OK
     b = (done - START) // 10**9
@@ -237,7 +268,9 @@ def test_timeline_from_the_digest_matches_the_rows():
         assert tl["throughput_rps"].iloc[k] == np.count_nonzero(sel & ok)
         assert tl["errors"].iloc[k] == np.count_nonzero(sel & ~(ok & (cols["status"] < 300)))
         edge = START + (k + 1) * 10**9
-        assert tl["in_flight"].iloc[k] == np.count_nonzero(sent < edge) - np.count_nonzero(done < edge)
+        assert tl["in_flight"].iloc[k] == np.count_nonzero(sent < edge) - np.count_nonzero(
+            done < edge
+        )
         lat = (done - cols["intended_ns"])[sel & ok] / 1e6
         if lat.size:
             exact = stats.percentile(lat, 99.0)
@@ -248,7 +281,7 @@ def test_timeline_from_the_digest_matches_the_rows():
 def test_a_late_row_reopens_a_sealed_second():
     cols = requests("heavy_tail", 20_000)
     d = streamed(cols, chunk_rows=2_000, timeout_s=0.1)
-    assert d.bins.sealed            # most seconds were sealed as the rows went by
+    assert d.bins.sealed  # most seconds were sealed as the rows went by
     late = {k: v[:1].copy() for k, v in cols.items()}
     late["intended_ns"][:] = START + 500_000_000
     late["done_ns"][:] = START + 600_000_000
@@ -259,8 +292,13 @@ def test_a_late_row_reopens_a_sealed_second():
 
 def test_vectorised_recording_matches_the_package():
     rng = np.random.default_rng(3)
-    values = np.concatenate([rng.integers(0, 5_000, 1000), rng.lognormal(14, 2, 5000).astype(np.int64),
-                             [hdr.HIGHEST_NS - 1, 1, 2047, 2048, 2049]])
+    values = np.concatenate(
+        [
+            rng.integers(0, 5_000, 1000),
+            rng.lognormal(14, 2, 5000).astype(np.int64),
+            [hdr.HIGHEST_NS - 1, 1, 2047, 2048, 2049],
+        ]
+    )
     ours, theirs = hdr.new(), hdr.new()
     hdr.record(ours, values)
     for v in values:
@@ -270,20 +308,24 @@ def test_vectorised_recording_matches_the_package():
     # a percentile is the highest value of the bucket holding the exact order statistic
     for q in (1, 50, 90, 99, 99.9, 100):
         exact = int(stats.percentile(values, q))
-        assert round(hdr.percentile_ms(ours, q) * 1e6) == min(theirs.get_highest_equivalent_value(exact),
-                                                       int(values.max()))
+        assert round(hdr.percentile_ms(ours, q) * 1e6) == min(
+            theirs.get_highest_equivalent_value(exact), int(values.max())
+        )
 
 
 def test_sink_keeps_all_a_sample_or_none_of_the_rows_and_digests_them_all(tmp_path):
     cols = requests("heavy_tail", 40_000)
-    for records, path in (("all", tmp_path / "a.parquet"), ("sample:0.1", tmp_path / "s.parquet"),
-                          ("none", None)):
+    for records, path in (
+        ("all", tmp_path / "a.parquet"),
+        ("sample:0.1", tmp_path / "s.parquet"),
+        ("none", None),
+    ):
         d = digest.Digest()
         sink = ParquetSink(path, digest=d, keep=keep_fraction(records), seed=5)
         s = summary_of()
         sink.begin(s["start_ns"], s["measure_start_ns"], s["measure_end_ns"])
         for i in range(0, 40_000, 8_192):
-            sink({k: v[i:i + 8_192] for k, v in cols.items()})
+            sink({k: v[i : i + 8_192] for k, v in cols.items()})
         sink.finish()
         assert d.rows == 40_000
         if path is None:
@@ -295,10 +337,14 @@ def test_sink_keeps_all_a_sample_or_none_of_the_rows_and_digests_them_all(tmp_pa
             # dictionaries only on the few-valued columns: on unique nanosecond times parquet's
             # default dictionary attempt costs ~3.5x the spill thread's CPU for nothing
             rg = meta.row_group(0)
-            encs = {rg.column(i).path_in_schema: rg.column(i).encodings for i in range(rg.num_columns)}
+            encs = {
+                rg.column(i).path_in_schema: rg.column(i).encodings for i in range(rg.num_columns)
+            }
             assert "RLE_DICTIONARY" in encs["status"] and "RLE_DICTIONARY" in encs["conn"]
-            assert all("RLE_DICTIONARY" not in encs[c] and "PLAIN_DICTIONARY" not in encs[c]
-                       for c in ("intended_ns", "sent_ns", "done_ns", "svc_ms"))
+            assert all(
+                "RLE_DICTIONARY" not in encs[c] and "PLAIN_DICTIONARY" not in encs[c]
+                for c in ("intended_ns", "sent_ns", "done_ns", "svc_ms")
+            )
             expected = 40_000 * keep_fraction(records)
             assert abs(rows - expected) <= 5 * math.sqrt(expected) + 1
 
@@ -317,6 +363,7 @@ def test_a_sealed_second_frees_its_histogram_without_the_cyclic_collector():
     its heap grew). Ours are freed when dropped, and still encode, decode and add."""
     import gc
     import weakref
+
     cols = requests("heavy_tail", 20_000)
     gc.disable()
     try:
@@ -329,15 +376,16 @@ def test_a_sealed_second_frees_its_histogram_without_the_cyclic_collector():
             h = real_new()
             opened.append(weakref.ref(h))
             return h
+
         hdr_new, hdr.new = hdr.new, watched
         try:
             for lo in range(0, 20_000, 2_000):
-                d.add({k: v[lo:lo + 2_000] for k, v in cols.items()})
+                d.add({k: v[lo : lo + 2_000] for k, v in cols.items()})
         finally:
             hdr.new = hdr_new
         assert d.bins.sealed
         alive = sum(1 for r in opened if r() is not None)
-        assert alive == len(d.bins.open), (alive, len(d.bins.open))   # the sealed ones are gone
+        assert alive == len(d.bins.open), (alive, len(d.bins.open))  # the sealed ones are gone
         again = hdr.decode(d.bins.sealed[min(d.bins.sealed)])
         assert hdr.add(hdr.new(), again).get_total_count() == again.get_total_count() > 0
         gone = weakref.ref(again)

@@ -8,6 +8,7 @@ schedule perfctl handed over), the columns, errors classified (a server too slow
 timeout gives timeouts, an unknown operation 404 answers), the self-checks present, and that
 bad output (or a non-zero exit) makes the trial invalid with a clear reason, never a crash.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,9 +63,23 @@ def perfctl_run(tmp_path: Path, text: str, name: str) -> tuple[Path, pd.DataFram
     exp = tmp_path / f"{name}.yaml"
     exp.write_text(text)
     out = tmp_path / name
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(exp), "--out",
-                           str(out), "--no-plots"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            str(exp),
+            "--out",
+            str(out),
+            "--no-plots",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out, pd.read_csv(out / "trials.csv", keep_default_na=False, na_values=["", "nan"])
 
@@ -73,6 +88,7 @@ def perfctl_run(tmp_path: Path, text: str, name: str) -> tuple[Path, pd.DataFram
 def driver_run(request, tmp_path_factory):
     if request.param == "rmi":
         from orchestrator.run import bundled
+
         if bundled.find_jdk(17) is None:
             pytest.skip("no JDK >= 17: the rmi driver and server need one")
     tmp = tmp_path_factory.mktemp(f"contract-{request.param}")
@@ -91,8 +107,11 @@ def _cell(trials: pd.DataFrame, **values) -> dict:
 
 def _files(out: Path, row: dict) -> tuple[Path, pd.DataFrame, dict]:
     tdir = trial_dir(out, row["cell_id"], int(row["trial"]))
-    return tdir, pd.read_parquet(tdir / "requests.parquet"), json.loads(
-        (tdir / "summary.json").read_text())
+    return (
+        tdir,
+        pd.read_parquet(tdir / "requests.parquet"),
+        json.loads((tdir / "summary.json").read_text()),
+    )
 
 
 def test_every_trial_has_the_columns_and_self_checks(driver_run):
@@ -119,7 +138,7 @@ def test_open_load_follows_the_schedule_perfctl_handed_over(driver_run):
     offsets = contract.read_schedule(tdir / spec["schedule_file"])
     assert len(offsets) == round(200 * 0.3) + round(200 * 1.5)
     intended = np.sort(req["intended_ns"].to_numpy()) - summary["start_ns"]
-    assert np.array_equal(intended, offsets)      # every arrival, at its exact instant
+    assert np.array_equal(intended, offsets)  # every arrival, at its exact instant
     assert summary["scheduled_in_window"] == round(200 * 1.5)
     assert row["offered_rate"] == pytest.approx(200)
     ok = req[req["error"] == 0]
@@ -132,13 +151,13 @@ def test_closed_and_burst_load_answer_and_carry_service_times(driver_run):
     closed = _cell(trials, mode="closed", path="/work", timeout="2s")
     _, req, _ = _files(out, closed)
     assert (req["status"][req["error"] == 0] == 200).all() and len(req) > 50
-    assert req["svc_ms"].notna().mean() > 0.9          # the server's own time came back
+    assert req["svc_ms"].notna().mean() > 0.9  # the server's own time came back
     assert (req["conn"] >= 0).all()
     burst = _cell(trials, mode="burst")
     _, req, summary = _files(out, burst)
-    assert len(req) == 2 * 4                             # bursts x connections attempts
+    assert len(req) == 2 * 4  # bursts x connections attempts
     assert summary["release_spread_ms_max"] >= 0
-    assert set(req["error"]) <= {0, 1, 2, 3}             # ok, refused, reset, timeout
+    assert set(req["error"]) <= {0, 1, 2, 3}  # ok, refused, reset, timeout
     assert burst["window_s"] == pytest.approx(1.0)
 
 
@@ -146,8 +165,10 @@ def test_errors_are_classified(driver_run):
     _, out, trials = driver_run
     slow = _cell(trials, mode="closed", sleep_us=300000)
     _, req, summary = _files(out, slow)
-    window = req[(req["intended_ns"] >= summary["measure_start_ns"])
-                 & (req["intended_ns"] < summary["measure_end_ns"])]
+    window = req[
+        (req["intended_ns"] >= summary["measure_start_ns"])
+        & (req["intended_ns"] < summary["measure_end_ns"])
+    ]
     # each attempt times out; those still waiting when the phase ends are unfinished
     counts = window["error"].value_counts()
     assert len(window) > 0 and set(counts.index) <= {TIMEOUT, UNFINISHED}, counts
@@ -164,20 +185,32 @@ def test_errors_are_classified(driver_run):
 def test_broken_drivers_make_invalid_trials_with_the_reason(tmp_path):
     out, trials = perfctl_run(tmp_path, TOYS, "toys")
     by = {r["how"]: r for r in trials.to_dict("records")}
-    assert set(by) == {"good", "exit", "no-column", "malformed", "no-summary", "short",
-                       "no-self-checks"}
+    assert set(by) == {
+        "good",
+        "exit",
+        "no-column",
+        "malformed",
+        "no-summary",
+        "short",
+        "no-self-checks",
+    }
     good = by["good"]
-    assert (good["load_driver"] == "cmd" and good["requests"] > 20
-            and "DRIVER.md" not in str(good["invalid_reasons"])), good
+    assert (
+        good["load_driver"] == "cmd"
+        and good["requests"] > 20
+        and "DRIVER.md" not in str(good["invalid_reasons"])
+    ), good
     tdir, req, _ = _files(out, good)
-    assert not (tdir / "requests.csv").exists()           # converted to requests.parquet
-    assert req["svc_ms"].isna().all() and (req["conn"] == -1).all()   # optional columns filled
-    expected = {"exit": "exited 1: toy driver: giving up on purpose",
-                "no-column": "lacks column(s) done_ns",
-                "malformed": "requests.csv is malformed",
-                "no-summary": "no summary.json",
-                "short": "summary.json says requests_recorded",
-                "no-self-checks": "lacks loadgen_cpu_pct, loop_lag_p99_ms, gc_pause_max_ms"}
+    assert not (tdir / "requests.csv").exists()  # converted to requests.parquet
+    assert req["svc_ms"].isna().all() and (req["conn"] == -1).all()  # optional columns filled
+    expected = {
+        "exit": "exited 1: toy driver: giving up on purpose",
+        "no-column": "lacks column(s) done_ns",
+        "malformed": "requests.csv is malformed",
+        "no-summary": "no summary.json",
+        "short": "summary.json says requests_recorded",
+        "no-self-checks": "lacks loadgen_cpu_pct, loop_lag_p99_ms, gc_pause_max_ms",
+    }
     for how, needle in expected.items():
         row = by[how]
         assert not row["valid"], how

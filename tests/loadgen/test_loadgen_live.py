@@ -1,6 +1,7 @@
 """loadgen/live.py: the per-second lines a phase appends for the live view, and the
 orchestrator's tail of them (run/live.py). The lines are for watching; they must still agree
 with the raw rows they summarise."""
+
 import json
 
 import pandas as pd
@@ -13,11 +14,17 @@ from orchestrator.run.live import LiveTail, combine
 
 @pytest.mark.slow
 @pytest.mark.parametrize("processes", [1, 2])
-def test_a_phase_writes_one_line_a_second_that_agrees_with_its_rows(tmp_path, py_server,
-                                                                   processes):
-    spec = LoadSpec(host="127.0.0.1", port=py_server.port, target="/work?spin_us=100",
-                    mode="closed", connections=2, duration_s=3.0, warmup_s=1.0,
-                    processes=processes)
+def test_a_phase_writes_one_line_a_second_that_agrees_with_its_rows(tmp_path, py_server, processes):
+    spec = LoadSpec(
+        host="127.0.0.1",
+        port=py_server.port,
+        target="/work?spin_us=100",
+        mode="closed",
+        connections=2,
+        duration_s=3.0,
+        warmup_s=1.0,
+        processes=processes,
+    )
     generate_to_dir(spec, tmp_path)
     files = sorted(tmp_path.glob("live*.jsonl"))
     assert len(files) == processes
@@ -28,7 +35,7 @@ def test_a_phase_writes_one_line_a_second_that_agrees_with_its_rows(tmp_path, py
     for worker_lines in per_worker.values():
         seconds = [x["second"] for x in worker_lines]
         assert seconds == list(range(1, len(seconds) + 1))
-        assert len(seconds) >= 3                 # 1 s warm-up + 3 s window
+        assert len(seconds) >= 3  # 1 s warm-up + 3 s window
         assert {"warmup", "measure"} <= {x["phase"] for x in worker_lines}
     df = pd.read_parquet(tmp_path / "requests.parquet")
     ok_rows = int((df["error"] == 0).sum())
@@ -40,9 +47,21 @@ def test_a_phase_writes_one_line_a_second_that_agrees_with_its_rows(tmp_path, py
 
 
 def _line(worker, second, ok, p99, phase="measure"):
-    return json.dumps({"worker": worker, "second": second, "phase": phase, "ok": ok,
-                       "errors": 0, "p50_ms": p99 / 2, "p99_ms": p99,
-                       "lateness_p99_ms": 0.1}) + "\n"
+    return (
+        json.dumps(
+            {
+                "worker": worker,
+                "second": second,
+                "phase": phase,
+                "ok": ok,
+                "errors": 0,
+                "p50_ms": p99 / 2,
+                "p99_ms": p99,
+                "lateness_p99_ms": 0.1,
+            }
+        )
+        + "\n"
+    )
 
 
 def test_tail_reports_a_second_once_every_worker_wrote_it(tmp_path):
@@ -50,14 +69,16 @@ def test_tail_reports_a_second_once_every_worker_wrote_it(tmp_path):
     tail = LiveTail(tmp_path)
     assert tail.poll() == []
     a.write_text(_line(0, 1, 100, 2.0) + _line(0, 2, 110, 3.0))
-    b.write_text(_line(1, 1, 50, 4.0) + '{"worker": 1, "sec')        # half a line: not read
+    b.write_text(_line(1, 1, 50, 4.0) + '{"worker": 1, "sec')  # half a line: not read
     [first] = tail.poll()
     s = combine(first)
     assert (s.second, s.ok, s.p99_ms, s.phase) == (1, 150, 4.0, "measure")
-    assert s.noisy is None                       # no sampler: not measured
+    assert s.noisy is None  # no sampler: not measured
     with open(b, "a") as f:
-        f.write('ond": 2, "phase": "measure", "ok": 60, "errors": 1, "p50_ms": 1.0, '
-                '"p99_ms": 5.0, "lateness_p99_ms": 0.2}\n')
+        f.write(
+            'ond": 2, "phase": "measure", "ok": 60, "errors": 1, "p50_ms": 1.0, '
+            '"p99_ms": 5.0, "lateness_p99_ms": 0.2}\n'
+        )
     [second] = tail.poll()
     s = combine(second)
     assert (s.second, s.ok, s.errors, s.p99_ms, s.lateness_p99_ms) == (2, 170, 1, 5.0, 0.2)
@@ -69,16 +90,42 @@ def test_the_live_lines_verdict_survives_an_80_column_cut():
     """rich cuts the line at the terminal's width: the host's verdict comes before the numbers
     (an 80-column CI terminal showed `... late 0.00157 ms NOIS…`)."""
     from orchestrator.run.live import LiveSecond
-    s = LiveSecond(second=123, phase="measure", ok=139_000, errors=10_000, p50_ms=123.4,
-                   p99_ms=4567.0, lateness_p99_ms=0.00157, server_cpu_pct=100.0,
-                   noisy="load generator waited 103 ms/s for its own CPU (> 50 ms/s)")
+
+    s = LiveSecond(
+        second=123,
+        phase="measure",
+        ok=139_000,
+        errors=10_000,
+        p50_ms=123.4,
+        p99_ms=4567.0,
+        lateness_p99_ms=0.00157,
+        server_cpu_pct=100.0,
+        noisy="load generator waited 103 ms/s for its own CPU (> 50 ms/s)",
+    )
     assert s.line()[:79].startswith("measure 123s NOISY 139k req/s")
     assert s.line().endswith(": load generator waited 103 ms/s for its own CPU (> 50 ms/s)")
-    quiet = LiveSecond(second=1, phase="warmup", ok=5, errors=0, p50_ms=1.0, p99_ms=2.0,
-                       lateness_p99_ms=0.1, noisy="")
+    quiet = LiveSecond(
+        second=1,
+        phase="warmup",
+        ok=5,
+        errors=0,
+        p50_ms=1.0,
+        p99_ms=2.0,
+        lateness_p99_ms=0.1,
+        noisy="",
+    )
     assert quiet.line() == "warmup 1s quiet 5 req/s p50 1 p99 2ms 0 err cpu -% late 100µs"
     # CI's 80-column terminal cut `... cpu 88% late 0.00165 m…` (rich indents the line by 2)
-    typical = LiveSecond(second=12, phase="measure", ok=3970, errors=0, p50_ms=0.438,
-                         p99_ms=3.23, lateness_p99_ms=0.00165, server_cpu_pct=100.0, noisy="x")
+    typical = LiveSecond(
+        second=12,
+        phase="measure",
+        ok=3970,
+        errors=0,
+        p50_ms=0.438,
+        p99_ms=3.23,
+        lateness_p99_ms=0.00165,
+        server_cpu_pct=100.0,
+        noisy="x",
+    )
     assert len(typical.line().split(":")[0]) <= 78, typical.line()
     assert " late 1.65µs" in typical.line()

@@ -1,5 +1,6 @@
 """The mode objects (loadgen/modes/): which class a mode name selects, and what each mode
 decides without a server: connection reuse, the inline fast path, process shares, ramp steps."""
+
 import asyncio
 
 import pytest
@@ -13,13 +14,14 @@ SPECS = {
     "closed": LoadSpec(mode="closed", connections=4),
     "open": LoadSpec(mode="open", rate_rps=600, connections=5),
     "burst": LoadSpec(mode="burst", connections=50, bursts=2),
-    "ramp": LoadSpec(mode="ramp", ramp_rates=(40, 20), ramp_step_s=1.0, warmup_s=0.5,
-                     processes=3),
+    "ramp": LoadSpec(mode="ramp", ramp_rates=(40, 20), ramp_step_s=1.0, warmup_s=0.5, processes=3),
 }
 
 
-@pytest.mark.parametrize("name,cls", [("closed", ClosedMode), ("open", OpenMode),
-                                      ("burst", BurstMode), ("ramp", RampMode)])
+@pytest.mark.parametrize(
+    "name,cls",
+    [("closed", ClosedMode), ("open", OpenMode), ("burst", BurstMode), ("ramp", RampMode)],
+)
 def test_a_mode_name_selects_its_mode_object(name, cls):
     mode = mode_for(SPECS[name])
     assert type(mode) is cls and MODES[name] is cls and cls.name == name
@@ -47,8 +49,11 @@ def test_burst_opens_a_new_connection_for_every_request():
 def test_closed_loop_sends_inline_only_with_keepalive_no_think_time_and_a_fixed_request():
     assert ClosedMode(LoadSpec()).sends_next_inline
     assert _worker(ClosedMode(LoadSpec())).fast
-    for slower in (LoadSpec(think_time_s=0.01), LoadSpec(keepalive=False),
-                   LoadSpec(target="/work?bucket={seq}")):
+    for slower in (
+        LoadSpec(think_time_s=0.01),
+        LoadSpec(keepalive=False),
+        LoadSpec(target="/work?bucket={seq}"),
+    ):
         assert not ClosedMode(slower).sends_next_inline, slower
     assert not OpenMode(SPECS["open"]).sends_next_inline
 
@@ -57,7 +62,7 @@ def test_open_mode_deals_its_schedule_and_divides_connections_between_processes(
     parts = [OpenMode(SPECS["open"]).share(i, 2, 123) for i in range(2)]
     assert all(type(p) is OpenMode and p.spec.processes == 1 for p in parts)
     assert [(p.spec.shard_index, p.spec.shard_count) for p in parts] == [(0, 2), (1, 2)]
-    assert {p.spec.rate_rps for p in parts} == {600}      # each deals from the whole schedule
+    assert {p.spec.rate_rps for p in parts} == {600}  # each deals from the whole schedule
     assert {p.spec.seed for p in parts} == {SPECS["open"].seed}
     assert [p.spec.connections for p in parts] == [3, 2]
     assert {p.spec.start_at_ns for p in parts} == {123}
@@ -75,10 +80,10 @@ def test_ramp_steps_are_open_phases_in_one_process():
     first, second = ramp.step(0, 20.0), ramp.step(1, 40.0)
     assert type(first) is OpenMode and first.spec.mode == "open"
     assert (first.spec.rate_rps, first.spec.duration_s, first.spec.warmup_s) == (20.0, 1.0, 0.5)
-    assert (second.spec.rate_rps, second.spec.warmup_s) == (40.0, 0.0)   # one warm-up, first
+    assert (second.spec.rate_rps, second.spec.warmup_s) == (40.0, 0.0)  # one warm-up, first
     assert second.spec.seed == first.spec.seed + 1
     with pytest.raises(NotImplementedError):
-        ramp.start(None)          # a ramp drives no Worker itself: its steps do
+        ramp.start(None)  # a ramp drives no Worker itself: its steps do
 
 
 def test_open_mode_records_arrivals_a_late_loop_never_dispatched(monkeypatch):
@@ -94,19 +99,26 @@ def test_open_mode_records_arrivals_a_late_loop_never_dispatched(monkeypatch):
     from loadgen.modes import open_loop
 
     monkeypatch.setattr(schedule, "CHUNK", 97)
-    spec = LoadSpec(mode="open", rate_rps=1000, duration_s=1.0, warmup_s=0.2, seed=3,
-                    keepalive=False)
+    spec = LoadSpec(
+        mode="open", rate_rps=1000, duration_s=1.0, warmup_s=0.2, seed=3, keepalive=False
+    )
     start = 10**12
-    worker = SimpleNamespace(start_ns=start, measure_start_ns=start + 200_000_000,
-                             end_ns=start + 1_200_000_000, conns=[], rec=records.Records(64),
-                             at=lambda *a: None)
+    worker = SimpleNamespace(
+        start_ns=start,
+        measure_start_ns=start + 200_000_000,
+        end_ns=start + 1_200_000_000,
+        conns=[],
+        rec=records.Records(64),
+        at=lambda *a: None,
+    )
     mode = OpenMode(spec)
     mode.start(worker)
     now = start + 700_000_000
     monkeypatch.setattr(open_loop, "_now", lambda: now)
     mode.stop(worker)
-    whole = start + np.concatenate(list(schedule.Schedule(
-        "poisson", 1000, 1.2, 3, warmup_s=0.2).chunks_ns()))
+    whole = start + np.concatenate(
+        list(schedule.Schedule("poisson", 1000, 1.2, 3, warmup_s=0.2).chunks_ns())
+    )
     due = whole[whole <= now]
     rows = worker.rec.frame()
     assert len(due) > 5 * 97 and np.array_equal(rows["intended_ns"], due)

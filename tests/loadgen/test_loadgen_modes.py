@@ -1,14 +1,14 @@
 """Every load mode against real servers: the bundled Python and C servers, nginx, and test
 servers that stall or use unusual framings. Bounds are loose: the machine is shared."""
+
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from loadgen import contract, digest, generate_to_dir, hdr, schedule
+from loadgen import contract, digest, generate_to_dir, hdr, schedule, stats
 from loadgen import records as lrec
-from loadgen import stats
 from loadgen.spec import LoadSpec
 
 pytestmark = pytest.mark.slow
@@ -21,8 +21,12 @@ def generate(tmp_path, server, path="/work", **kw):
     out = tmp_path / f"phase-{len(list(tmp_path.iterdir()))}"
     summary = generate_to_dir(spec, out)
     df = pd.read_parquet(out / "requests.parquet")
-    row = stats.summarize({k: df[k].to_numpy() for k in df.columns}, summary, spec.mode,
-                          target_rate_rps=spec.rate_rps or None)
+    row = stats.summarize(
+        {k: df[k].to_numpy() for k in df.columns},
+        summary,
+        spec.mode,
+        target_rate_rps=spec.rate_rps or None,
+    )
     assert_consistent(df)
     assert_digest_agrees(out, summary, spec, row)
     return df, summary, row
@@ -31,15 +35,19 @@ def generate(tmp_path, server, path="/work", **kw):
 def assert_digest_agrees(out, summary, spec, row):
     """The digest the load generator streamed, with the exact pass over the file, gives the
     row the rows in memory give; its latency log holds every completion."""
-    streamed = stats.summarize_digest(digest.read(out / "digest.json"), summary, spec.mode,
-                                      target_rate_rps=spec.rate_rps or None,
-                                      requests_path=out / "requests.parquet")
+    streamed = stats.summarize_digest(
+        digest.read(out / "digest.json"),
+        summary,
+        spec.mode,
+        target_rate_rps=spec.rate_rps or None,
+        requests_path=out / "requests.parquet",
+    )
     for k, v in row.items():
         w = streamed[k]
         assert (v == w) or (v != v and w != w) or v == pytest.approx(w, rel=1e-9), (k, v, w)
     seconds = hdr.read_log(out / "latency.hlog")
     bins = json.loads((out / "digest.json").read_text())["bins"]
-    assert [h.get_total_count() for h in seconds] == bins["ok"][:len(seconds)]
+    assert [h.get_total_count() for h in seconds] == bins["ok"][: len(seconds)]
 
 
 def assert_consistent(df):
@@ -56,24 +64,26 @@ def test_closed_keepalive(tmp_path, py_server):
     df, _, row = generate(tmp_path, py_server, "/work?spin_us=100", mode="closed", connections=8)
     assert row["requests"] > 200 and row["errors"] == 0
     assert df["conn"].nunique() == 8
-    assert df["svc_ms"].notna().mean() > 0.99        # Server-Timing kept per request
+    assert df["svc_ms"].notna().mean() > 0.99  # Server-Timing kept per request
 
 
 def test_closed_new_connection_per_request(tmp_path, py_server):
     df, _, row = generate(tmp_path, py_server, mode="closed", connections=2, keepalive=False)
     assert row["requests"] > 50 and row["errors"] == 0
-    assert df["conn"].nunique() == len(df)           # one connection per request
+    assert df["conn"].nunique() == len(df)  # one connection per request
 
 
 def test_closed_think_time_sets_the_rate(tmp_path, py_server):
-    _, _, row = generate(tmp_path, py_server, mode="closed", connections=4, think_time_s=0.05,
-                    duration_s=2.0)
+    _, _, row = generate(
+        tmp_path, py_server, mode="closed", connections=4, think_time_s=0.05, duration_s=2.0
+    )
     assert 4 / 0.05 * 0.6 < row["throughput_rps"] < 4 / 0.05 * 1.05
 
 
 def test_open_poisson_keeps_rate_and_measures_from_intended(tmp_path, py_server):
-    df, summary, row = generate(tmp_path, py_server, mode="open", rate_rps=400, connections=8,
-                           duration_s=2.0)
+    df, summary, row = generate(
+        tmp_path, py_server, mode="open", rate_rps=400, connections=8, duration_s=2.0
+    )
     scheduled = summary["scheduled_in_window"]
     assert row["requests"] == scheduled
     assert abs(row["achieved_rate"] - scheduled / 2.0) / (scheduled / 2.0) < 0.02
@@ -87,25 +97,42 @@ def test_open_replays_the_same_schedule(tmp_path, py_server):
     b, _, _ = generate(tmp_path, py_server, mode="open", rate_rps=200, connections=4, seed=5)
     ga, gb = np.diff(a["intended_ns"].to_numpy()), np.diff(b["intended_ns"].to_numpy())
     n = min(len(ga), len(gb))
-    assert n > 100 and np.abs(ga[:n] - gb[:n]).max() < 2   # identical gaps (ns rounding)
+    assert n > 100 and np.abs(ga[:n] - gb[:n]).max() < 2  # identical gaps (ns rounding)
 
 
 def test_open_without_keepalive(tmp_path, py_server):
-    df, _, row = generate(tmp_path, py_server, mode="open", rate_rps=150, connections=4,
-                     keepalive=False)
+    df, _, row = generate(
+        tmp_path, py_server, mode="open", rate_rps=150, connections=4, keepalive=False
+    )
     assert row["errors"] == 0 and df["conn"].nunique() == len(df)
 
 
 def test_open_overload_drops_arrivals_loudly(tmp_path, py_server):
-    _, summary, row = generate(tmp_path, py_server, "/work?sleep_us=200000", mode="open",
-                          rate_rps=200, connections=1, max_outstanding=5, duration_s=1.0)
+    _, summary, row = generate(
+        tmp_path,
+        py_server,
+        "/work?sleep_us=200000",
+        mode="open",
+        rate_rps=200,
+        connections=1,
+        max_outstanding=5,
+        duration_s=1.0,
+    )
     assert row["dropped"] > 0 and summary["dropped"] > 0
     assert not row["valid"] and "dropped" in row["invalid_reasons"]
 
 
 def test_timeouts_are_errors(tmp_path, py_server):
-    _, _, row = generate(tmp_path, py_server, "/work?sleep_us=3000000", mode="closed",
-                    connections=2, timeout_s=0.3, duration_s=1.0, warmup_s=0.0)
+    _, _, row = generate(
+        tmp_path,
+        py_server,
+        "/work?sleep_us=3000000",
+        mode="closed",
+        connections=2,
+        timeout_s=0.3,
+        duration_s=1.0,
+        warmup_s=0.0,
+    )
     assert row["errors_timeout"] > 0 and row["completed"] == 0
 
 
@@ -114,16 +141,26 @@ def test_refused_connections_are_counted(tmp_path):
 
     class Nothing:
         port = free_port()
+
     _, _, row = generate(tmp_path, Nothing, mode="closed", connections=2, duration_s=0.5)
     assert row["errors_refused"] > 0 and row["completed"] == 0 and not row["valid"]
 
 
 def test_burst_releases_together_and_reports_outcomes(tmp_path, py_server):
-    df, summary, row = generate(tmp_path, py_server, "/register", mode="burst", method="POST",
-                           body="user=burst{seq}&pass=x", connections=200, bursts=2,
-                           burst_interval_s=0.5, warmup_s=0.0)
+    df, summary, row = generate(
+        tmp_path,
+        py_server,
+        "/register",
+        mode="burst",
+        method="POST",
+        body="user=burst{seq}&pass=x",
+        connections=200,
+        bursts=2,
+        burst_interval_s=0.5,
+        warmup_s=0.0,
+    )
     assert row["requests"] == 400
-    assert (df["status"] == 201).sum() == 400           # {seq} made every user unique
+    assert (df["status"] == 201).sum() == 400  # {seq} made every user unique
     assert summary["release_spread_ms_max"] > 0
     assert row["success_ratio"] == 1.0
 
@@ -133,24 +170,34 @@ def test_burst_against_closed_port_is_all_refused(tmp_path):
 
     class Nothing:
         port = free_port()
+
     _, _, row = generate(tmp_path, Nothing, mode="burst", connections=50, warmup_s=0.0)
     assert row["errors_refused"] == 50 and row["success_ratio"] == 0.0
 
 
 def test_ramp_finds_a_sustainable_rate(tmp_path, py_server):
-    _, summary, row = generate(tmp_path, py_server, "/work?spin_us=2000", mode="ramp",
-                          ramp_rates=(20, 40, 5000), ramp_step_s=1.0, slo_p99_ms=200.0,
-                          connections=16, warmup_s=0.2)
+    _, summary, row = generate(
+        tmp_path,
+        py_server,
+        "/work?spin_us=2000",
+        mode="ramp",
+        ramp_rates=(20, 40, 5000),
+        ramp_step_s=1.0,
+        slo_p99_ms=200.0,
+        connections=16,
+        warmup_s=0.2,
+    )
     steps = summary["ramp_steps"]
-    assert [s["rate_rps"] for s in steps] == [20, 40, 5000]     # stops at the first miss
+    assert [s["rate_rps"] for s in steps] == [20, 40, 5000]  # stops at the first miss
     assert steps[1]["meets_slo"] and not steps[-1]["meets_slo"]
     assert summary["sustainable_rps"] == 40
     assert row["sustainable_rps"] == summary["sustainable_rps"]
 
 
 def test_processes_split_the_schedule_and_merge(tmp_path, py_server):
-    df, summary, row = generate(tmp_path, py_server, mode="open", rate_rps=600, connections=8,
-                           processes=2, duration_s=1.5)
+    df, summary, row = generate(
+        tmp_path, py_server, mode="open", rate_rps=600, connections=8, processes=2, duration_s=1.5
+    )
     assert sorted(df["worker"].unique()) == [0, 1]
     assert summary["processes"] == 2
     assert abs(row["requests"] - 600 * 1.5) < 0.15 * 600 * 1.5
@@ -165,14 +212,22 @@ def test_processes_split_the_schedule_and_merge(tmp_path, py_server):
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_open_streams_its_schedule_and_sends_exactly_the_driver_file(tmp_path, py_server,
-                                                                     monkeypatch, processes):
+def test_open_streams_its_schedule_and_sends_exactly_the_driver_file(
+    tmp_path, py_server, monkeypatch, processes
+):
     """Issue #18: the generator reads its schedule 97 arrivals at a time (a short phase then
     crosses many chunk joins): every arrival of the schedule file perfctl hands a driver is
     sent at its instant, none lost or doubled at a join, and the window is counted in full."""
-    monkeypatch.setattr(schedule, "CHUNK", 97)         # forked workers inherit it
-    kw = dict(mode="open", rate_rps=600, connections=8, seed=21, duration_s=1.5, warmup_s=0.3,
-              processes=processes)
+    monkeypatch.setattr(schedule, "CHUNK", 97)  # forked workers inherit it
+    kw = dict(
+        mode="open",
+        rate_rps=600,
+        connections=8,
+        seed=21,
+        duration_s=1.5,
+        warmup_s=0.3,
+        processes=processes,
+    )
     df, summary, row = generate(tmp_path, py_server, **kw)
     spec = LoadSpec(host="127.0.0.1", port=py_server.port, target="/work", **kw)
     n = contract.write_schedule(spec, tmp_path / contract.SCHEDULE_FILE)
@@ -181,21 +236,33 @@ def test_open_streams_its_schedule_and_sends_exactly_the_driver_file(tmp_path, p
     intended = np.sort(df["intended_ns"].to_numpy()) - summary["start_ns"]
     assert np.array_equal(intended, offsets)
     assert summary["scheduled_in_window"] == round(600 * 1.5)
-    assert 0 <= summary["send_lateness_p50_ms"] <= summary["send_lateness_p99_ms"] \
+    assert (
+        0
+        <= summary["send_lateness_p50_ms"]
+        <= summary["send_lateness_p99_ms"]
         <= summary["send_lateness_max_ms"]
+    )
 
 
 def test_chunked_and_close_delimited_responses(tmp_path, odd_server):
     for path in ("/chunked", "/close", "/plain"):
-        df, _, row = generate(tmp_path, odd_server, path, mode="closed", connections=2,
-                         duration_s=0.5, warmup_s=0.0)
+        df, _, row = generate(
+            tmp_path, odd_server, path, mode="closed", connections=2, duration_s=0.5, warmup_s=0.0
+        )
         assert row["completed"] > 10 and row["errors"] == 0, path
         assert (df["status"] == 200).all()
 
 
 def test_truncated_body_is_an_error_not_an_answer(tmp_path, odd_server):
-    df, _, row = generate(tmp_path, odd_server, "/truncated", mode="closed", connections=2,
-                     duration_s=0.5, warmup_s=0.0)
+    df, _, row = generate(
+        tmp_path,
+        odd_server,
+        "/truncated",
+        mode="closed",
+        connections=2,
+        duration_s=0.5,
+        warmup_s=0.0,
+    )
     assert len(df) > 10 and row["completed"] == 0
     assert (df["error"] == lrec.RESET).mean() > 0.9
 
@@ -203,25 +270,47 @@ def test_truncated_body_is_an_error_not_an_answer(tmp_path, odd_server):
 def test_framing_that_changes_mid_connection(tmp_path, odd_server):
     """After 19 keep-alive answers a connection's 20th response runs to the FIN (an answer)
     or is cut short of its Content-Length (an error), whichever parser reads it."""
-    df, _, _ = generate(tmp_path, odd_server, "/close-later", mode="closed", connections=2,
-                   duration_s=0.5, warmup_s=0.0)
-    done = df[df["error"] != lrec.UNFINISHED]          # the phase's end cuts the last ones
+    df, _, _ = generate(
+        tmp_path,
+        odd_server,
+        "/close-later",
+        mode="closed",
+        connections=2,
+        duration_s=0.5,
+        warmup_s=0.0,
+    )
+    done = df[df["error"] != lrec.UNFINISHED]  # the phase's end cuts the last ones
     assert len(done) > 60 and (done["error"] == 0).all() and (done["status"] == 200).all()
     assert (done.groupby("conn").size() == 20).sum() >= 3
-    df, _, _ = generate(tmp_path, odd_server, "/truncated-later", mode="closed", connections=2,
-                   duration_s=0.5, warmup_s=0.0)
+    df, _, _ = generate(
+        tmp_path,
+        odd_server,
+        "/truncated-later",
+        mode="closed",
+        connections=2,
+        duration_s=0.5,
+        warmup_s=0.0,
+    )
     per_conn = df.groupby("conn")["error"].agg(["size", "last", "sum"])
     full = per_conn[per_conn["size"] == 20]
     assert len(full) >= 3 and (full["last"] == lrec.RESET).all()
-    assert (full["sum"] == lrec.RESET).all()            # the 19 before were answers
+    assert (full["sum"] == lrec.RESET).all()  # the 19 before were answers
 
 
 def test_server_timing_found_when_it_starts_mid_connection(tmp_path, odd_server):
     """Connections that have not carried Server-Timing are rechecked every RECHECK
     responses: a header that appears on the 40th response is read from then on."""
     from loadgen.client import RECHECK
-    df, _, row = generate(tmp_path, odd_server, "/timing-later", mode="closed", connections=1,
-                     duration_s=0.5, warmup_s=0.0)
+
+    df, _, row = generate(
+        tmp_path,
+        odd_server,
+        "/timing-later",
+        mode="closed",
+        connections=1,
+        duration_s=0.5,
+        warmup_s=0.0,
+    )
     assert row["errors"] == 0 and len(df) > 40 + 2 * RECHECK
     has = df["svc_ms"].notna().to_numpy()
     first = int(np.argmax(has))
@@ -232,28 +321,45 @@ def test_server_timing_found_when_it_starts_mid_connection(tmp_path, odd_server)
 
 def test_spills_in_chunks_and_keeps_every_row(tmp_path, py_server, monkeypatch):
     monkeypatch.setattr(lrec, "CHUNK_ROWS", 256)
-    spec = LoadSpec(port=py_server.port, target="/work", mode="open", rate_rps=1000,
-                    connections=8, duration_s=1.5, warmup_s=0.2)
+    spec = LoadSpec(
+        port=py_server.port,
+        target="/work",
+        mode="open",
+        rate_rps=1000,
+        connections=8,
+        duration_s=1.5,
+        warmup_s=0.2,
+    )
     summary = generate_to_dir(spec, tmp_path / "spill")
     import pyarrow.parquet as pq
+
     meta = pq.ParquetFile(tmp_path / "spill" / "requests.parquet").metadata
     assert meta.num_row_groups > 2
     df = pd.read_parquet(tmp_path / "spill" / "requests.parquet")
     assert len(df) == summary["requests_recorded"]
-    assert (np.diff(df["intended_ns"].to_numpy()) >= 0).all()     # order kept
+    assert (np.diff(df["intended_ns"].to_numpy()) >= 0).all()  # order kept
     assert_consistent(df)
 
 
 def test_coordinated_omission_is_not_hidden(tmp_path, stall_server):
     """A server freezing 500 ms every second: open load sees it in its p99, while a closed
     single connection (the classic benchmark view) hides it."""
-    _, _, open_row = generate(tmp_path, stall_server, "/", mode="open", rate_rps=200,
-                         connections=64, duration_s=4.0, warmup_s=0.5)
-    _, _, closed_row = generate(tmp_path, stall_server, "/", mode="closed", connections=1,
-                           duration_s=4.0, warmup_s=0.5)
+    _, _, open_row = generate(
+        tmp_path,
+        stall_server,
+        "/",
+        mode="open",
+        rate_rps=200,
+        connections=64,
+        duration_s=4.0,
+        warmup_s=0.5,
+    )
+    _, _, closed_row = generate(
+        tmp_path, stall_server, "/", mode="closed", connections=1, duration_s=4.0, warmup_s=0.5
+    )
     assert open_row["latency_p99_ms"] >= 250
     assert closed_row["latency_p99_ms"] < 100
-    assert closed_row["latency_max_ms"] >= 250      # the stall is there, just hidden
+    assert closed_row["latency_max_ms"] >= 250  # the stall is there, just hidden
 
 
 def test_against_nginx(tmp_path, nginx_server):
@@ -272,18 +378,40 @@ def test_perfctl_load_json(tmp_path, py_server):
     import subprocess
     import sys
     from pathlib import Path
+
     root = Path(__file__).resolve().parents[2]
-    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "load",
-                        py_server.url("/work?spin_us=10"), "-c", "4", "-d", "1s", "--warmup",
-                        "0.2s", "--json"], cwd=root, capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "load",
+            py_server.url("/work?spin_us=10"),
+            "-c",
+            "4",
+            "-d",
+            "1s",
+            "--warmup",
+            "0.2s",
+            "--json",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["requests"] > 0 and out["throughput_rps"] > 0
     assert set(out["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
     assert isinstance(out["valid"], bool) and "selfcheck" in out
-    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", "load",
-                          "ftp://x", "--json"], cwd=root, capture_output=True, text=True,
-                         timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "load", "ftp://x", "--json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "http://" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -291,14 +419,26 @@ def test_connects_cut_short_are_never_counted_as_answers(tmp_path):
     """A listener that never accepts: its backlog fills and later connects hang. Rows whose
     connect was still waiting when the phase ended must carry an error, not look answered."""
     import socket
+
     with socket.socket() as lsock:
         lsock.bind(("127.0.0.1", 0))
         lsock.listen(1)
 
         class Stuck:
             port = lsock.getsockname()[1]
-        df, summary, row = generate(tmp_path, Stuck, "/", mode="open", rate_rps=200, connections=4,
-                               keepalive=False, timeout_s=0.3, duration_s=0.6, warmup_s=0.0)
+
+        df, summary, row = generate(
+            tmp_path,
+            Stuck,
+            "/",
+            mode="open",
+            rate_rps=200,
+            connections=4,
+            keepalive=False,
+            timeout_s=0.3,
+            duration_s=0.6,
+            warmup_s=0.0,
+        )
     assert row["completed"] == 0 and row["errors"] == row["requests"] > 0
     assert ((df["error"] != 0) | (df["status"] > 0)).all()
     assert summary["closed_out"] > 0

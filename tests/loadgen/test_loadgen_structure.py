@@ -1,5 +1,6 @@
 """How loadgen/ is put together: no mode switches outside the mode objects, no import cycles,
 no unexplained imports inside functions, modes kept to the Worker's public names."""
+
 import ast
 from pathlib import Path
 
@@ -17,8 +18,9 @@ def _tree(path: Path) -> ast.Module:
 
 def _is_mode_name(node: ast.AST) -> bool:
     """`x.mode` or a bare `mode`: where a mode's name would be read."""
-    return ((isinstance(node, ast.Attribute) and node.attr == "mode")
-            or (isinstance(node, ast.Name) and node.id == "mode"))
+    return (isinstance(node, ast.Attribute) and node.attr == "mode") or (
+        isinstance(node, ast.Name) and node.id == "mode"
+    )
 
 
 def mode_switches(source: str) -> list[int]:
@@ -26,8 +28,9 @@ def mode_switches(source: str) -> list[int]:
     `match spec.mode:`, `{...}[spec.mode]`."""
     lines = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare) and any(map(_is_mode_name,
-                                                     [node.left, *node.comparators])):
+        if isinstance(node, ast.Compare) and any(
+            map(_is_mode_name, [node.left, *node.comparators])
+        ):
             lines.append(node.lineno)
         elif isinstance(node, ast.Match) and _is_mode_name(node.subject):
             lines.append(node.lineno)
@@ -37,9 +40,13 @@ def mode_switches(source: str) -> list[int]:
 
 
 def test_the_mode_switch_detector_sees_each_form_of_switch():
-    for source in ('if spec.mode == "burst": pass', 'x = self.spec.mode != "open"',
-                   'ok = mode in ("closed", "open")', 'f = table[spec.mode]',
-                   'match spec.mode:\n    case "open": pass'):
+    for source in (
+        'if spec.mode == "burst": pass',
+        'x = self.spec.mode != "open"',
+        'ok = mode in ("closed", "open")',
+        "f = table[spec.mode]",
+        'match spec.mode:\n    case "open": pass',
+    ):
         assert mode_switches(source), source
     assert not mode_switches("self.mode.start(self)\nmode = mode_for(spec)")
 
@@ -47,8 +54,10 @@ def test_the_mode_switch_detector_sees_each_form_of_switch():
 @pytest.mark.parametrize("name", ["worker.py", "parallel.py"])
 def test_no_switch_on_the_mode_name_outside_the_mode_objects(name):
     found = mode_switches((PACKAGE / name).read_text())
-    assert not found, (f"loadgen/{name} branches on a mode name at lines {found}: "
-                       "give the mode object a method instead (loadgen/modes/base.py)")
+    assert not found, (
+        f"loadgen/{name} branches on a mode name at lines {found}: "
+        "give the mode object a method instead (loadgen/modes/base.py)"
+    )
 
 
 # Import cycles and unexplained function-level imports: tests/test_layers.py, for every package.
@@ -58,8 +67,12 @@ def test_modes_use_only_the_workers_public_names():
     private = []
     for path in sorted((PACKAGE / "modes").glob("*.py")):
         for node in ast.walk(_tree(path)):
-            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
-                    and isinstance(node.value, ast.Name) and node.value.id == "worker"):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "worker"
+            ):
                 private.append(f"modes/{path.name}:{node.lineno} worker.{node.attr}")
     assert not private, "modes reach into the Worker's private state: " + ", ".join(private)
 

@@ -1,4 +1,5 @@
 """Load-generator building blocks: schedules, records, percentiles, Server-Timing parsing."""
+
 import math
 
 import numpy as np
@@ -67,11 +68,12 @@ def test_uniform_gaps_keep_the_mean():
 
 def test_median_ci_needs_six_values_and_brackets_the_median():
     assert all(math.isnan(v) for v in stats.median_ci(np.arange(5.0)))
-    assert stats.median_ci(np.array([3.0, 1, 2, 6, 5, 4])) == (1.0, 6.0)   # 96.9% coverage
+    assert stats.median_ci(np.array([3.0, 1, 2, 6, 5, 4])) == (1.0, 6.0)  # 96.9% coverage
     rng = np.random.default_rng(2)
-    hits = sum(lo <= 0.0 <= hi for lo, hi in (stats.median_ci(rng.normal(0, 1, 9))
-                                             for _ in range(2000)))
-    assert 0.95 <= hits / 2000 <= 0.99     # n = 9: [x(2), x(8)], 96.1% coverage
+    hits = sum(
+        lo <= 0.0 <= hi for lo, hi in (stats.median_ci(rng.normal(0, 1, 9)) for _ in range(2000))
+    )
+    assert 0.95 <= hits / 2000 <= 0.99  # n = 9: [x(2), x(8)], 96.1% coverage
 
 
 def test_exact_percentiles_are_observed_values():
@@ -89,7 +91,7 @@ def test_percentile_ci_brackets_the_truth():
         sample = rng.exponential(1.0, 2000)
         lo, hi = stats.percentile_ci(sample, 99.0)
         hits += lo <= -math.log(0.01) <= hi
-    assert 0.90 <= hits / 200 <= 0.995   # nominal 95% coverage
+    assert 0.90 <= hits / 200 <= 0.995  # nominal 95% coverage
 
 
 def test_server_timing_parse():
@@ -99,8 +101,7 @@ def test_server_timing_parse():
     assert svc == 2.0 and math.isnan(queue)
     svc, _, _ = parse_server_timing(b"svc;dur=oops")
     assert math.isnan(svc)
-    assert parse_server_timing(b"queue;dur=0.010, svc;dur=0.900, db;dur=0.750") == \
-        (0.9, 0.01, 0.75)
+    assert parse_server_timing(b"queue;dur=0.010, svc;dur=0.900, db;dur=0.750") == (0.9, 0.01, 0.75)
 
 
 def test_records_chunk_without_losing_rows():
@@ -120,11 +121,11 @@ def test_records_spill_final_chunks_in_order_and_keep_memory_bounded():
     for i in range(1000):
         c, row = r.new(i)
         if i == 150:
-            held.append((c, row))       # an unanswered request holds its chunk (and later ones)
+            held.append((c, row))  # an unanswered request holds its chunk (and later ones)
         else:
             c.end(row, 0, i)
         r.spill()
-    assert sum(len(s) for s in spilled) == 100           # only the chunk before the held one
+    assert sum(len(s) for s in spilled) == 100  # only the chunk before the held one
     c, row = held[0]
     c.end(row, 0, 1)
     r.spill()
@@ -134,11 +135,15 @@ def test_records_spill_final_chunks_in_order_and_keep_memory_bounded():
 
 def test_summarize_counts_errors_and_flags_drops():
     n = 100
-    cols = {"intended_ns": np.arange(n) * 10_000_000, "sent_ns": np.arange(n) * 10_000_000,
-            "done_ns": np.arange(n) * 10_000_000 + 1_000_000, "status": np.full(n, 200),
-            "error": np.zeros(n, dtype=np.int8)}
+    cols = {
+        "intended_ns": np.arange(n) * 10_000_000,
+        "sent_ns": np.arange(n) * 10_000_000,
+        "done_ns": np.arange(n) * 10_000_000 + 1_000_000,
+        "status": np.full(n, 200),
+        "error": np.zeros(n, dtype=np.int8),
+    }
     cols["status"][:3] = 503
-    cols["error"][3:5] = 5   # dropped
+    cols["error"][3:5] = 5  # dropped
     summary = {"measure_start_ns": 0, "measure_end_ns": n * 10_000_000, "scheduled_in_window": n}
     row = stats.summarize(cols, summary, "open", 1.0, 100.0)
     assert row["requests"] == 100 and row["errors"] == 5 and row["dropped"] == 2
@@ -147,11 +152,14 @@ def test_summarize_counts_errors_and_flags_drops():
 
 
 def _window(n, status=200, error=0):
-    cols = {"intended_ns": np.arange(n) * 10_000_000 + 1, "sent_ns": np.arange(n) * 10_000_000 + 1,
-            "done_ns": np.arange(n) * 10_000_000 + 1_000_001, "status": np.full(n, status),
-            "error": np.full(n, error, dtype=np.int8)}
-    return cols, {"measure_start_ns": 0, "measure_end_ns": 1_000_000_000,
-                  "scheduled_in_window": n}
+    cols = {
+        "intended_ns": np.arange(n) * 10_000_000 + 1,
+        "sent_ns": np.arange(n) * 10_000_000 + 1,
+        "done_ns": np.arange(n) * 10_000_000 + 1_000_001,
+        "status": np.full(n, status),
+        "error": np.full(n, error, dtype=np.int8),
+    }
+    return cols, {"measure_start_ns": 0, "measure_end_ns": 1_000_000_000, "scheduled_in_window": n}
 
 
 def test_open_trial_whose_send_rate_misses_the_target_is_invalid():
@@ -167,14 +175,14 @@ def test_open_trial_whose_send_rate_misses_the_target_is_invalid():
 
 def test_errors_above_max_error_rate_make_a_trial_invalid():
     cols, summary = _window(100)
-    cols["error"][:3] = 1              # refused
-    cols["status"][3:5] = 302          # not 2xx: an error too
+    cols["error"][:3] = 1  # refused
+    cols["status"][3:5] = 302  # not 2xx: an error too
     row = stats.summarize(cols, summary, "open", 1.0, 100.0, max_error_rate=0.01)
     assert row["errors"] == 5 and row["errors_http"] == 2 and row["errors_refused"] == 3
     assert not row["valid"] and "error rate 5.00% > 1%" in row["invalid_reasons"]
     assert "refused 3, http 2" in row["invalid_reasons"]
     assert stats.summarize(cols, summary, "open", 1.0, 100.0, max_error_rate=0.1)["valid"]
-    assert stats.summarize(cols, summary, "open", 1.0, 100.0)["valid"]      # no limit given
+    assert stats.summarize(cols, summary, "open", 1.0, 100.0)["valid"]  # no limit given
 
 
 def test_request_bytes():
@@ -195,9 +203,13 @@ def test_spec_round_trips_through_json():
 
 def test_burst_is_not_judged_by_its_own_release_stall():
     n = 10
-    cols = {"intended_ns": np.zeros(n, dtype=np.int64) + 1, "sent_ns": np.ones(n, dtype=np.int64),
-            "done_ns": np.full(n, 2_000_001), "status": np.full(n, 201),
-            "error": np.zeros(n, dtype=np.int8)}
+    cols = {
+        "intended_ns": np.zeros(n, dtype=np.int64) + 1,
+        "sent_ns": np.ones(n, dtype=np.int64),
+        "done_ns": np.full(n, 2_000_001),
+        "status": np.full(n, 201),
+        "error": np.zeros(n, dtype=np.int8),
+    }
     summary = {"measure_start_ns": 0, "measure_end_ns": 10**9, "loop_lag_p99_ms": 200.0}
     assert stats.summarize(cols, summary, "burst")["valid"]
     assert not stats.summarize(cols, summary, "closed")["valid"]
@@ -205,19 +217,26 @@ def test_burst_is_not_judged_by_its_own_release_stall():
 
 def test_scan_head_reads_framing_and_server_timing_case_insensitively():
     from loadgen.client import scan_head
-    head = (b"HTTP/1.1 200 OK\r\ncontent-LENGTH: 5\r\nSERVER-timing: queue;dur=0.5\r\n"
-            b"Server-Timing: svc;dur=2\r\n\r\nbody!")
+
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-LENGTH: 5\r\nSERVER-timing: queue;dur=0.5\r\n"
+        b"Server-Timing: svc;dur=2\r\n\r\nbody!"
+    )
     framed, svc, queue, db = scan_head(head, True)
     assert framed and svc == 2.0 and queue == 0.5 and db != db
-    framed, svc, _, _ = scan_head(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
-                               b"\r\nContent-Length: 9\r\nServer-Timing: svc;dur=1", True)
-    assert not framed and svc != svc          # body bytes are not headers
+    framed, svc, _, _ = scan_head(
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
+        b"\r\nContent-Length: 9\r\nServer-Timing: svc;dur=1",
+        True,
+    )
+    assert not framed and svc != svc  # body bytes are not headers
     framed, _, _, _ = scan_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", True)
     assert framed
 
 
 class _Worker:
     """Just enough of loadgen.worker.Worker for one Connection: records what it is told."""
+
     fast = False
     issuing = True
 
@@ -247,6 +266,7 @@ class _Transport:
 
 def _connection():
     from loadgen.client import Connection
+
     w = _Worker()
     conn = Connection(w, 0)
     conn.connection_made(_Transport())
@@ -255,13 +275,14 @@ def _connection():
 
 def test_a_head_split_into_single_bytes_is_still_read():
     from loadgen.records import Chunk
+
     w, conn = _connection()
     chunk = Chunk(4)
     chunk.n = 1
     conn.send(chunk, 0, b"GET / HTTP/1.1\r\n\r\n")
     resp = b"HTTP/1.1 203 OK\r\nServer-Timing: svc;dur=1.5\r\nContent-Length: 3\r\n\r\nabc"
     for i in range(len(resp)):
-        conn.data_received(resp[i:i + 1])
+        conn.data_received(resp[i : i + 1])
     assert w.done == 1 and chunk.status[0] == 203 and chunk.svc_ms[0] == 1.5
     assert chunk.nbytes[0] == len(resp) and 0 < chunk.first_byte_ns[0] <= chunk.done_ns[0]
 
@@ -269,6 +290,7 @@ def test_a_head_split_into_single_bytes_is_still_read():
 def test_an_endless_head_is_a_parse_error():
     from loadgen.client import MAX_HEAD_BYTES
     from loadgen.records import PARSE, Chunk
+
     w, conn = _connection()
     chunk = Chunk(4)
     chunk.n = 1

@@ -1,6 +1,7 @@
 """Open-loop schedules streamed in chunks (issue #18): the same arrivals as the one-array
 definition, bit for bit, the same statistics on long schedules, memory that does not grow with
 the schedule, and the same schedule for the HTTP generator and for a driver's schedule.bin."""
+
 import tracemalloc
 
 import numpy as np
@@ -25,8 +26,11 @@ def one_array(arrivals, rate, horizon, seed, warmup=0.0, limit=schedule.ARRIVAL_
         if arrivals == "constant":
             t = a + (b - a) * (np.arange(n, dtype=np.float64) / n)
         else:
-            gaps = (rng.exponential(1.0, n + 1) if arrivals == "poisson"
-                    else 2.0 - rng.uniform(0.0, 2.0, n + 1))
+            gaps = (
+                rng.exponential(1.0, n + 1)
+                if arrivals == "poisson"
+                else 2.0 - rng.uniform(0.0, 2.0, n + 1)
+            )
             ends = np.cumsum(gaps)
             t = a + (b - a) * (ends[:n] / ends[n])
         out.append(np.minimum(t, np.nextafter(b, a)))
@@ -36,19 +40,21 @@ def one_array(arrivals, rate, horizon, seed, warmup=0.0, limit=schedule.ARRIVAL_
 @pytest.mark.parametrize("arrivals", schedule.ARRIVALS)
 def test_chunks_join_into_the_one_array_schedule_bit_for_bit(arrivals):
     """Seeded schedules of runs made before chunking replay unchanged, at any chunk size."""
-    for rate, horizon, warmup, seed, limit in ((1000, 2.0, 0.0, 7, schedule.ARRIVAL_LIMIT),
-                                               (20000, 3.3, 0.7, 99, schedule.ARRIVAL_LIMIT),
-                                               (20000, 3.3, 0.7, 99, 30_000),
-                                               (37.3, 5.0, 1.0, 1, schedule.ARRIVAL_LIMIT),
-                                               (0.9, 5.0, 1.0, 5, schedule.ARRIVAL_LIMIT)):
+    for rate, horizon, warmup, seed, limit in (
+        (1000, 2.0, 0.0, 7, schedule.ARRIVAL_LIMIT),
+        (20000, 3.3, 0.7, 99, schedule.ARRIVAL_LIMIT),
+        (20000, 3.3, 0.7, 99, 30_000),
+        (37.3, 5.0, 1.0, 1, schedule.ARRIVAL_LIMIT),
+        (0.9, 5.0, 1.0, 5, schedule.ARRIVAL_LIMIT),
+    ):
         ref = one_array(arrivals, rate, horizon, seed, warmup, limit)
-        for chunk in ((1, 7, 1000, None) if len(ref) < 5000 else (13, 1000, None)):
+        for chunk in (1, 7, 1000, None) if len(ref) < 5000 else (13, 1000, None):
             s = schedule.Schedule(arrivals, rate, horizon, seed, limit, warmup, chunk)
             parts = list(s.chunks())
             got = np.concatenate(parts) if parts else np.empty(0)
             assert len(s) == len(ref) and np.array_equal(got, ref), (rate, seed, chunk)
             assert all(len(p) <= (chunk or schedule.CHUNK) for p in parts)
-            assert np.array_equal(np.concatenate(list(s.chunks())), got)   # re-readable
+            assert np.array_equal(np.concatenate(list(s.chunks())), got)  # re-readable
 
 
 def test_sharded_chunks_are_the_shards_of_the_whole():
@@ -87,7 +93,7 @@ def test_long_poisson_schedule_is_uniform_given_its_count_and_gaps_stay_exponent
     assert sps.kstest(window, "uniform", args=(warmup, horizon - warmup)).pvalue > 0.001
     gaps = np.diff(window)
     assert sps.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue > 0.001
-    joins = np.diff(t)[chunk - 1::chunk]              # gap from a chunk's last to the next's first
+    joins = np.diff(t)[chunk - 1 :: chunk]  # gap from a chunk's last to the next's first
     assert len(joins) > 200
     assert sps.kstest(joins, "expon", args=(0, 1 / rate)).pvalue > 0.001
     # per-second counts of a Poisson process: variance ~ mean (dispersion ~1), not smoother

@@ -7,6 +7,7 @@ exit (exits 1 after a message), no-column (no done_ns column), malformed (a time
 not a number), no-summary (no summary.json), short (fewer rows than summary.json says),
 no-self-checks (summary.json without the self-check keys).
 """
+
 import csv
 import gc
 import http.client
@@ -36,11 +37,12 @@ def main(how: str, spec_path: str, out: str) -> int:
     conn = http.client.HTTPConnection(spec["host"], spec["port"], timeout=spec["timeout_s"])
     rows, lags, gc_ms, gc_t0 = [], [], [0.0], [0.0]
 
-    def on_gc(phase, info):            # the longest pause of Python's cyclic collector
+    def on_gc(phase, info):  # the longest pause of Python's cyclic collector
         if phase == "start":
             gc_t0[0] = time.perf_counter()
         else:
             gc_ms[0] = max(gc_ms[0], (time.perf_counter() - gc_t0[0]) * 1e3)
+
     gc.callbacks.append(on_gc)
     ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     while time.perf_counter_ns() < start:
@@ -57,7 +59,7 @@ def main(how: str, spec_path: str, out: str) -> int:
         except OSError:
             rows.append([intended, sent, 0, time.perf_counter_ns(), 0, 2, 0])
             conn.close()
-        wake = time.perf_counter_ns() + 5_000_000      # a 5 ms pause, and how late it ends
+        wake = time.perf_counter_ns() + 5_000_000  # a 5 ms pause, and how late it ends
         time.sleep(0.005)
         now = time.perf_counter_ns()
         lags.append((now - wake) / 1e6)
@@ -74,12 +76,15 @@ def main(how: str, spec_path: str, out: str) -> int:
         w.writerow(columns)
         w.writerows(rows[:-1] if how == "short" else rows)
     lags.sort()
-    summary = {"start_ns": start, "measure_start_ns": measure_start, "measure_end_ns": end,
-               "requests_recorded": len(rows),
-               "loadgen_cpu_pct": 100 * (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime
-                                         - ru0.ru_stime) / wall,
-               "loop_lag_p99_ms": lags[int(0.99 * (len(lags) - 1))] if lags else 0.0,
-               "gc_pause_max_ms": gc_ms[0]}
+    summary = {
+        "start_ns": start,
+        "measure_start_ns": measure_start,
+        "measure_end_ns": end,
+        "requests_recorded": len(rows),
+        "loadgen_cpu_pct": 100 * (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) / wall,
+        "loop_lag_p99_ms": lags[int(0.99 * (len(lags) - 1))] if lags else 0.0,
+        "gc_pause_max_ms": gc_ms[0],
+    }
     if how == "no-self-checks":
         for k in ("loadgen_cpu_pct", "loop_lag_p99_ms", "gc_pause_max_ms"):
             del summary[k]

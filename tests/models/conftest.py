@@ -3,6 +3,7 @@
 Simulations are cached per session so several tests can share one run. Every run uses fixed
 seeds; the first 10 % of simulated time is dropped as warm-up and the last 5 % as cool-down
 (customers arriving then may not have finished)."""
+
 from __future__ import annotations
 
 import functools
@@ -14,18 +15,27 @@ import pytest
 SEEDS = (11, 23, 37)
 
 
-@functools.lru_cache(maxsize=None)
-def _simulate(arrival_rate: float, service: tuple, servers: int, queue_capacity: float,
-              customers_per_seed: int, seeds: tuple = SEEDS) -> dict:
+@functools.cache
+def _simulate(
+    arrival_rate: float,
+    service: tuple,
+    servers: int,
+    queue_capacity: float,
+    customers_per_seed: int,
+    seeds: tuple = SEEDS,
+) -> dict:
     kind, *args = service
     args = [list(a) if isinstance(a, tuple) else a for a in args]
     horizon = customers_per_seed / arrival_rate
     resp, wait, accepted, rejected = [], [], 0, 0
     for seed in seeds:
         dist = getattr(ciw.dists, kind)(*args)
-        net = ciw.create_network(arrival_distributions=[ciw.dists.Exponential(arrival_rate)],
-                                 service_distributions=[dist], number_of_servers=[servers],
-                                 queue_capacities=[queue_capacity])
+        net = ciw.create_network(
+            arrival_distributions=[ciw.dists.Exponential(arrival_rate)],
+            service_distributions=[dist],
+            number_of_servers=[servers],
+            queue_capacities=[queue_capacity],
+        )
         ciw.seed(seed)
         sim = ciw.Simulation(net)
         sim.simulate_until_max_time(horizon)
@@ -39,16 +49,28 @@ def _simulate(arrival_rate: float, service: tuple, servers: int, queue_capacity:
                 accepted += 1
                 resp.append(r.exit_date - r.arrival_date)
                 wait.append(r.waiting_time)
-    return {"response": np.asarray(resp), "wait": np.asarray(wait),
-            "p_block": rejected / max(accepted + rejected, 1), "accepted": accepted}
+    return {
+        "response": np.asarray(resp),
+        "wait": np.asarray(wait),
+        "p_block": rejected / max(accepted + rejected, 1),
+        "accepted": accepted,
+    }
 
 
 @pytest.fixture(scope="session")
 def simulate():
     """simulate(arrival_rate, service=('Exponential', mu), servers=1, queue_capacity=inf,
     customers_per_seed=...) -> dict(response, wait, p_block, accepted), pooled over SEEDS."""
-    def run(arrival_rate, service, servers=1, queue_capacity=float("inf"),
-            customers_per_seed=40_000):
-        return _simulate(float(arrival_rate), tuple(service), int(servers), queue_capacity,
-                         int(customers_per_seed))
+
+    def run(
+        arrival_rate, service, servers=1, queue_capacity=float("inf"), customers_per_seed=40_000
+    ):
+        return _simulate(
+            float(arrival_rate),
+            tuple(service),
+            int(servers),
+            queue_capacity,
+            int(customers_per_seed),
+        )
+
     return run

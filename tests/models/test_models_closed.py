@@ -1,5 +1,6 @@
 """Exact MVA against a brute-force continuous-time Markov chain of the same closed network,
 the asymptotic bounds, input validation, and Seidmann's multi-server approximation."""
+
 from __future__ import annotations
 
 import itertools
@@ -14,9 +15,9 @@ def ctmc_cycle(demands, servers, users, think_time):
     """Brute force: N customers cycle think -> station 1 -> ... -> station K -> think, each
     station exponential with mean demand D_k and servers[k] servers (np.inf = delay station).
     Builds the full generator, solves pi Q = 0 and returns (X, R, Q_k)."""
-    mean = [think_time] + list(demands)     # station 0 = think (infinite server)
+    mean = [think_time] + list(demands)  # station 0 = think (infinite server)
     cap = [np.inf] + list(servers)
-    if think_time == 0:                     # a zero-time station is simply left out
+    if think_time == 0:  # a zero-time station is simply left out
         mean, cap = mean[1:], cap[1:]
     K = len(mean) - 1
     states = [s for s in itertools.product(range(users + 1), repeat=K + 1) if sum(s) == users]
@@ -43,11 +44,14 @@ def ctmc_cycle(demands, servers, users, think_time):
     return x, users / x - think_time, qk
 
 
-@pytest.mark.parametrize("demands,delay,think", [
-    ([0.2, 0.3, 0.1], [], 1.0),
-    ([0.5, 0.05, 0.25, 0.4], [3], 0.0),     # station 3 is a delay station
-    ([1.0], [], 2.0),
-])
+@pytest.mark.parametrize(
+    "demands,delay,think",
+    [
+        ([0.2, 0.3, 0.1], [], 1.0),
+        ([0.5, 0.05, 0.25, 0.4], [3], 0.0),  # station 3 is a delay station
+        ([1.0], [], 2.0),
+    ],
+)
 def test_mva_matches_ctmc(demands, delay, think):
     N = 6
     res = closed.mva(demands, N, think, delay_stations=delay or None)

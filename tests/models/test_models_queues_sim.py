@@ -7,6 +7,7 @@ Allen-Cunneen M/G/c approximation is held to 6 %: it is exact only for exponenti
 and is known to be off by a few per cent otherwise (here ~1 % for Erlang-2, ~4 % for
 hyper-exponential service with SCV 2).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,8 @@ def rel(a: float, b: float) -> float:
 def test_hyperexp_helper_moments():
     _, rates, probs = hyperexp(3.0)
     m1 = sum(p / r for p, r in zip(probs, rates))
-    m2 = sum(2 * p / r ** 2 for p, r in zip(probs, rates))
-    assert m1 == pytest.approx(1.0) and m2 / m1 ** 2 - 1 == pytest.approx(3.0)
+    m2 = sum(2 * p / r**2 for p, r in zip(probs, rates))
+    assert m1 == pytest.approx(1.0) and m2 / m1**2 - 1 == pytest.approx(3.0)
 
 
 def test_mm1_vs_simulation(simulate):
@@ -82,20 +83,26 @@ def test_mmck_vs_simulation(simulate):
     assert rel(np.quantile(sim["wait"], 0.9), model.wait_percentile(0.9)) < 0.05
 
 
-@pytest.mark.parametrize("name,lam,service,scv", [
-    ("M/D/1", 0.6, ("Deterministic", 1.0), 0.0),
-    ("M/H2/1", 0.5, hyperexp(3.0), 3.0),
-])
+@pytest.mark.parametrize(
+    "name,lam,service,scv",
+    [
+        ("M/D/1", 0.6, ("Deterministic", 1.0), 0.0),
+        ("M/H2/1", 0.5, hyperexp(3.0), 3.0),
+    ],
+)
 def test_mg1_vs_simulation(simulate, name, lam, service, scv):
     sim = simulate(lam, service)
     model = queues.mg1(lam, 1.0, scv)
     assert rel(sim["response"].mean(), model.mean_response) < EXACT_MEAN_TOL, name
 
 
-@pytest.mark.parametrize("name,lam,c,service,scv", [
-    ("M/E2/2", 1.4, 2, ("Erlang", 2.0, 2), 0.5),   # Ciw Erlang(rate per phase, phases): mean 1
-    ("M/H2/2", 1.2, 2, hyperexp(2.0), 2.0),
-])
+@pytest.mark.parametrize(
+    "name,lam,c,service,scv",
+    [
+        ("M/E2/2", 1.4, 2, ("Erlang", 2.0, 2), 0.5),  # Ciw Erlang(rate per phase, phases): mean 1
+        ("M/H2/2", 1.2, 2, hyperexp(2.0), 2.0),
+    ],
+)
 def test_mgc_allen_cunneen_vs_simulation(simulate, name, lam, c, service, scv):
     sim = simulate(lam, service, servers=c)
     model = queues.mgc(lam, 1.0, c, scv)

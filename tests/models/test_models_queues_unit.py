@@ -1,4 +1,5 @@
 """Input validation, numerical stability and internal consistency of models.queues."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -9,34 +10,40 @@ import pytest
 from models import queues
 
 
-@pytest.mark.parametrize("call", [
-    lambda: queues.mm1(1.0, 1.0),
-    lambda: queues.mm1(2.0, 1.0),
-    lambda: queues.mmc(3.0, 1.0, 3),
-    lambda: queues.mg1(1.0, 1.0, 0.5),
-    lambda: queues.mgc(4.0, 1.0, 4, 0.5),
-    lambda: queues.mmck(5.0, 1.0, 2, math.inf),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: queues.mm1(1.0, 1.0),
+        lambda: queues.mm1(2.0, 1.0),
+        lambda: queues.mmc(3.0, 1.0, 3),
+        lambda: queues.mg1(1.0, 1.0, 0.5),
+        lambda: queues.mgc(4.0, 1.0, 4, 0.5),
+        lambda: queues.mmck(5.0, 1.0, 2, math.inf),
+    ],
+)
 def test_unstable_inputs_raise(call):
     with pytest.raises(ValueError, match="unstable"):
         call()
 
 
-@pytest.mark.parametrize("call,word", [
-    (lambda: queues.mm1(0.0, 1.0), "arrival_rate"),
-    (lambda: queues.mm1(-1.0, 1.0), "arrival_rate"),
-    (lambda: queues.mm1(1.0, 0.0), "service_rate"),
-    (lambda: queues.mmc(1.0, float("nan"), 2), "service_rate"),
-    (lambda: queues.mmc(1.0, 2.0, 0), "servers"),
-    (lambda: queues.mmc(1.0, 2.0, 1.5), "servers"),
-    (lambda: queues.mmck(1.0, 2.0, 3, 2), "capacity"),
-    (lambda: queues.mmck(1.0, 2.0, 3, 4.5), "capacity"),
-    (lambda: queues.mmck(1.0, 2.0, 0, 4), "servers"),
-    (lambda: queues.mg1(0.5, -1.0, 1.0), "mean_service"),
-    (lambda: queues.mg1(0.5, 1.0, -0.1), "service_scv"),
-    (lambda: queues.mgc(0.5, 1.0, 2, 1.0, arrival_scv=-1), "arrival_scv"),
-    (lambda: queues.mgc(0.5, 1.0, 0, 1.0), "servers"),
-])
+@pytest.mark.parametrize(
+    "call,word",
+    [
+        (lambda: queues.mm1(0.0, 1.0), "arrival_rate"),
+        (lambda: queues.mm1(-1.0, 1.0), "arrival_rate"),
+        (lambda: queues.mm1(1.0, 0.0), "service_rate"),
+        (lambda: queues.mmc(1.0, float("nan"), 2), "service_rate"),
+        (lambda: queues.mmc(1.0, 2.0, 0), "servers"),
+        (lambda: queues.mmc(1.0, 2.0, 1.5), "servers"),
+        (lambda: queues.mmck(1.0, 2.0, 3, 2), "capacity"),
+        (lambda: queues.mmck(1.0, 2.0, 3, 4.5), "capacity"),
+        (lambda: queues.mmck(1.0, 2.0, 0, 4), "servers"),
+        (lambda: queues.mg1(0.5, -1.0, 1.0), "mean_service"),
+        (lambda: queues.mg1(0.5, 1.0, -0.1), "service_scv"),
+        (lambda: queues.mgc(0.5, 1.0, 2, 1.0, arrival_scv=-1), "arrival_scv"),
+        (lambda: queues.mgc(0.5, 1.0, 0, 1.0), "servers"),
+    ],
+)
 def test_bad_inputs_raise_with_name(call, word):
     with pytest.raises(ValueError, match=word):
         call()
@@ -69,8 +76,9 @@ def test_erlang_c_large_c_is_finite_and_consistent(c):
 
 def test_erlang_b_c_1000_matches_direct_log_space_sum():
     # B(c, a) = (a^c / c!) / sum_k a^k / k!, evaluated independently in log space
-    from scipy.special import gammaln, logsumexp
     import numpy as np
+    from scipy.special import gammaln, logsumexp
+
     for c, a in ((1000, 1000.0), (1000, 950.0), (300, 320.0)):
         k = np.arange(c + 1)
         logt = k * np.log(a) - gammaln(k + 1)

@@ -1,5 +1,6 @@
 """Every case of the published reference vectors (/work/shared/reference/queueing-vectors.json,
 vendored as tests/models/queueing-vectors.json) with the tolerance the file states."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,9 @@ import pytest
 
 from models import closed, queues, usl
 
-SHARED = Path(os.environ.get("PERFCTL_QUEUEING_VECTORS", "/work/shared/reference/queueing-vectors.json"))
+SHARED = Path(
+    os.environ.get("PERFCTL_QUEUEING_VECTORS", "/work/shared/reference/queueing-vectors.json")
+)
 VENDORED = Path(__file__).with_name("queueing-vectors.json")
 VECTORS = json.loads((SHARED if SHARED.exists() else VENDORED).read_text())
 
@@ -43,8 +46,12 @@ def test_mm1(case):
 @pytest.mark.parametrize("case", cases("mmc"))
 def test_mmc(case):
     r = queues.mmc(case["arrival_rate"], case["service_rate"], case["servers"])
-    names = {"mean_queue_length_waiting": "mean_queue_waiting", "mean_response": "mean_response",
-             "p_wait": "p_wait", "mean_wait": "mean_wait"}
+    names = {
+        "mean_queue_length_waiting": "mean_queue_waiting",
+        "mean_response": "mean_response",
+        "p_wait": "p_wait",
+        "mean_wait": "mean_wait",
+    }
     checked = 0
     for key, attr in names.items():
         if key in case:

@@ -1,4 +1,5 @@
 """USL / Amdahl fits: recovery of known parameters, intervals, edge cases, validation."""
+
 from __future__ import annotations
 
 import math
@@ -50,7 +51,7 @@ def test_amdahl_fit_and_peak_at_infinity():
 
 
 def test_bounds_respected_for_superlinear_data():
-    x = 10.0 * N ** 1.05  # super-linear: best unconstrained sigma would be negative
+    x = 10.0 * N**1.05  # super-linear: best unconstrained sigma would be negative
     f = usl.fit(N, x)
     assert f.sigma >= 0.0 and f.kappa >= 0.0 and f.lam > 0.0
 

@@ -1,4 +1,5 @@
 """Fixtures for the netem tests: the built proxy, a local echo server, a proxy launcher."""
+
 from __future__ import annotations
 
 import os
@@ -14,6 +15,7 @@ import pytest
 
 from orchestrator.netem.probe import ECHO_SERVER_CODE
 
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -27,12 +29,15 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def proxy_bin() -> str:
     from orchestrator.netem import build_proxy
+
     return str(build_proxy())
 
 
 @pytest.fixture(scope="module")
 def echo_port():
-    proc = subprocess.Popen([sys.executable, "-c", ECHO_SERVER_CODE], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ECHO_SERVER_CODE], stdout=subprocess.PIPE, text=True
+    )
     try:
         port = int(proc.stdout.readline())
         yield port
@@ -44,7 +49,7 @@ class Proxy:
     def __init__(self, proc: subprocess.Popen, line: str, err):
         self.proc = proc
         self.line = line
-        self.started_ns = time.perf_counter_ns()    # just after the proxy listens
+        self.started_ns = time.perf_counter_ns()  # just after the proxy listens
         self._err = err
         m = re.search(r"listening on ([\d.]+):(\d+) to \S+(?: echo ([\d.]+):(\d+))?", line)
         assert m, line
@@ -97,8 +102,13 @@ def run_proxy(proxy_bin):
         if echo:
             argv += ["--echo-listen", "127.0.0.1:0"]
         err = tempfile.TemporaryFile()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True,
-                                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        )
         line = proc.stdout.readline()
         p = Proxy(proc, line, err)
         started.append(p)
@@ -117,8 +127,10 @@ def is_root() -> bool:
 @contextmanager
 def deadline(seconds: float):
     """Fail instead of hanging: SIGALRM after `seconds`."""
+
     def boom(*_):
         raise TimeoutError(f"test exceeded {seconds} s")
+
     old = signal.signal(signal.SIGALRM, boom)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:

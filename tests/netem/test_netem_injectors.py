@@ -1,5 +1,6 @@
 """Injector backends: proxy life cycle, namespaces that leave nothing behind, netem on a kernel
 without sch_netem."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,13 @@ import pytest
 
 from orchestrator.errors import PerfctlError
 from orchestrator.experiment.network import Network
-from orchestrator.netem import (NetemInjector, ProxyInjector, TbfInjector,
-                                backend_status, make_injector)
+from orchestrator.netem import (
+    NetemInjector,
+    ProxyInjector,
+    TbfInjector,
+    backend_status,
+    make_injector,
+)
 from orchestrator.netem.namespace import Netns, cleanup_stale, list_netns
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
@@ -37,8 +43,8 @@ def test_netem_proxy_injector_lifecycle(echo_port):
         host, port = inj.start("127.0.0.1", echo_port)
         assert host == "127.0.0.1" and port not in (0, echo_port)
         pid = inj.proc.pid
-        assert os.getpgid(pid) == pid            # own process group
-        with socket.create_connection((host, port), timeout=5) as s:   # the real path works
+        assert os.getpgid(pid) == pid  # own process group
+        with socket.create_connection((host, port), timeout=5) as s:  # the real path works
             s.sendall(b"ping")
             assert s.recv(4) == b"ping"
         res = inj.probe(samples=15)
@@ -50,7 +56,7 @@ def test_netem_proxy_injector_lifecycle(echo_port):
         assert d["backend"] == "proxy" and d["expected_rtt_ms"] == 10.0
     assert not _alive(pid) or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
     assert inj.stats["conns"] >= 2
-    inj.stop()                                    # idempotent
+    inj.stop()  # idempotent
 
 
 def test_netem_proxy_injector_bandwidth_probe(echo_port):
@@ -67,7 +73,7 @@ def test_netem_check_reports_invalid(echo_port):
     with ProxyInjector(spec) as inj:
         inj.start("127.0.0.1", echo_port)
         res = inj.probe(samples=5)
-        res.rtt_ms = [x + 3.0 for x in res.rtt_ms]     # as if the path had 3 ms more
+        res.rtt_ms = [x + 3.0 for x in res.rtt_ms]  # as if the path had 3 ms more
         ok, reason = inj.check(res)
         assert not ok and reason.startswith("invalid: added RTT measured")
 
@@ -104,16 +110,29 @@ def test_netem_namespace_setup_teardown_leaves_nothing():
     try:
         assert ns.name in list_netns()
         assert ns.host_if in _links()
-        out = subprocess.run(["ip", "-n", ns.name, "-o", "addr"], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["ip", "-n", ns.name, "-o", "addr"], capture_output=True, text=True
+        ).stdout
         assert ns.ns_ip in out
         # reachable over the veth
-        proc = subprocess.run(["ip", "netns", "exec", ns.name, sys.executable, "-c",
-                               "import socket; s=socket.socket(); s.bind(('%s', 0)); print('ok')" % ns.ns_ip],
-                              capture_output=True, text=True, timeout=10)
+        proc = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns.name,
+                sys.executable,
+                "-c",
+                f"import socket; s=socket.socket(); s.bind(('{ns.ns_ip}', 0)); print('ok')",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         assert proc.stdout.strip() == "ok"
     finally:
         ns.delete()
-    ns.delete()                                   # idempotent
+    ns.delete()  # idempotent
     assert list_netns() == before_ns
     assert ns.host_if not in _links()
     assert _links().count("pc") == before_links.count("pc")
@@ -145,10 +164,15 @@ def test_netem_tbf_injector_end_to_end():
         inj.prepare()
         assert inj.netns in list_netns()
         # the runner starts its server inside the namespace, bound to bind_host
-        argv = inj.wrap_command([sys.executable, "-c",
-                                 "import socket,sys,time; s=socket.socket(); s.bind((sys.argv[1], 0)); "
-                                 "s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)",
-                                 inj.bind_host])
+        argv = inj.wrap_command(
+            [
+                sys.executable,
+                "-c",
+                "import socket,sys,time; s=socket.socket(); s.bind((sys.argv[1], 0)); "
+                "s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)",
+                inj.bind_host,
+            ]
+        )
         assert argv[:4] == ["ip", "netns", "exec", inj.netns]
         server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         port = int(server.stdout.readline())
@@ -166,7 +190,7 @@ def test_netem_tbf_injector_end_to_end():
         inj.stop()
     inj.stop()
     time.sleep(0.05)
-    assert server.wait(5) is not None             # stop() ended what ran in the namespace
+    assert server.wait(5) is not None  # stop() ended what ran in the namespace
     server.stdout.close()
     assert list_netns() == before
 
@@ -174,12 +198,20 @@ def test_netem_tbf_injector_end_to_end():
 def test_netem_probe_checks_jitter_and_loss_and_reports_release_error(echo_port):
     """The probe's samples pass the checks of the spec they were shaped by and fail those of
     a spec with another jitter law or loss rate; the release error comes with them."""
-    spec = Network.from_config({"backend": "proxy", "delay": "10ms", "jitter": "2ms",
-                                "distribution": "normal", "loss": "10%", "rto": "60ms"})
+    spec = Network.from_config(
+        {
+            "backend": "proxy",
+            "delay": "10ms",
+            "jitter": "2ms",
+            "distribution": "normal",
+            "loss": "10%",
+            "rto": "60ms",
+        }
+    )
     with ProxyInjector(spec, seed=4) as inj:
         inj.start("127.0.0.1", echo_port)
         res = inj.probe()
-        assert len(res.rtt_ms) > 20                 # more samples for the shape checks
+        assert len(res.rtt_ms) > 20  # more samples for the shape checks
         ok, reason = inj.check(res)
         # the loss check holds on a busy host (stalls are ms, the rto 60 ms); the p50 and the
         # KS shape can be pushed off by host stalls of several ms, so only their presence is
@@ -188,19 +220,29 @@ def test_netem_probe_checks_jitter_and_loss_and_reports_release_error(echo_port)
         assert "added-RTT distribution" in reason
         assert res.released >= 2 * len(res.rtt_ms)
         assert 0 <= res.release_err_p50_us <= res.release_err_p99_us
-        no_jitter = Network.from_config({"delay": "10ms", "jitter": "0.6ms", "loss": "10%", "rto": "60ms"})
+        no_jitter = Network.from_config(
+            {"delay": "10ms", "jitter": "0.6ms", "loss": "10%", "rto": "60ms"}
+        )
         ok, reason = inj.check(res, no_jitter)
         assert not ok and "invalid: added-RTT distribution" in reason, reason
-        lossless = Network.from_config({"delay": "10ms", "jitter": "2ms", "distribution": "normal",
-                                        "loss": "0.1%", "rto": "60ms"})
+        lossless = Network.from_config(
+            {
+                "delay": "10ms",
+                "jitter": "2ms",
+                "distribution": "normal",
+                "loss": "0.1%",
+                "rto": "60ms",
+            }
+        )
         ok, reason = inj.check(res, lossless)
         assert not ok and "invalid: round trips held back" in reason, reason
 
 
 def test_netem_proxy_injector_schedule_and_pinning(echo_port):
     cpu = sorted(os.sched_getaffinity(0))[-1]
-    spec = Network.from_config({"backend": "proxy", "delay": "1ms",
-                                "schedule": [{"at": "200ms", "delay": "6ms"}]})
+    spec = Network.from_config(
+        {"backend": "proxy", "delay": "1ms", "schedule": [{"at": "200ms", "delay": "6ms"}]}
+    )
     with ProxyInjector(spec, cpus=[cpu]) as inj:
         inj.start("127.0.0.1", echo_port)
         assert os.sched_getaffinity(inj.proc.pid) == {cpu}
@@ -215,4 +257,4 @@ def test_netem_proxy_injector_schedule_and_pinning(echo_port):
         assert res.expected_added_ms == 12.0 and "expected 12.000 ms" in inj.check(res)[1]
         # structure, not timing (a pinned thread on a busy host waits for its CPU):
         assert abs(res.added_p50_ms - 12.0) < abs(res.added_p50_ms - 2.0), res.rtt_ms
-    assert inj.changes() == [change]                # kept after stop
+    assert inj.changes() == [change]  # kept after stop

@@ -1,12 +1,11 @@
 """perfctl-proxy end to end against a local echo server. Timing asserts are deliberately loose
 (the host is shared and noisy); the tight accuracy goals live in benchmarks/netem_accuracy.py."""
+
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import resource
-import signal
 import socket
 import statistics
 import struct
@@ -18,9 +17,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from orchestrator.netem.probe import echo_rtt_samples, echo_throughput_bps
 from orchestrator.experiment.network import jitter_samples_ms
-from orchestrator.netem.probe import interleaved_rtt_ms
+from orchestrator.netem.probe import echo_rtt_samples, echo_throughput_bps, interleaved_rtt_ms
 
 
 def _p50(xs):
@@ -41,18 +39,28 @@ def test_netem_listening_line_port0_and_sigterm(run_proxy, echo_port):
 
 
 def test_netem_bad_flags_exit_2(proxy_bin):
-    for flags in (["--delay", "10xs"], ["--distribution", "cauchy"], ["--loss", "2"],
-                  ["--bandwidth", "fast"], ["--bogus", "1"]):
-        proc = subprocess.run([proxy_bin, "--listen", "127.0.0.1:0", "--to", "127.0.0.1:9", *flags],
-                              capture_output=True, text=True, timeout=5)
+    for flags in (
+        ["--delay", "10xs"],
+        ["--distribution", "cauchy"],
+        ["--loss", "2"],
+        ["--bandwidth", "fast"],
+        ["--bogus", "1"],
+    ):
+        proc = subprocess.run(
+            [proxy_bin, "--listen", "127.0.0.1:0", "--to", "127.0.0.1:9", *flags],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         assert proc.returncode == 2, flags
         assert "perfctl-proxy:" in proc.stderr
 
 
 def test_netem_ordering_with_jitter(run_proxy, echo_port):
     """Many separate chunks with 0..6 ms random delays arrive in order, bytes identical."""
-    p = run_proxy(echo_port, "--delay", "3ms", "--jitter", "3ms", "--distribution", "uniform",
-                  "--seed", "7")
+    p = run_proxy(
+        echo_port, "--delay", "3ms", "--jitter", "3ms", "--distribution", "uniform", "--seed", "7"
+    )
     rng = random.Random(1)
     parts = [struct.pack("!I", i) + rng.randbytes(rng.randint(1, 3000)) for i in range(500)]
     payload = b"".join(parts)
@@ -71,12 +79,12 @@ def test_netem_ordering_with_jitter(run_proxy, echo_port):
     t.start()
     for part in parts:
         s.sendall(part)
-        time.sleep(0.0003)   # separate reads in the proxy -> separate jitter draws
+        time.sleep(0.0003)  # separate reads in the proxy -> separate jitter draws
     t.join(30)
     s.close()
     assert bytes(got) == payload
     st = p.live_stats()
-    assert st["chunks_up"] >= 100, st   # really many chunks, each with its own draw
+    assert st["chunks_up"] >= 100, st  # really many chunks, each with its own draw
 
 
 def test_netem_delay_adds_rtt(run_proxy, echo_port):
@@ -100,8 +108,18 @@ def test_netem_jitter_distribution_ks(run_proxy, echo_port, dist):
     excess over 2*delay is the noise, which the model is convolved with before the KS test."""
     d, j = 3.0, 2.0
     ref = run_proxy(echo_port, "--delay", f"{d}ms", echo=True)
-    p = run_proxy(echo_port, "--delay", f"{d}ms", "--jitter", f"{j}ms", "--distribution", dist,
-                  "--seed", "11", echo=True)
+    p = run_proxy(
+        echo_port,
+        "--delay",
+        f"{d}ms",
+        "--jitter",
+        f"{j}ms",
+        "--distribution",
+        dist,
+        "--seed",
+        "11",
+        echo=True,
+    )
     jit, plain = map(np.array, interleaved_rtt_ms(p.echo_port, ref.echo_port, n=150))
     noise = plain - 2 * d
     rng = np.random.default_rng(3)
@@ -109,8 +127,13 @@ def test_netem_jitter_distribution_ks(run_proxy, echo_port, dist):
     model = sum(np.maximum(0.0, d + jitter_samples_ms(rng, n, j, dist)) for _ in range(2))
     model = model + rng.choice(noise, n)
     res = stats.ks_2samp(jit, model)
-    assert res.pvalue > 0.001, (dist, res, np.percentile(jit, [10, 50, 90]),
-                                np.percentile(model, [10, 50, 90]), np.percentile(noise, [50, 90]))
+    assert res.pvalue > 0.001, (
+        dist,
+        res,
+        np.percentile(jit, [10, 50, 90]),
+        np.percentile(model, [10, 50, 90]),
+        np.percentile(noise, [50, 90]),
+    )
 
 
 def test_netem_loss_holds_back_rto(run_proxy, echo_port):
@@ -123,11 +146,11 @@ def test_netem_loss_holds_back_rto(run_proxy, echo_port):
     chunks = st["chunks_up"] + st["chunks_down"]
     assert chunks == 600
     assert 0.06 < counted / chunks < 0.14, st
-    holds = [int((r - 2.0 + 5.0) // 20.0) for r in rtts]   # 15..35 ms extra -> 1 hold, ...
+    holds = [int((r - 2.0 + 5.0) // 20.0) for r in rtts]  # 15..35 ms extra -> 1 hold, ...
     assert sum(holds) >= counted - 2, (sum(holds), counted)
     assert sum(holds) <= counted + 0.05 * len(rtts), (sum(holds), counted)
     one_hold = [r for r, h in zip(rtts, holds) if h == 1]
-    assert 20.0 < _p50(one_hold) < 24.5, _p50(one_hold)        # the RTO is visible
+    assert 20.0 < _p50(one_hold) < 24.5, _p50(one_hold)  # the RTO is visible
 
 
 def test_netem_bandwidth_bulk(run_proxy, echo_port):
@@ -167,7 +190,7 @@ def test_netem_thousands_of_connections(run_proxy, echo_port):
     p = run_proxy(echo_port, "--delay", "20ms")
 
     async def main():
-        sem = asyncio.Semaphore(500)   # bound connect bursts, all stay open together
+        sem = asyncio.Semaphore(500)  # bound connect bursts, all stay open together
         opened = []
 
         async def conn(i):
@@ -204,7 +227,7 @@ def test_netem_half_close_propagates(run_proxy, echo_port):
     p = run_proxy(echo_port, "--delay", "2ms")
     s = socket.create_connection(("127.0.0.1", p.port), timeout=5)
     s.sendall(b"x" * 100_000)
-    s.shutdown(socket.SHUT_WR)           # client FIN -> server sees EOF -> server closes
+    s.shutdown(socket.SHUT_WR)  # client FIN -> server sees EOF -> server closes
     got = bytearray()
     while True:
         b = s.recv(65536)
@@ -297,7 +320,7 @@ def test_netem_backpressure_bounds_memory(run_proxy):
     ls.listen(1)
     p = run_proxy(ls.getsockname()[1], "--delay", "1ms", "--queue-limit", "1048576")
     s = socket.create_connection(("127.0.0.1", p.port), timeout=5)
-    srv, _ = ls.accept()                  # accepted, never read
+    srv, _ = ls.accept()  # accepted, never read
     s.setblocking(False)
     sent = 0
     block = b"z" * 65536
@@ -312,9 +335,13 @@ def test_netem_backpressure_bounds_memory(run_proxy):
             except BlockingIOError:
                 break
     st = p.live_stats()
-    rss_kb = int([line for line in open(f"/proc/{p.proc.pid}/status") if line.startswith("VmRSS")][0].split()[1])
-    assert sent < 40 << 20, sent          # the sender got blocked
-    assert st["bytes_up"] < 8 << 20, st    # the proxy stopped reading near its limit
+    rss_kb = int(
+        [line for line in open(f"/proc/{p.proc.pid}/status") if line.startswith("VmRSS")][
+            0
+        ].split()[1]
+    )
+    assert sent < 40 << 20, sent  # the sender got blocked
+    assert st["bytes_up"] < 8 << 20, st  # the proxy stopped reading near its limit
     assert rss_kb < 32 * 1024, rss_kb
     s.close()
     srv.close()

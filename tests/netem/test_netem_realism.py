@@ -3,6 +3,7 @@ reordering, correlated jitter, resets, black holes, the schedule, pinning, the s
 the release-error histogram. One-way delays are measured by a sink thread in this process
 (same clock as the sender); each message is sent on an idle path (spaced wider than delay +
 rto), so its delay is its own and not its predecessor's."""
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ import pytest
 from orchestrator.experiment.network import GilbertElliott, Network
 from orchestrator.netem.probe import echo_rtt_samples
 
-FRAME = struct.Struct("!qq")   # sequence number, send time (perf_counter_ns)
+FRAME = struct.Struct("!qq")  # sequence number, send time (perf_counter_ns)
 
 
 class Sink:
@@ -29,14 +30,14 @@ class Sink:
         self.ls.listen(16)
         self.port = self.ls.getsockname()[1]
         self.owd: dict[int, float] = {}
-        self.sent: dict[int, int] = {}      # seq -> send time (perf_counter_ns)
+        self.sent: dict[int, int] = {}  # seq -> send time (perf_counter_ns)
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
 
     def _run(self):
         try:
             c, _ = self.ls.accept()
-        except OSError:     # closed before anyone connected
+        except OSError:  # closed before anyone connected
             return
         buf = b""
         while True:
@@ -52,7 +53,7 @@ class Sink:
                 seq, sent = FRAME.unpack_from(buf)
                 self.owd[seq] = (now - sent) / 1e6
                 self.sent[seq] = sent
-                buf = buf[FRAME.size:]
+                buf = buf[FRAME.size :]
 
     def close(self):
         self.ls.close()
@@ -103,24 +104,49 @@ def test_netem_gilbert_elliott_loss_rate_and_bursts(run_proxy, sink):
     """Lost chunks (held one rto) come in bursts whose rate and mean length match the chain;
     independent loss at the same rate does not burst."""
     ge = GilbertElliott(p=0.05, r=0.3, loss_bad=0.9, loss_good=0.01)
-    p = run_proxy(sink.port, "--delay", "1ms", "--rto", "12ms", "--threads", "1", "--seed", "11",
-                  "--gemodel", "0.05,0.3,0.9,0.01")
+    p = run_proxy(
+        sink.port,
+        "--delay",
+        "1ms",
+        "--rto",
+        "12ms",
+        "--threads",
+        "1",
+        "--seed",
+        "11",
+        "--gemodel",
+        "0.05,0.3,0.9,0.01",
+    )
     n = 500
     owd = one_way_ms(p.port, sink, n, 0.0145)
     lost = owd > 1 + 6.0
     rate, bursts = lost.mean(), runs_of(lost)
     assert rate == pytest.approx(ge.loss_rate(), rel=0.4), (rate, ge.loss_rate())
-    assert np.mean(bursts) == pytest.approx(ge.mean_burst(), rel=0.5), (np.mean(bursts), ge.mean_burst())
+    assert np.mean(bursts) == pytest.approx(ge.mean_burst(), rel=0.5), (
+        np.mean(bursts),
+        ge.mean_burst(),
+    )
     # the proxy's own count agrees (a host stall > 6 ms mislabels a few on a busy host)
     assert abs(p.live_stats()["held_up"] - int(lost.sum())) <= 0.03 * n
 
 
 def test_netem_independent_loss_does_not_burst(run_proxy, sink):
-    p = run_proxy(sink.port, "--delay", "1ms", "--rto", "12ms", "--threads", "1", "--seed", "11",
-                  "--loss", "0.15")
+    p = run_proxy(
+        sink.port,
+        "--delay",
+        "1ms",
+        "--rto",
+        "12ms",
+        "--threads",
+        "1",
+        "--seed",
+        "11",
+        "--loss",
+        "0.15",
+    )
     lost = one_way_ms(p.port, sink, 400, 0.0145) > 1 + 6.0
     assert lost.mean() == pytest.approx(0.15, rel=0.4)
-    assert np.mean(runs_of(lost)) < 1.5     # 1 / (1 - 0.15) = 1.18 expected
+    assert np.mean(runs_of(lost)) < 1.5  # 1 / (1 - 0.15) = 1.18 expected
 
 
 def test_netem_correlated_jitter_keeps_its_law(run_proxy, sink):
@@ -128,11 +154,25 @@ def test_netem_correlated_jitter_keeps_its_law(run_proxy, sink):
     Rank correlation and the IQR, so a few host stalls of several ms do not decide it; with
     rho 0.9 the 250 draws are worth ~13 independent ones, hence the wider bar there."""
     from scipy import stats
+
     results = {}
     for corr in ("0", "0.9"):
         s = Sink()
-        p = run_proxy(s.port, "--delay", "6ms", "--jitter", "1.5ms", "--distribution", "normal",
-                      "--jitter-correlation", corr, "--threads", "1", "--seed", "5")
+        p = run_proxy(
+            s.port,
+            "--delay",
+            "6ms",
+            "--jitter",
+            "1.5ms",
+            "--distribution",
+            "normal",
+            "--jitter-correlation",
+            corr,
+            "--threads",
+            "1",
+            "--seed",
+            "5",
+        )
         owd = one_way_ms(p.port, s, 250, 0.014)
         s.close()
         q75, q25 = np.percentile(owd, [75, 25])
@@ -165,7 +205,7 @@ def test_netem_reorder_skips_the_delay_but_keeps_byte_order(run_proxy, sink, ech
         t = threading.Thread(target=read)
         t.start()
         for i in range(0, len(payload), 1000):
-            s.sendall(payload[i:i + 1000])
+            s.sendall(payload[i : i + 1000])
         t.join(20)
     assert bytes(got) == payload
 
@@ -187,8 +227,8 @@ def test_netem_blackhole_fault_swallows_silently(run_proxy, echo_port):
     with socket.create_connection(("127.0.0.1", p.port), timeout=0.5) as s:
         s.sendall(b"hello")
         with pytest.raises(socket.timeout):
-            s.recv(16)          # no answer, no FIN, no RST: the connection just hangs
-        s.sendall(b"more")      # still writable: nothing told the client
+            s.recv(16)  # no answer, no FIN, no RST: the connection just hangs
+        s.sendall(b"more")  # still writable: nothing told the client
     st = p.live_stats()
     assert st["blackholed"] == 1 and st["conns"] == 1
 
@@ -200,10 +240,21 @@ def _stderr_lines(p, word):
 def test_netem_schedule_changes_delay_at_its_time(run_proxy, echo_port):
     """`--at 400ms --delay 25ms`, anchored on stdin: the change line comes within 100 ms of
     its due time and round trips after it cross the new delay."""
-    p = run_proxy(echo_port, "--delay", "1ms", "--at", "400ms", "--delay", "25ms",
-                  "--schedule-anchor", "stdin", echo=True, stdin=True)
+    p = run_proxy(
+        echo_port,
+        "--delay",
+        "1ms",
+        "--at",
+        "400ms",
+        "--delay",
+        "25ms",
+        "--schedule-anchor",
+        "stdin",
+        echo=True,
+        stdin=True,
+    )
     time.sleep(0.3)
-    assert not _stderr_lines(p, "change")       # nothing happens before the anchor
+    assert not _stderr_lines(p, "change")  # nothing happens before the anchor
     anchor = time.perf_counter_ns()
     p.proc.stdin.write(f"start {anchor}\n")
     p.proc.stdin.flush()
@@ -225,9 +276,22 @@ def test_netem_schedule_steps_up_and_down_hold_nothing_past_its_due_time(run_pro
     the last frame held under 20 ms is due), never longer, and once those are out the path is
     back to its delay-0 self. Bars are relative to the same run's delay-0 frames."""
     up_s, down_s, end_s, gap_s = 0.4, 0.8, 1.2, 0.002
-    p = run_proxy(sink.port, "--delay", "0ms", "--at", f"{int(up_s * 1000)}ms", "--delay", "20ms",
-                  "--at", f"{int(down_s * 1000)}ms", "--delay", "0ms",
-                  "--schedule-anchor", "stdin", stdin=True)
+    p = run_proxy(
+        sink.port,
+        "--delay",
+        "0ms",
+        "--at",
+        f"{int(up_s * 1000)}ms",
+        "--delay",
+        "20ms",
+        "--at",
+        f"{int(down_s * 1000)}ms",
+        "--delay",
+        "0ms",
+        "--schedule-anchor",
+        "stdin",
+        stdin=True,
+    )
     s = socket.create_connection(("127.0.0.1", p.port), timeout=10)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     anchor = time.perf_counter_ns()
@@ -239,13 +303,15 @@ def test_netem_schedule_steps_up_and_down_hold_nothing_past_its_due_time(run_pro
         n += 1
         time.sleep(gap_s)
     _await_frames(sink, s, n)
-    changes = [dict(kv.split("=") for kv in ln.split()[2:])
-               for ln in _stderr_lines(p, "perfctl-proxy change")]
+    changes = [
+        dict(kv.split("=") for kv in ln.split()[2:])
+        for ln in _stderr_lines(p, "perfctl-proxy change")
+    ]
     assert len(changes) == 2, p.stderr()
     applied = [(int(c["applied_ns"]) - anchor) / 1e9 for c in changes]
     sent = np.array([(sink.sent[i] - anchor) / 1e9 for i in range(n)])
     owd = np.array([sink.owd[i] for i in range(n)])
-    base = owd[(sent > 0.05) & (sent < up_s - 0.02)]                # delay 0, steady
+    base = owd[(sent > 0.05) & (sent < up_s - 0.02)]  # delay 0, steady
     assert len(base) > 50
     # slack: one step's delay (20 ms) past the worst delay-0 frame of this run, so a wait of
     # the kind seen (+233 ms) fails, and a busy host's timer wake-ups (a few ms) do not. It
@@ -297,7 +363,7 @@ def test_netem_idle_poll_only_after_io_and_within_its_budget(run_proxy, echo_por
     time.sleep(0.2)
     assert idle.live_stats()["poll_ns"] == 0
     after = on.live_stats()["poll_ns"]
-    time.sleep(0.2)     # no I/O: the window has closed, nothing more is polled
+    time.sleep(0.2)  # no I/O: the window has closed, nothing more is polled
     assert on.live_stats()["poll_ns"] == after
 
 
@@ -306,21 +372,32 @@ def test_netem_release_error_histogram_reports_lateness(run_proxy, echo_port):
     with each stats line."""
     p = run_proxy(echo_port, "--delay", "3ms", echo=True)
     echo_rtt_samples("127.0.0.1", p.echo_port, samples=30, warmup=0)
-    time.sleep(0.1)     # the close (a FIN each way) is released through the path too
+    time.sleep(0.1)  # the close (a FIN each way) is released through the path too
     st = p.live_stats()
     assert st["released"] >= 60 and st["win_released"] == st["released"], st
     assert 0 <= st["release_err_p50_ns"] <= st["release_err_p99_ns"], st
-    assert st["release_err_p50_ns"] < 2_000_000, st     # loose here; the bar is in the benchmark
+    assert st["release_err_p50_ns"] < 2_000_000, st  # loose here; the bar is in the benchmark
     assert p.live_stats()["win_released"] == 0
 
 
 def test_netem_bad_realism_flags_exit_2(proxy_bin):
     import subprocess
-    for flags in (["--gemodel", "0.1,0.2"], ["--jitter-correlation", "1"], ["--reorder", "2"],
-                  ["--at", "1s", "--at", "500ms"], ["--cpus", "x"], ["--threads", "0"],
-                  ["--schedule-anchor", "later"]):
-        proc = subprocess.run([proxy_bin, "--listen", "127.0.0.1:0", "--to", "127.0.0.1:9", *flags],
-                              capture_output=True, text=True, timeout=5)
+
+    for flags in (
+        ["--gemodel", "0.1,0.2"],
+        ["--jitter-correlation", "1"],
+        ["--reorder", "2"],
+        ["--at", "1s", "--at", "500ms"],
+        ["--cpus", "x"],
+        ["--threads", "0"],
+        ["--schedule-anchor", "later"],
+    ):
+        proc = subprocess.run(
+            [proxy_bin, "--listen", "127.0.0.1:0", "--to", "127.0.0.1:9", *flags],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         assert proc.returncode == 2, (flags, proc.stderr)
         assert proc.stderr.startswith("perfctl-proxy:")
 
@@ -328,6 +405,7 @@ def test_netem_bad_realism_flags_exit_2(proxy_bin):
 def test_netem_profile_round_trip_through_the_proxy(run_proxy, echo_port):
     """A named profile's delays reach the proxy through proxy_argv."""
     from orchestrator.netem.commands import proxy_shaping_args
+
     spec = Network.from_config({"profile": "transatlantic"})
     p = run_proxy(echo_port, *proxy_shaping_args(spec), echo=True)
     rtt = np.median(echo_rtt_samples("127.0.0.1", p.echo_port, samples=5))

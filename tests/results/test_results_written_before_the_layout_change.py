@@ -1,6 +1,7 @@
 """A results directory written by perfctl before the layout change (fixtures/run-before-layout,
 made by commit 46628bb) still loads with today's column names, and `perfctl report` and
 `perfctl model` still work on it."""
+
 import shutil
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """TrialTable: a perfctl killed between writing trials.parquet and trials.csv keeps the trial."""
+
 import os
 
 import pandas as pd
@@ -24,7 +25,7 @@ def test_a_kill_between_the_two_renames_keeps_the_trial_and_levels_the_csv(tmp_p
 
     def replace_then_die(src, dst):
         calls.append(str(dst))
-        if len(calls) == 2:                        # the second of the two renames
+        if len(calls) == 2:  # the second of the two renames
             raise Killed
         real_replace(src, dst)
 
@@ -33,7 +34,7 @@ def test_a_kill_between_the_two_renames_keeps_the_trial_and_levels_the_csv(tmp_p
         table.append(_row(2))
     monkeypatch.setattr(schema.os, "replace", real_replace)
 
-    reopened = TrialTable(tmp_path)                # what --resume does
+    reopened = TrialTable(tmp_path)  # what --resume does
     assert reopened.done() == {("c1", 1), ("c2", 1)}, "the finished trial would be run again"
     assert len(pd.read_csv(tmp_path / "trials.csv")) == 2
 

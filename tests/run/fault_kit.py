@@ -1,5 +1,6 @@
 """What the fault tests share: tiny experiments, and (from benchmarks/_common.py, shared with
 benchmarks/soak.py) the /proc scan that finds a run's processes and a bounded poll."""
+
 from __future__ import annotations
 
 import sys
@@ -8,11 +9,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import (descendants, mark_of, perfctl_argv, poll_until,  # noqa: E402
-                                run_processes, still_alive)
+from benchmarks._common import (
+    descendants,
+    mark_of,
+    perfctl_argv,
+    poll_until,  # noqa: E402
+    run_processes,
+    still_alive,
+)
 
-__all__ = ["ROOT", "descendants", "mark_of", "perfctl_argv", "poll_until", "run_processes",
-           "still_alive", "tiny"]
+__all__ = [
+    "ROOT",
+    "descendants",
+    "mark_of",
+    "perfctl_argv",
+    "poll_until",
+    "run_processes",
+    "still_alive",
+    "tiny",
+]
 
 # the Python async server and a command server whose real server is a grandchild of perfctl
 TINY = """

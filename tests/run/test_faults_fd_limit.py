@@ -2,6 +2,7 @@
 is refused naming the limit and the fix (nothing written); above only the soft limit perfctl
 raises it for itself and every server and load generator it starts. The limits are set with
 setrlimit in perfctl's process before it starts."""
+
 from __future__ import annotations
 
 import resource
@@ -12,9 +13,12 @@ from fault_kit import tiny
 
 pytestmark = pytest.mark.slow
 
-CONNECTIONS = tiny("1s").replace("matrix: {server: [sh, py]}", "matrix: {server: [py]}") \
-    .replace("workload: {path: /, params: {}}", "workload: {path: /health, params: {}}") \
+CONNECTIONS = (
+    tiny("1s")
+    .replace("matrix: {server: [sh, py]}", "matrix: {server: [py]}")
+    .replace("workload: {path: /, params: {}}", "workload: {path: /health, params: {}}")
     .replace("connections: 2", "connections: N")
+)
 
 
 def _limit(soft: int, hard: int):
@@ -22,20 +26,22 @@ def _limit(soft: int, hard: int):
 
 
 def test_connections_above_the_hard_fd_limit_are_refused_before_any_trial(
-        write_yaml, perfctl, tmp_path, assert_clean_error):
+    write_yaml, perfctl, tmp_path, assert_clean_error
+):
     exp = write_yaml(CONNECTIONS.replace("connections: N", "connections: 1000"))
     proc = perfctl("run", str(exp), "--out", str(tmp_path / "run"), preexec_fn=_limit(256, 256))
-    assert_clean_error(proc, "`load.connections`", "1000 connections", "RLIMIT_NOFILE",
-                       "is 256", "ulimit -Hn")
+    assert_clean_error(
+        proc, "`load.connections`", "1000 connections", "RLIMIT_NOFILE", "is 256", "ulimit -Hn"
+    )
     assert not (tmp_path / "run").exists()
 
 
-def test_connections_above_the_soft_fd_limit_raise_it_for_server_and_load(write_yaml, perfctl,
-                                                                          tmp_path):
+def test_connections_above_the_soft_fd_limit_raise_it_for_server_and_load(
+    write_yaml, perfctl, tmp_path
+):
     exp = write_yaml(CONNECTIONS.replace("connections: N", "connections: 300"))
     out = tmp_path / "run"
-    proc = perfctl("run", str(exp), "--out", str(out), "--no-plots",
-                   preexec_fn=_limit(128, 4096))
+    proc = perfctl("run", str(exp), "--out", str(out), "--no-plots", preexec_fn=_limit(128, 4096))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     trial = pd.read_csv(out / "trials.csv").iloc[0]
     assert trial["requests"] > 0 and trial["errors"] == 0, trial.to_dict()

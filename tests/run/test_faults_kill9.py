@@ -3,6 +3,7 @@ injection proxy, the load generator and its worker processes, the guardian), and
 finishes the run. With the guardian killed too, --resume finds the leftovers itself and says
 so. Processes are found by a snapshot of perfctl's process tree taken mid-trial (pid and start
 time) and by a /proc scan for the run dir in argv or working directory."""
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,8 @@ pytestmark = pytest.mark.slow
 # every kind of process perfctl starts: a wrapper with a grandchild server, the proxy (a
 # network delay), a load generator with two worker processes
 EXPERIMENT = tiny("1s", extra="network: {delay: 1ms}\n", load="processes: 2").replace(
-    "matrix: {server: [sh, py]}", "matrix: {server: [sh]}")
+    "matrix: {server: [sh, py]}", "matrix: {server: [sh]}"
+)
 
 
 def _mid_trial(pid: int) -> dict:
@@ -33,8 +35,9 @@ def _survivors(tree: dict, out, marks: set[str]) -> list[str]:
     return sorted(set(still_alive(tree)) | set(run_processes(out, marks)))
 
 
-def test_kill9_mid_trial_leaves_no_process_and_resume_finishes(write_yaml, tmp_path,
-                                                               start_perfctl, perfctl):
+def test_kill9_mid_trial_leaves_no_process_and_resume_finishes(
+    write_yaml, tmp_path, start_perfctl, perfctl
+):
     out = tmp_path / "run"
     proc = start_perfctl("run", str(write_yaml(EXPERIMENT)), "--out", str(out), "--no-plots")
     marks = {mark_of(proc.pid)}
@@ -43,8 +46,9 @@ def test_kill9_mid_trial_leaves_no_process_and_resume_finishes(write_yaml, tmp_p
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
 
-    assert poll_until(lambda: not _survivors(tree, out, marks), timeout_s=10), \
+    assert poll_until(lambda: not _survivors(tree, out, marks), timeout_s=10), (
         f"outlived perfctl's kill -9: {_survivors(tree, out, marks)}"
+    )
 
     done = perfctl("run", "--resume", str(out), "--no-plots")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -53,7 +57,8 @@ def test_kill9_mid_trial_leaves_no_process_and_resume_finishes(write_yaml, tmp_p
 
 
 def test_kill9_of_perfctl_and_its_guardian_then_resume_reaps_and_says_so(
-        write_yaml, tmp_path, start_perfctl, perfctl):
+    write_yaml, tmp_path, start_perfctl, perfctl
+):
     out = tmp_path / "run"
     proc = start_perfctl("run", str(write_yaml(EXPERIMENT)), "--out", str(out), "--no-plots")
     marks = {mark_of(proc.pid)}

@@ -1,6 +1,7 @@
 """Where a run writes: --out takes a new or empty directory only; an existing run is finished
 with --resume only, and --resume refuses a run whose experiment or config changed, or that
 another perfctl is writing. A refusal writes nothing."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,11 @@ from fault_kit import mark_of, tiny
 
 pytestmark = pytest.mark.slow
 
-ONE_TRIAL = tiny("0.5s").replace("matrix: {server: [sh, py]}", "matrix: {server: [py]}") \
+ONE_TRIAL = (
+    tiny("0.5s")
+    .replace("matrix: {server: [sh, py]}", "matrix: {server: [py]}")
     .replace("workload: {path: /, params: {}}", "workload: {path: /health, params: {}}")
+)
 DIES_AT_START = """
 name: other
 servers:
@@ -45,13 +49,15 @@ def run_copy(finished_run, tmp_path):
     return tmp_path / "copy"
 
 
-def test_out_into_an_existing_run_is_refused_and_changes_nothing(run_copy, write_yaml, perfctl,
-                                                                 assert_clean_error):
+def test_out_into_an_existing_run_is_refused_and_changes_nothing(
+    run_copy, write_yaml, perfctl, assert_clean_error
+):
     run = run_copy / "run"
     before = _snapshot(run)
     proc = perfctl("run", str(write_yaml(DIES_AT_START)), "--out", str(run))
-    assert_clean_error(proc, f"--out {run}", "already holds a run", "'faults'",
-                       f"perfctl run --resume {run}")
+    assert_clean_error(
+        proc, f"--out {run}", "already holds a run", "'faults'", f"perfctl run --resume {run}"
+    )
     assert _snapshot(run) == before
 
 
@@ -63,14 +69,15 @@ def test_out_takes_only_a_new_or_empty_folder(tmp_path, write_yaml, perfctl, ass
     proc = perfctl("run", str(exp), "--out", str(folder))
     assert_clean_error(proc, f"--out {folder}", "not empty and is not a perfctl run")
     assert sorted(p.name for p in folder.iterdir()) == ["thesis.txt"]
-    (folder / "thesis.txt").unlink()                   # now empty: used
+    (folder / "thesis.txt").unlink()  # now empty: used
     proc = perfctl("run", str(exp), "--out", str(folder))
-    assert_clean_error(proc, "exited with status 3 during start-up")   # past the dir check
+    assert_clean_error(proc, "exited with status 3 during start-up")  # past the dir check
     assert (folder / "run.json").is_file()
 
 
-def test_resume_refuses_a_changed_experiment_naming_the_difference(run_copy, perfctl,
-                                                                   assert_clean_error):
+def test_resume_refuses_a_changed_experiment_naming_the_difference(
+    run_copy, perfctl, assert_clean_error
+):
     run = run_copy / "run"
     before = _snapshot(run)
     changed = run_copy / "exp.yaml"
@@ -84,16 +91,18 @@ def test_resume_refuses_a_changed_experiment_naming_the_difference(run_copy, per
     proc = perfctl("run", str(other), "--resume", str(run))
     assert_clean_error(proc, "`experiment` is 'faults' in the run but 'other' now")
     assert _snapshot(run) == before
-    changed.write_text(ONE_TRIAL)                      # as it was: resumed (nothing left to run)
+    changed.write_text(ONE_TRIAL)  # as it was: resumed (nothing left to run)
     proc = perfctl("run", str(changed), "--resume", str(run), "--no-plots")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "(0 run, 1 already recorded)" in proc.stdout
 
 
-def test_resume_of_a_run_that_another_perfctl_is_writing_is_refused(run_copy, perfctl,
-                                                                    assert_clean_error):
+def test_resume_of_a_run_that_another_perfctl_is_writing_is_refused(
+    run_copy, perfctl, assert_clean_error
+):
     run = run_copy / "run"
     (run / "children.json").write_text(
-        f'{{"supervisor": "{mark_of(os.getpid())}", "children": [], "cleanup": {{}}}}')
+        f'{{"supervisor": "{mark_of(os.getpid())}", "children": [], "cleanup": {{}}}}'
+    )
     proc = perfctl("run", "--resume", str(run))
     assert_clean_error(proc, f"perfctl (pid {os.getpid()}) is running this run right now")

@@ -1,5 +1,6 @@
 """Paths the user gives: `files:` stay inside {workdir}, `name:` stays one directory under
 results/, and relative paths (--out, --resume, the experiment file) work from any directory."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -8,8 +9,11 @@ from fault_kit import tiny
 
 pytestmark = pytest.mark.slow
 
-ONE_TRIAL = tiny("0.5s").replace("matrix: {server: [sh, py]}", "matrix: {server: [py]}") \
+ONE_TRIAL = (
+    tiny("0.5s")
+    .replace("matrix: {server: [sh, py]}", "matrix: {server: [py]}")
     .replace("workload: {path: /, params: {}}", "workload: {path: /health, params: {}}")
+)
 WITH_FILES = """
 name: files
 servers:
@@ -19,8 +23,9 @@ load: {mode: closed, connections: 1, duration: 0.3s, warmup: 0s}
 
 
 @pytest.mark.parametrize("name", ["ABSOLUTE", "../../escape.txt"])
-def test_files_outside_workdir_are_refused_naming_the_key(name, tmp_path, write_yaml, perfctl,
-                                                          assert_clean_error):
+def test_files_outside_workdir_are_refused_naming_the_key(
+    name, tmp_path, write_yaml, perfctl, assert_clean_error
+):
     name = str(tmp_path / "escape.txt") if name == "ABSOLUTE" else name
     exp = write_yaml(WITH_FILES.replace("NAME", name))
     proc = perfctl("run", str(exp), "--out", str(tmp_path / "run"))
@@ -35,8 +40,10 @@ def test_name_of_dots_only_is_refused(tmp_path, write_yaml, perfctl, assert_clea
     exp = write_yaml(ONE_TRIAL.replace("name: faults", 'name: ".."'))
     proc = perfctl("run", str(exp), cwd=work)
     assert_clean_error(proc, "`name`", "not only dots")
-    assert list(work.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == \
-        ["exp.yaml", "work"]
+    assert list(work.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "exp.yaml",
+        "work",
+    ]
 
 
 def test_relative_out_resume_and_experiment_paths_work(tmp_path, perfctl):

@@ -1,5 +1,6 @@
 """Runs started in the same second with the default output each get their own directory:
 YYYYmmdd-HHMMSS, then -2, -3, ..., each created atomically (mkdir), never shared."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -12,7 +13,7 @@ STAMP = "20260101-120000"
 
 
 def _claim(base: str, queue) -> None:
-    store.time.strftime = lambda fmt: STAMP      # every process in the same second
+    store.time.strftime = lambda fmt: STAMP  # every process in the same second
     queue.put(str(store.new_run_dir("exp", store.Path(base))))
 
 
@@ -35,7 +36,8 @@ def test_concurrent_runs_in_the_same_second_never_share_a_dir(tmp_path):
         p.join(30)
     assert len(set(dirs)) == 8, dirs
     assert sorted(p.name for p in (tmp_path / "exp").iterdir()) == sorted(
-        [STAMP] + [f"{STAMP}-{n}" for n in range(2, 9)])
+        [STAMP] + [f"{STAMP}-{n}" for n in range(2, 9)]
+    )
 
 
 @pytest.mark.parametrize("name", ["..", "."])

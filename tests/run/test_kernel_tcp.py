@@ -1,5 +1,6 @@
 """run/kernel_tcp.py: the kernel's TCP counters per trial, as deltas from the server's network
 namespace, and the accept queue's peak."""
+
 import math
 import os
 import socket
@@ -8,10 +9,9 @@ import sys
 
 import pandas as pd
 import pytest
+from fault_kit import ROOT
 
 from orchestrator.run import kernel_tcp
-
-from fault_kit import ROOT
 
 NETSTAT = """TcpExt: SyncookiesSent ListenOverflows ListenDrops TCPTimeouts TCPAbortOnData
 TcpExt: 0 7 9 11 2
@@ -27,9 +27,9 @@ def test_sections_pair_header_and_value_lines():
 
 
 def test_snapshot_of_a_gone_process_is_nan_not_an_error():
-    snap = kernel_tcp.snapshot(2 ** 22 + 12345)
+    snap = kernel_tcp.snapshot(2**22 + 12345)
     assert set(snap) == set(kernel_tcp.COUNTERS) and all(math.isnan(v) for v in snap.values())
-    assert kernel_tcp.scope(2 ** 22 + 12345) == "unknown"
+    assert kernel_tcp.scope(2**22 + 12345) == "unknown"
     assert kernel_tcp.scope(os.getpid()) == "host"
 
 
@@ -74,14 +74,35 @@ def test_a_burst_trial_records_listen_overflows_in_trials_csv(tmp_path, perfctl_
     exp = tmp_path / "burst.yaml"
     exp.write_text(BURST)
     out = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(exp), "--out",
-                        str(out), "--no-plots"], cwd=ROOT, env=perfctl_env, capture_output=True,
-                       text=True, timeout=180)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            str(exp),
+            "--out",
+            str(out),
+            "--no-plots",
+        ],
+        cwd=ROOT,
+        env=perfctl_env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     row = pd.read_csv(out / "trials.csv").iloc[0]
-    for col in ("tcp_listen_overflows", "tcp_listen_drops", "tcp_retrans_segs", "tcp_timeouts",
-                "tcp_resets", "tcp_accept_queue_max", "tcp_counters_scope"):
+    for col in (
+        "tcp_listen_overflows",
+        "tcp_listen_drops",
+        "tcp_retrans_segs",
+        "tcp_timeouts",
+        "tcp_resets",
+        "tcp_accept_queue_max",
+        "tcp_counters_scope",
+    ):
         assert col in row.index, col
     assert row["tcp_listen_overflows"] > 0, row.to_dict()
-    assert row["tcp_retrans_segs"] > 0, row.to_dict()   # the dropped clients' SYN retries
+    assert row["tcp_retrans_segs"] > 0, row.to_dict()  # the dropped clients' SYN retries
     assert row["tcp_accept_queue_max"] >= 1, row.to_dict()

@@ -1,5 +1,6 @@
 """Host-noise readings from /proc (run/schedstat.py, run/noise.py) on synthetic text and samples,
 and the `quiet` verdict's thresholds."""
+
 import dataclasses
 import math
 import os
@@ -41,40 +42,68 @@ def test_schedstat_status_and_children_lines():
     assert schedstat.parse_children("") == []
 
 
-def _sample(t_s, server_run_s, loadgen_run_s, own_run_s, idle_s, steal_s=0.0, irq_s=0.0,
-            server_wait_s=0.0, loadgen_wait_s=0.0, switches=(0, 0)):
-    ns = lambda s: int(round(s * 1e9))                       # noqa: E731
-    ticks = lambda s: int(round(s * USER_HZ))                # noqa: E731
-    return NoiseSample(ns(t_s), (ns(server_run_s), ns(server_wait_s), switches[0]),
-                       (ns(loadgen_run_s), ns(loadgen_wait_s), switches[1]), ns(own_run_s),
-                       CpuTicks(idle=ticks(idle_s), steal=ticks(steal_s), irq=ticks(irq_s)))
+def _sample(
+    t_s,
+    server_run_s,
+    loadgen_run_s,
+    own_run_s,
+    idle_s,
+    steal_s=0.0,
+    irq_s=0.0,
+    server_wait_s=0.0,
+    loadgen_wait_s=0.0,
+    switches=(0, 0),
+):
+    ns = lambda s: int(round(s * 1e9))  # noqa: E731
+    ticks = lambda s: int(round(s * USER_HZ))  # noqa: E731
+    return NoiseSample(
+        ns(t_s),
+        (ns(server_run_s), ns(server_wait_s), switches[0]),
+        (ns(loadgen_run_s), ns(loadgen_wait_s), switches[1]),
+        ns(own_run_s),
+        CpuTicks(idle=ticks(idle_s), steal=ticks(steal_s), irq=ticks(irq_s)),
+    )
 
 
 def test_readings_split_the_cpus_time_into_ours_and_foreign():
     """2 CPUs for 2 s = 4 CPU-seconds: 1 s idle, 0.1 s stolen, 0.2 s in interrupts leaves
     2.7 s of tasks; ours ran 1.3 s, so others ran 1.4 s: 70% of one CPU."""
     a = _sample(10.0, 5.0, 3.0, 1.0, 100.0, 1.0, 1.0)
-    b = _sample(12.0, 5.8, 3.4, 1.1, 101.0, 1.1, 1.2, server_wait_s=0.2,
-                loadgen_wait_s=0.04, switches=(30, 10))
+    b = _sample(
+        12.0,
+        5.8,
+        3.4,
+        1.1,
+        101.0,
+        1.1,
+        1.2,
+        server_wait_s=0.2,
+        loadgen_wait_s=0.04,
+        switches=(30, 10),
+    )
     row = noise.readings(a, b, requests=1000, window_s=2.0, cpus={0, 1})
     assert row["noise_foreign_cpu_pct"] == pytest.approx(70.0, abs=0.5)
     assert row["noise_steal_pct"] == pytest.approx(2.5, abs=0.1)
     assert row["noise_server_runqueue_wait_ms_per_s"] == pytest.approx(100.0)
     assert row["noise_loadgen_runqueue_wait_ms_per_s"] == pytest.approx(20.0)
-    assert row["noise_runqueue_wait_us_per_request"] == pytest.approx(240.0)   # 240 ms / 1000
+    assert row["noise_runqueue_wait_us_per_request"] == pytest.approx(240.0)  # 240 ms / 1000
     assert row["noise_server_involuntary_switches_per_s"] == 15
     assert row["noise_loadgen_involuntary_switches_per_s"] == 5
     assert row["noise_cpus"] == "0,1"
     assert all(math.isfinite(v) for k, v in row.items() if k not in noise.OPTIONAL)
-    assert math.isnan(row["noise_loadgen_cpu_others_pct"])    # no CPUs of its own: not read
+    assert math.isnan(row["noise_loadgen_cpu_others_pct"])  # no CPUs of its own: not read
 
 
 def test_others_on_the_load_generators_own_cpu_are_its_busy_time_less_the_generator():
     """CPU 1 is the load generator's: over 2 s it was idle 0.3 s, in interrupts 0.1 s; the
     generator ran 1.4 s, so others ran 0.2 s there: 10% of one CPU."""
     a, b = _sample(10.0, 0, 3.0, 0, 0), _sample(12.0, 0, 4.4, 0, 0)
-    a = dataclasses.replace(a, loadgen_cpus=CpuTicks(idle=1000, steal=5, irq=50), loadgen_cpu_count=1)
-    b = dataclasses.replace(b, loadgen_cpus=CpuTicks(idle=1030, steal=5, irq=60), loadgen_cpu_count=1)
+    a = dataclasses.replace(
+        a, loadgen_cpus=CpuTicks(idle=1000, steal=5, irq=50), loadgen_cpu_count=1
+    )
+    b = dataclasses.replace(
+        b, loadgen_cpus=CpuTicks(idle=1030, steal=5, irq=60), loadgen_cpu_count=1
+    )
     row = noise.readings(a, b, requests=10, window_s=2.0, cpus={0, 1})
     assert row["noise_loadgen_cpu_others_pct"] == pytest.approx(10.0)
 
@@ -90,27 +119,35 @@ def test_window_samples_bracket_the_measured_window():
     samples = [_sample(t, 0, 0, 0, 0) for t in (0.0, 0.25, 0.5, 0.75, 1.0, 1.25)]
     first, last = noise.window_samples(samples, int(0.3e9), int(0.9e9))
     assert (first.t_ns, last.t_ns) == (int(0.25e9), int(1.0e9))
-    first, last = noise.window_samples(samples, -5, int(9e9))      # sampling began late
+    first, last = noise.window_samples(samples, -5, int(9e9))  # sampling began late
     assert (first.t_ns, last.t_ns) == (0, int(1.25e9))
     assert noise.window_samples(samples[:1], 0, 1) is None
 
 
-QUIET = {"noise_steal_pct": 0.1, "noise_foreign_cpu_pct": 1.5,
-         "noise_server_runqueue_wait_ms_per_s": 300.0,     # the server waiting for itself
-         "noise_loadgen_runqueue_wait_ms_per_s": 12.0, "noise_runqueue_wait_us_per_request": 5.0,
-         "noise_server_involuntary_switches_per_s": 900.0,
-         "noise_loadgen_involuntary_switches_per_s": 9.0, "noise_cpus": "0,1"}
+QUIET = {
+    "noise_steal_pct": 0.1,
+    "noise_foreign_cpu_pct": 1.5,
+    "noise_server_runqueue_wait_ms_per_s": 300.0,  # the server waiting for itself
+    "noise_loadgen_runqueue_wait_ms_per_s": 12.0,
+    "noise_runqueue_wait_us_per_request": 5.0,
+    "noise_server_involuntary_switches_per_s": 900.0,
+    "noise_loadgen_involuntary_switches_per_s": 9.0,
+    "noise_cpus": "0,1",
+}
 
 
 def test_a_quiet_host_reads_quiet_even_when_the_server_waits_for_itself():
     assert noise.noise_reasons(QUIET, loadgen_has_own_cpus=True) == []
 
 
-@pytest.mark.parametrize("column, value, words", [
-    ("noise_steal_pct", 7.5, "CPU steal 7.5%"),
-    ("noise_foreign_cpu_pct", 48.0, "other processes used 48% of a CPU on CPUs 0,1"),
-    ("noise_loadgen_runqueue_wait_ms_per_s", 230.0, "load generator waited 230 ms/s"),
-])
+@pytest.mark.parametrize(
+    "column, value, words",
+    [
+        ("noise_steal_pct", 7.5, "CPU steal 7.5%"),
+        ("noise_foreign_cpu_pct", 48.0, "other processes used 48% of a CPU on CPUs 0,1"),
+        ("noise_loadgen_runqueue_wait_ms_per_s", 230.0, "load generator waited 230 ms/s"),
+    ],
+)
 def test_each_noise_reading_past_its_threshold_is_a_reason(column, value, words):
     reasons = noise.noise_reasons({**QUIET, column: value}, loadgen_has_own_cpus=True)
     assert len(reasons) == 1 and words in reasons[0]
@@ -130,14 +167,21 @@ def test_the_load_generator_waiting_for_itself_is_not_noise():
     C epoll trial at 107k req/s on an idle host waited 58 ms/s with others at 1% of the CPU.
     Only the wait others could have caused (at most the time they ran there) is judged: perfctl
     itself at 23% of the CPU (a /proc/net/tcp poll) made the load generator wait 90 ms/s."""
-    itself = {**QUIET, "noise_loadgen_runqueue_wait_ms_per_s": 58.0,
-              "noise_loadgen_cpu_others_pct": 1.0}
+    itself = {
+        **QUIET,
+        "noise_loadgen_runqueue_wait_ms_per_s": 58.0,
+        "noise_loadgen_cpu_others_pct": 1.0,
+    }
     assert noise.noise_reasons(itself, loadgen_has_own_cpus=True) == []
-    crowded = {**itself, "noise_loadgen_runqueue_wait_ms_per_s": 90.0,
-               "noise_loadgen_cpu_others_pct": 23.0}
+    crowded = {
+        **itself,
+        "noise_loadgen_runqueue_wait_ms_per_s": 90.0,
+        "noise_loadgen_cpu_others_pct": 23.0,
+    }
     [reason] = noise.noise_reasons(crowded, loadgen_has_own_cpus=True)
-    assert reason == ("load generator waited 90 ms/s for its own CPU while others ran 230 ms/s "
-                      "there (> 50 ms/s)")
+    assert reason == (
+        "load generator waited 90 ms/s for its own CPU while others ran 230 ms/s there (> 50 ms/s)"
+    )
     # others ran 49 ms/s there: at most that much of the wait can be theirs, under the limit
     assert noise.noise_reasons({**crowded, "noise_loadgen_cpu_others_pct": 4.9}, True) == []
     # not measured (a row from before the column): the whole wait is judged, as it was
@@ -158,9 +202,10 @@ def test_the_readers_work_on_this_machine():
     cpus = schedstat.read_cpu_ticks()
     assert cpus and all(t.idle >= 0 for t in cpus.values())
     import os
+
     threads = schedstat.read_threads(os.getpid())
     assert os.getpid() in threads and threads[os.getpid()][0] > 0
-    assert schedstat.read_threads(2 ** 22 + 12345) == {}
+    assert schedstat.read_threads(2**22 + 12345) == {}
 
 
 def test_a_local_cluster_counts_the_whole_run_tree_as_ours(tmp_path):
@@ -169,19 +214,38 @@ def test_a_local_cluster_counts_the_whole_run_tree_as_ours(tmp_path):
     a value naming a process that is not above the probe is ignored."""
     import subprocess
     import sys
-    code = ("import os, sys, time; from orchestrator.run import noise\n"
-            "p = noise.NoiseProbe({0}); a = p.sample(0, [], [])\n"
-            "time.sleep(0.6); b = p.sample(1, [], [])\n"
-            "print(p.root == int(os.environ.get('PERFCTL_RUN_ROOT', '0')), (b.own_run_ns - a.own_run_ns) / 1e9)\n")
-    spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time() + 5\nwhile time.time() < t: pass"])
+
+    code = (
+        "import os, sys, time; from orchestrator.run import noise\n"
+        "p = noise.NoiseProbe({0}); a = p.sample(0, [], [])\n"
+        "time.sleep(0.6); b = p.sample(1, [], [])\n"
+        "print(p.root == int(os.environ.get('PERFCTL_RUN_ROOT', '0')), (b.own_run_ns - a.own_run_ns) / 1e9)\n"
+    )
+    spin = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt = time.time() + 5\nwhile time.time() < t: pass"]
+    )
     try:
         env = {**os.environ, noise.RUN_ROOT_ENV: str(os.getpid())}
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                             cwd=ROOT, timeout=30, check=True).stdout.split()
-        assert out[0] == "True" and float(out[1]) > 0.2, out      # the sibling's CPU is ours
-        env[noise.RUN_ROOT_ENV] = str(spin.pid)                   # alive, but not an ancestor
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                             cwd=ROOT, timeout=30, check=True).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=30,
+            check=True,
+        ).stdout.split()
+        assert out[0] == "True" and float(out[1]) > 0.2, out  # the sibling's CPU is ours
+        env[noise.RUN_ROOT_ENV] = str(spin.pid)  # alive, but not an ancestor
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=30,
+            check=True,
+        ).stdout.split()
         assert out[0] == "False" and float(out[1]) < 0.2, out
     finally:
         spin.kill()
@@ -193,6 +257,7 @@ def test_others_on_the_load_generators_cpu_are_read_from_this_machine():
     own busy threads are not."""
     import subprocess
     import sys
+
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs 2 CPUs")
@@ -204,11 +269,12 @@ def test_others_on_the_load_generators_cpu_are_read_from_this_machine():
         """The column over 1.5 s of a busy process on the load generator's CPU, sampled while
         it runs (as the trial's sampler does)."""
         import time
+
         spin = subprocess.Popen(["taskset", "-c", str(lg), sys.executable, "-c", busy])
         try:
             pids = [spin.pid] if as_loadgen else []
             a = probe.sample(time.perf_counter_ns(), [], pids)
-            time.sleep(1.5)                            # the measured window
+            time.sleep(1.5)  # the measured window
             b = probe.sample(time.perf_counter_ns(), [], pids)
         finally:
             spin.kill()
@@ -216,8 +282,9 @@ def test_others_on_the_load_generators_cpu_are_read_from_this_machine():
         assert (a.loadgen_cpu_count, b.loadgen_cpu_count) == (1, 1)
         row = noise.readings(a, b, requests=1, window_s=1.5, cpus=set(cpus))
         return row["noise_loadgen_cpu_others_pct"]
-    assert others_pct(as_loadgen=False) > 50.0       # a stranger spun there for ~1.5 s
-    assert others_pct(as_loadgen=True) < 30.0        # the load generator itself spinning
+
+    assert others_pct(as_loadgen=False) > 50.0  # a stranger spun there for ~1.5 s
+    assert others_pct(as_loadgen=True) < 30.0  # the load generator itself spinning
 
 
 def test_load_generator_wait_is_judged_only_when_nothing_of_the_trial_shares_its_cpu(write_yaml):
@@ -226,15 +293,20 @@ def test_load_generator_wait_is_judged_only_when_nothing_of_the_trial_shares_its
     threads queue behind each other (rmi), nor beside an unpinned service (PostgreSQL)."""
     from orchestrator import experiment
     from orchestrator.run.trial import _watched_cpus
+
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 CPUs for a split placement")
-    text = ("name: w\nservers: {j: {impl: java, model: SERVER}}\n"
-            "load: {driver: DRIVER, mode: closed, connections: 4, duration: 1s}\n"
-            "placement: {server_cpus: [0], loadgen_cpus: [1]}\n")
-    http = experiment.load_plan(write_yaml(text.replace("DRIVER", "http").replace("SERVER", "pool"),
-                                           "h.yaml")).cells[0]
-    rmi = experiment.load_plan(write_yaml(text.replace("DRIVER", "rmi").replace("SERVER", "rmi"),
-                                          "r.yaml")).cells[0]
+    text = (
+        "name: w\nservers: {j: {impl: java, model: SERVER}}\n"
+        "load: {driver: DRIVER, mode: closed, connections: 4, duration: 1s}\n"
+        "placement: {server_cpus: [0], loadgen_cpus: [1]}\n"
+    )
+    http = experiment.load_plan(
+        write_yaml(text.replace("DRIVER", "http").replace("SERVER", "pool"), "h.yaml")
+    ).cells[0]
+    rmi = experiment.load_plan(
+        write_yaml(text.replace("DRIVER", "rmi").replace("SERVER", "rmi"), "r.yaml")
+    ).cells[0]
     assert _watched_cpus(http, (1,)) == ({0, 1}, True)
     assert _watched_cpus(http, (1,), services_running=True) == ({0, 1}, False)
     assert _watched_cpus(rmi, (1,)) == ({0, 1}, False)
@@ -244,17 +316,18 @@ def test_cpu_columns_average_the_measured_window_not_the_start_up_and_drain():
     """server_cpu_pct and service_NAME_cpu_pct: the mean of the samples inside the measured
     window (a PostgreSQL idle through the load generator's start-up and drain read low)."""
     from orchestrator.run.sampler import ResourceSampler
+
     s = ResourceSampler(os.getpid(), services={"db": os.getpid()}, interval_s=0.25)
     step = 250_000_000
-    cpu = [0, 5, 5, 80, 90, 100, 90, 5, 0]          # idle, start-up, load (3-6), drain
+    cpu = [0, 5, 5, 80, 90, 100, 90, 5, 0]  # idle, start-up, load (3-6), drain
     s.samples = [(i * 0.25, c, 100.0 + i, 4) for i, c in enumerate(cpu)]
     s.sample_ns = [10**12 + i * step for i in range(len(cpu))]
     s.service_samples["db"] = [(i * 0.25, c / 2, 50.0, 0) for i, c in enumerate(cpu)]
-    window = (10**12 + 2 * step, 10**12 + 6 * step)     # samples 3..6 cover it
+    window = (10**12 + 2 * step, 10**12 + 6 * step)  # samples 3..6 cover it
     out = s.summary(window)
     assert out["server_cpu_pct"] == pytest.approx((80 + 90 + 100 + 90) / 4)
     assert out["service_db_cpu_pct"] == pytest.approx((80 + 90 + 100 + 90) / 8)
-    assert out["server_rss_mb"] == 108.0                 # the peak of the whole trial
+    assert out["server_rss_mb"] == 108.0  # the peak of the whole trial
     assert s.summary()["server_cpu_pct"] == pytest.approx(sum(cpu[1:]) / 8)
 
 
@@ -262,18 +335,19 @@ def test_the_walk_of_our_tree_stops_at_the_trials_trees():
     """descendants(prune=...) lists a pruned process but not what is below it: the noise
     probe's walk of perfctl's tree skips the server's (a 200-thread JVM is 200 reads a walk)."""
     import subprocess
+
     sh = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
     try:
         deadline = time.monotonic() + 10
         while len(schedstat.descendants(sh.pid) or []) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)                       # until sh has started both
+            time.sleep(0.01)  # until sh has started both
         below = schedstat.descendants(sh.pid)
         assert len(below) == 2, below
         everything = schedstat.descendants(os.getpid())
         assert sh.pid in everything and set(below) <= set(everything)
         pruned = schedstat.descendants(os.getpid(), prune={sh.pid})
         assert sh.pid in pruned and not set(below) & set(pruned)
-        assert schedstat.descendants(sh.pid, prune={sh.pid}) == below   # the root is walked
+        assert schedstat.descendants(sh.pid, prune={sh.pid}) == below  # the root is walked
     finally:
         for p in schedstat.descendants(sh.pid) or []:
             os.kill(p, 9)

@@ -1,20 +1,26 @@
 """Which trial runs when (run/order.py), how `repeats: auto` stops a cell (run/precision.py,
 run/execute.py), and that --resume walks the same order."""
+
 import math
 
 import pytest
 
 from orchestrator.experiment import compile_document
+from orchestrator.results import read_trials, write_json
 from orchestrator.run import execute
 from orchestrator.run.order import trial_order
 from orchestrator.run.precision import precision_state
-from orchestrator.results import read_trials, write_json
 
 
 def _plan(**top):
-    doc = {"name": "order", "servers": {"py": {"impl": "python", "model": "async"}},
-           "load": {"mode": "closed", "connections": "{c}"}, "matrix": {"c": [1, 2, 3]},
-           "repeats": 3, **top}
+    doc = {
+        "name": "order",
+        "servers": {"py": {"impl": "python", "model": "async"}},
+        "load": {"mode": "closed", "connections": "{c}"},
+        "matrix": {"c": [1, 2, 3]},
+        "repeats": 3,
+        **top,
+    }
     return compile_document(doc, "order.yaml")
 
 
@@ -23,32 +29,54 @@ def _walk(plan, wants=lambda c, k: True):
 
 
 def test_interleaved_is_the_default_round_by_round():
-    assert _walk(_plan()) == [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (2, 2), (0, 3), (1, 3),
-                              (2, 3)]
+    assert _walk(_plan()) == [
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (0, 2),
+        (1, 2),
+        (2, 2),
+        (0, 3),
+        (1, 3),
+        (2, 3),
+    ]
 
 
 def test_sequential_runs_each_cells_repeats_back_to_back():
-    assert _walk(_plan(order="sequential")) == [(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3),
-                                                (2, 1), (2, 2), (2, 3)]
+    assert _walk(_plan(order="sequential")) == [
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (1, 1),
+        (1, 2),
+        (1, 3),
+        (2, 1),
+        (2, 2),
+        (2, 3),
+    ]
 
 
 def test_random_shuffles_each_round_with_a_fixed_seed():
     order = _walk(_plan(order="random"))
-    assert order == _walk(_plan(order="random"))              # seeded: replays exactly
-    rounds = [order[i:i + 3] for i in range(0, 9, 3)]
-    assert all(sorted(c for c, _ in r) == [0, 1, 2] and {k for _, k in r} == {i + 1}
-               for i, r in enumerate(rounds))
-    assert len({tuple(c for c, _ in r) for r in rounds}) > 1   # not one fixed permutation
+    assert order == _walk(_plan(order="random"))  # seeded: replays exactly
+    rounds = [order[i : i + 3] for i in range(0, 9, 3)]
+    assert all(
+        sorted(c for c, _ in r) == [0, 1, 2] and {k for _, k in r} == {i + 1}
+        for i, r in enumerate(rounds)
+    )
+    assert len({tuple(c for c, _ in r) for r in rounds}) > 1  # not one fixed permutation
 
 
 def test_unknown_order_is_a_bad_input():
     from orchestrator.errors import PerfctlError
+
     with pytest.raises(PerfctlError, match="order"):
         _plan(order="backwards")
 
 
 def test_repeats_auto_needs_room_for_six_trials():
     from orchestrator.errors import PerfctlError
+
     with pytest.raises(PerfctlError, match="max_repeats >= 6"):
         _plan(repeats="auto", max_repeats=4)
     assert _plan(repeats="auto", precision="2%").experiment.target_precision == 0.02
@@ -61,14 +89,14 @@ def _row(value, valid=True, quiet=True):
 
 def test_precision_counts_only_valid_quiet_trials():
     rows = [_row(100 + d) for d in (0, 1, -1, 2, -2)]
-    assert not precision_state(rows, "throughput_rps", 0.05)["precision_reached"]   # 5 < 6
-    state = precision_state(rows + [_row(100.5), _row(10, valid=False), _row(500, quiet=False)],
-                            "throughput_rps", 0.05)
+    assert not precision_state(rows, "throughput_rps", 0.05)["precision_reached"]  # 5 < 6
+    state = precision_state(
+        rows + [_row(100.5), _row(10, valid=False), _row(500, quiet=False)], "throughput_rps", 0.05
+    )
     assert state["precision_trials"] == 6
     assert state["precision_half_width_pct"] == pytest.approx(100 * 2 / 100.25, rel=1e-3)
     assert state["precision_reached"]
-    wide = precision_state([_row(v) for v in (50, 100, 150, 100, 100, 100)], "throughput_rps",
-                           0.05)
+    wide = precision_state([_row(v) for v in (50, 100, 150, 100, 100, 100)], "throughput_rps", 0.05)
     assert not wide["precision_reached"] and wide["precision_half_width_pct"] == 50.0
     assert math.isnan(precision_state([], "throughput_rps", 0.05)["precision_half_width_pct"])
 
@@ -85,8 +113,14 @@ class FakeTrials:
         c = cell.values["c"]
         self.calls.append((plan.cells.index(cell), k))
         wobble = (-1) ** k * c / 200 * (k % 3)
-        return {"cell_id": cell.cell_id, "trial": k, "c": c, "throughput_rps": 1000 * (1 + wobble),
-                "valid": True, "quiet": True}
+        return {
+            "cell_id": cell.cell_id,
+            "trial": k,
+            "c": c,
+            "throughput_rps": 1000 * (1 + wobble),
+            "valid": True,
+            "quiet": True,
+        }
 
 
 def _run_dir(path, plan):
@@ -105,7 +139,7 @@ def test_repeats_auto_stops_each_cell_at_its_precision(tmp_path, monkeypatch):
     execute.execute_plan(plan, _run_dir(tmp_path, plan))
     per_cell = {i: max(k for c, k in fake.calls if c == i) for i in range(3)}
     assert per_cell[0] == 6 and per_cell[2] == 9
-    assert fake.calls[:3] == [(0, 1), (1, 1), (2, 1)]           # interleaved
+    assert fake.calls[:3] == [(0, 1), (1, 1), (2, 1)]  # interleaved
     trials = read_trials(tmp_path)
     last = trials.groupby("cell_id", sort=False).tail(1).set_index("c")
     assert bool(last.loc[1, "precision_reached"]) and not bool(last.loc[3, "precision_reached"])

@@ -1,5 +1,6 @@
 """Server profiles (`profile: true`): the stack folding of each profiler's output, the flame
 graph drawn from it, and a real profiled trial of each bundled language."""
+
 import json
 import subprocess
 import sys
@@ -8,11 +9,10 @@ from collections import Counter
 
 import pandas as pd
 import pytest
+from fault_kit import ROOT
 
 from orchestrator.analysis import flamegraph
 from orchestrator.run import bundled, profiler
-
-from fault_kit import ROOT
 
 PERF_SCRIPT = """perfctl-server 4242 [000] 123.456:   10101010 cpu-clock:
 \tffffffff81000000 handle_request+0x1a (/srv/perfctl-server)
@@ -29,25 +29,67 @@ perfctl-server 4243 [001] 123.470:   10101010 cpu-clock:
 
 """
 
-JFR_JSON = json.dumps({"recording": {"events": [
-    {"type": "jdk.ExecutionSample", "values": {"stackTrace": {"frames": [
-        {"method": {"type": {"name": "perfctl.server.Handler"}, "name": "spin"}},
-        {"method": {"type": {"name": "perfctl.server.Worker"}, "name": "run"}}]}}},
-    {"type": "jdk.ExecutionSample", "values": {"stackTrace": {"frames": [
-        {"method": {"type": {"name": "perfctl.server.Worker"}, "name": "run"}}]}}},
-]}})
+JFR_JSON = json.dumps(
+    {
+        "recording": {
+            "events": [
+                {
+                    "type": "jdk.ExecutionSample",
+                    "values": {
+                        "stackTrace": {
+                            "frames": [
+                                {
+                                    "method": {
+                                        "type": {"name": "perfctl.server.Handler"},
+                                        "name": "spin",
+                                    }
+                                },
+                                {
+                                    "method": {
+                                        "type": {"name": "perfctl.server.Worker"},
+                                        "name": "run",
+                                    }
+                                },
+                            ]
+                        }
+                    },
+                },
+                {
+                    "type": "jdk.ExecutionSample",
+                    "values": {
+                        "stackTrace": {
+                            "frames": [
+                                {
+                                    "method": {
+                                        "type": {"name": "perfctl.server.Worker"},
+                                        "name": "run",
+                                    }
+                                }
+                            ]
+                        }
+                    },
+                },
+            ]
+        }
+    }
+)
 
 
 def test_perf_script_folds_root_first_with_the_command_as_root():
     got = profiler.fold_perf_script(PERF_SCRIPT)
-    assert got == Counter({"perfctl-server;start_thread;worker_loop;handle_request": 2,
-                           "perfctl-server;[perfctl-server]": 1})
+    assert got == Counter(
+        {
+            "perfctl-server;start_thread;worker_loop;handle_request": 2,
+            "perfctl-server;[perfctl-server]": 1,
+        }
+    )
 
 
 def test_jfr_json_folds_root_first():
     got = profiler.fold_jfr_json(JFR_JSON)
-    assert got == Counter({"perfctl.server.Worker.run;perfctl.server.Handler.spin": 1,
-                           "perfctl.server.Worker.run": 1})
+    assert got == Counter(
+        {"perfctl.server.Worker.run;perfctl.server.Handler.spin": 1, "perfctl.server.Worker.run": 1}
+    )
 
 
 def test_flame_graph_boxes_are_as_wide_as_their_samples(tmp_path):
@@ -55,8 +97,10 @@ def test_flame_graph_boxes_are_as_wide_as_their_samples(tmp_path):
     assert root.count == 8 and root.children["main"].children["a"].count == 4
     doc = ET.fromstring(flamegraph.svg(root, "t"))
     ns = "{http://www.w3.org/2000/svg}"
-    boxes = {g.find(f"{ns}title").text.split(" (")[0]: float(g.find(f"{ns}rect").get("width"))
-             for g in doc.iter(f"{ns}g")}
+    boxes = {
+        g.find(f"{ns}title").text.split(" (")[0]: float(g.find(f"{ns}rect").get("width"))
+        for g in doc.iter(f"{ns}g")
+    }
     assert set(boxes) == {"all", "main", "a", "b", "c"}
     assert boxes["a"] == pytest.approx(boxes["c"]) == pytest.approx(boxes["main"] / 2)
     assert boxes["b"] == pytest.approx(boxes["main"] * 3 / 8)
@@ -90,9 +134,23 @@ def test_a_profile_svg_exists_for_each_language(tmp_path, perfctl_env):
     exp = tmp_path / "p.yaml"
     exp.write_text(text)
     out = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(exp), "--out",
-                        str(out), "--no-plots"], cwd=ROOT, env=perfctl_env,
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            str(exp),
+            "--out",
+            str(out),
+            "--no-plots",
+        ],
+        cwd=ROOT,
+        env=perfctl_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     trials = pd.read_csv(out / "trials.csv")
     tools = {}
@@ -101,7 +159,7 @@ def test_a_profile_svg_exists_for_each_language(tmp_path, perfctl_env):
         info = json.loads((tdir / "profile.json").read_text())
         tools[t["server"]] = info["tool"]
         if info["tool"] == "perf" and "not let" in info["note"]:
-            continue        # a kernel that refuses perf events: the note says so
+            continue  # a kernel that refuses perf events: the note says so
         assert info["samples"] > 20, (t["server"], info)
         svg = (tdir / "profile.svg").read_text()
         ET.fromstring(svg)
@@ -111,9 +169,14 @@ def test_a_profile_svg_exists_for_each_language(tmp_path, perfctl_env):
     assert tools.get("py") == "py-spy" and tools.get("c") == "perf"
     if bundled.find_jdks():
         assert tools.get("java") == "jfr"
-    report = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", str(out)],
-                            cwd=ROOT, env=perfctl_env, capture_output=True, text=True,
-                            timeout=300)
+    report = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "report", str(out)],
+        cwd=ROOT,
+        env=perfctl_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert report.returncode == 0, report.stdout + report.stderr
     page = (out / "report.html").read_text()
-    assert "Server profiles" in page and page.count("profile.svg\"") >= len(trials)
+    assert "Server profiles" in page and page.count('profile.svg"') >= len(trials)

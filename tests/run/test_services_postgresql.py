@@ -2,6 +2,7 @@
 PostgreSQL that perfctl initdb's, starts, seeds, samples and removes; a database stopped
 mid-trial makes the trial invalid with the reason; Ctrl-C and kill -9 of perfctl leave no
 postgres process and no data directory."""
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,12 @@ from orchestrator.run import process
 from orchestrator.run.execute import execute_plan, run_info
 from orchestrator.run.services import find_pg_bin
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(find_pg_bin() is None, reason="PostgreSQL is not installed "
-                                 "(make setup installs it)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        find_pg_bin() is None, reason="PostgreSQL is not installed (make setup installs it)"
+    ),
+]
 
 EXPERIMENT = """
 name: db
@@ -51,7 +55,8 @@ def _postgres_of(pid: int) -> list[psutil.Process]:
     for p in psutil.process_iter(["name"]):
         try:
             if p.info["name"] == "postgres" and mark in "\0".join(
-                    f"{k}={v}" for k, v in p.environ().items()):
+                f"{k}={v}" for k, v in p.environ().items()
+            ):
                 out += [p, *p.children(recursive=True)]
         except psutil.Error:
             continue
@@ -90,8 +95,9 @@ def test_db_cells_of_two_languages_against_one_service(write_yaml, tmp_path):
     assert (t["service_db_rss_mb"] > 5).all(), t["service_db_rss_mb"].tolist()
     assert t["service_db_cpu_pct"].notna().all()
     for _, row in t.iterrows():
-        req = pd.read_parquet(run_dir / "cells" / row["cell_id"] / f"trial-{row['trial']}"
-                              / "requests.parquet")
+        req = pd.read_parquet(
+            run_dir / "cells" / row["cell_id"] / f"trial-{row['trial']}" / "requests.parquet"
+        )
         ok = req[req["status"] == 200]
         assert len(ok) > 0.98 * len(req)
         # Server-Timing db;dur= arrives and is part of svc
@@ -128,6 +134,7 @@ def test_db_cells_of_the_plain_java_server_and_of_rmi(write_yaml, tmp_path):
     """The plain Java HTTP server and the RMI server (driven by the rmi driver) answer /db from
     the same PostgreSQL over JDBC; RMI carries the db time back (db_ms) like Server-Timing."""
     from orchestrator.run import bundled
+
     if bundled.find_jdk(17) is None:
         pytest.skip("no JDK >= 17")
     plan = experiment.load_plan(write_yaml(JAVA_EXPERIMENT))
@@ -142,12 +149,15 @@ def test_db_cells_of_the_plain_java_server_and_of_rmi(write_yaml, tmp_path):
     why = good["invalid_reasons"].fillna("")
     assert not why.str.contains("server|service|requests failed|error rate").any(), why.tolist()
     assert (good["errors"] == 0).all() and (good["requests"] > 20).all()
-    assert good["service_db_cpu_pct"].notna().all()     # sampled (a 1 s point-query trial may round to 0)
+    assert (
+        good["service_db_cpu_pct"].notna().all()
+    )  # sampled (a 1 s point-query trial may round to 0)
 
     def requests(server, query):
         row = t.loc[(server, query)]
-        return pd.read_parquet(run_dir / "cells" / row["cell_id"] / f"trial-{row['trial']}"
-                               / "requests.parquet")
+        return pd.read_parquet(
+            run_dir / "cells" / row["cell_id"] / f"trial-{row['trial']}" / "requests.parquet"
+        )
 
     for key in good.index:
         req = requests(*key)
@@ -164,15 +174,15 @@ def test_db_cells_of_the_plain_java_server_and_of_rmi(write_yaml, tmp_path):
     down = t.loc[("rmi-nodb", "point")]
     assert not down["valid"] and down["errors"] > 0
     assert set(requests("rmi-nodb", "point")["status"]) == {503}
-    log = (run_dir / "cells" / down["cell_id"] / f"trial-{down['trial']}" / "loadgen.log")
+    log = run_dir / "cells" / down["cell_id"] / f"trial-{down['trial']}" / "loadgen.log"
     assert "/db answered 503: database unavailable: no database configured" in log.read_text()
     assert not _postgres_of(os.getpid())
 
 
-def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(write_yaml,
-                                                                              tmp_path):
-    text = _experiment("trial", "3s").replace("matrix: {server: [py, c], query: [point, insert]}",
-                                              "matrix: {server: [c], query: [point]}")
+def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(write_yaml, tmp_path):
+    text = _experiment("trial", "3s").replace(
+        "matrix: {server: [py, c], query: [point, insert]}", "matrix: {server: [c], query: [point]}"
+    )
     plan = experiment.load_plan(write_yaml(text))
     run_dir = _run_dir(plan, tmp_path)
     stopped = []
@@ -188,11 +198,12 @@ def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(writ
             return
         for p in _postgres_of(os.getpid()):
             try:
-                if p.ppid() == os.getpid():             # the postmaster
-                    p.send_signal(signal.SIGINT)        # what pg_ctl stop -m fast does
+                if p.ppid() == os.getpid():  # the postmaster
+                    p.send_signal(signal.SIGINT)  # what pg_ctl stop -m fast does
                     stopped.append(p.pid)
-            except psutil.Error:                        # a backend that has just ended
+            except psutil.Error:  # a backend that has just ended
                 continue
+
     killer = threading.Thread(target=stop_the_database)
     killer.start()
     try:
@@ -206,8 +217,8 @@ def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(writ
     assert "service db (postgresql) stopped during the trial" in row["invalid_reasons"]
     assert row["errors"] > 0
     req = pd.read_parquet(next(run_dir.glob("cells/*/trial-1/requests.parquet")))
-    assert set(req["status"]) >= {200, 503}    # answered before, 503 after the stop
-    assert not _service_dirs(next(run_dir.glob("cells/*/trial-1")))   # scope: trial
+    assert set(req["status"]) >= {200, 503}  # answered before, 503 after the stop
+    assert not _service_dirs(next(run_dir.glob("cells/*/trial-1")))  # scope: trial
 
 
 def _commits(trial_dir: Path) -> int | None:
@@ -215,30 +226,51 @@ def _commits(trial_dir: Path) -> int | None:
     its socket), or None before it answers."""
     try:
         info = json.loads((trial_dir / "services" / "db.json").read_text())
-        sock = next(s for s in Path(info["socket_dir"]).glob(".s.PGSQL.*")
-                    if not s.name.endswith(".lock"))
+        sock = next(
+            s for s in Path(info["socket_dir"]).glob(".s.PGSQL.*") if not s.name.endswith(".lock")
+        )
     except (OSError, ValueError, StopIteration):
         return None
-    r = subprocess.run([str(find_pg_bin() / "psql"), "-h", str(sock.parent), "-p",
-                        sock.name.rsplit(".", 1)[1], "-U", "perfctl", "-d", "perfctl", "-Atc",
-                        "select xact_commit from pg_stat_database where datname = 'perfctl'"],
-                       capture_output=True, text=True, timeout=10)
+    r = subprocess.run(
+        [
+            str(find_pg_bin() / "psql"),
+            "-h",
+            str(sock.parent),
+            "-p",
+            sock.name.rsplit(".", 1)[1],
+            "-U",
+            "perfctl",
+            "-d",
+            "perfctl",
+            "-Atc",
+            "select xact_commit from pg_stat_database where datname = 'perfctl'",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     return int(r.stdout) if r.returncode == 0 and r.stdout.strip().isdigit() else None
 
 
 def _mid_trial(run_dir: Path, pid: int):
-    return (list(run_dir.glob("cells/*/trial-1/spec.json")) and len(_postgres_of(pid)) >= 2
-            and (run_dir / "services" / "db.json").is_file())
+    return (
+        list(run_dir.glob("cells/*/trial-1/spec.json"))
+        and len(_postgres_of(pid)) >= 2
+        and (run_dir / "services" / "db.json").is_file()
+    )
 
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "kill9"])
-def test_no_postgres_and_no_data_dir_left_after_perfctl_stops(write_yaml, tmp_path,
-                                                                start_perfctl, how):
+def test_no_postgres_and_no_data_dir_left_after_perfctl_stops(
+    write_yaml, tmp_path, start_perfctl, how
+):
     out = tmp_path / "run"
-    proc = start_perfctl("run", str(write_yaml(_experiment("run", "20s"))), "--out", str(out),
-                         "--no-plots")
-    assert poll_until(lambda: _mid_trial(out, proc.pid), timeout_s=90), \
+    proc = start_perfctl(
+        "run", str(write_yaml(_experiment("run", "20s"))), "--out", str(out), "--no-plots"
+    )
+    assert poll_until(lambda: _mid_trial(out, proc.pid), timeout_s=90), (
         f"no trial got under way: {proc.poll()}"
+    )
     dirs = _service_dirs(out)
     assert dirs
     postgres = _postgres_of(proc.pid)
@@ -246,7 +278,10 @@ def test_no_postgres_and_no_data_dir_left_after_perfctl_stops(write_yaml, tmp_pa
     proc.wait(30)
     if how == signal.SIGINT:
         assert proc.returncode == 130, proc.stderr.read()
-    assert poll_until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-                                      for p in postgres), timeout_s=15), "postgres outlived it"
-    assert poll_until(lambda: not any(d.exists() for d in dirs), timeout_s=15), \
+    assert poll_until(
+        lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in postgres),
+        timeout_s=15,
+    ), "postgres outlived it"
+    assert poll_until(lambda: not any(d.exists() for d in dirs), timeout_s=15), (
         f"left: {[d for d in dirs if d.exists()]}"
+    )

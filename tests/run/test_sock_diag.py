@@ -1,5 +1,6 @@
 """run/sock_diag.py: the TCP sockets of one port from the kernel over netlink, in our network
 namespace and in another process's, agreeing with /proc/net/tcp."""
+
 import os
 import shutil
 import socket
@@ -64,9 +65,19 @@ sys.stdin.read()
 def test_the_socket_of_a_process_in_its_own_network_namespace():
     """A netem trial's server runs in a namespace of its own: the watch must look there (its
     port is not listening in ours)."""
-    p = subprocess.Popen(["unshare", "--net", "--", "sh", "-c",
-                          f"ip link set lo up && exec {sys.executable} -c '{LISTEN_AND_WAIT}'"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            "unshare",
+            "--net",
+            "--",
+            "sh",
+            "-c",
+            f"ip link set lo up && exec {sys.executable} -c '{LISTEN_AND_WAIT}'",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = int(p.stdout.readline())
         with SockDiag(p.pid) as theirs, SockDiag() as ours:
@@ -91,7 +102,7 @@ def test_the_watch_polls_over_netlink_and_sees_the_peak():
     assert watch.source == "sock_diag" and watch.interval_s == kernel_tcp.ACCEPT_QUEUE_POLL_S
     clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
     deadline = time.monotonic() + 5
-    while not watch.peak >= 5 and time.monotonic() < deadline:   # a poll after the connects
+    while not watch.peak >= 5 and time.monotonic() < deadline:  # a poll after the connects
         time.sleep(kernel_tcp.ACCEPT_QUEUE_POLL_S)
     for _ in range(5):
         listener.accept()[0].close()

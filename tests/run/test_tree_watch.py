@@ -1,5 +1,6 @@
 """The server's process tree is watched while a trial runs: a process of it that ends (even
 behind a wrapper shell that lives on) is seen, with its command line."""
+
 import os
 import signal
 import subprocess
@@ -31,12 +32,12 @@ def test_a_child_killed_behind_a_wrapper_shell_is_seen():
         watch = TreeWatch(shell.pid)
         t0 = time.perf_counter_ns()
         watch.observe(watch.tree(), t0)
-        assert len(watch.first) == 3                   # two sleep 30s and the sleep 0.4
+        assert len(watch.first) == 3  # two sleep 30s and the sleep 0.4
         _observe_until(watch, 5.0, lambda: len(watch.gone) >= 2)
         reasons = watch.reasons(t0)
         assert len(reasons) == 2, reasons
         assert any("(sleep 30)" in r for r in reasons) and any("(sleep 0.4)" in r for r in reasons)
-        assert shell.poll() is None                    # the wrapper lives on
+        assert shell.poll() is None  # the wrapper lives on
     finally:
         _stop(shell)
 

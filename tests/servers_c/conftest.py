@@ -3,6 +3,7 @@ and a minimal raw-socket HTTP client (so that malformed bytes go out exactly as 
 
 Every server started through `c_server` is killed at teardown, also when the test fails.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,10 +24,16 @@ C_DIR = ROOT / "servers" / "c"
 BUILD = C_DIR / "build"
 LISTEN_RE = re.compile(
     rb"^perfctl-server listening on 127\.0\.0\.1:(\d+) impl=c model=(\w+) threads=(\d+) "
-    rb"backlog=(\d+)\n$")
+    rb"backlog=(\d+)\n$"
+)
 TIMING_RE = re.compile(r"^queue;dur=\d+\.\d{3}, svc;dur=\d+\.\d{3}$")
-SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
-                     "runtime error:", "SUMMARY:")
+SANITIZER_MARKERS = (
+    "AddressSanitizer",
+    "LeakSanitizer",
+    "UndefinedBehaviorSanitizer",
+    "runtime error:",
+    "SUMMARY:",
+)
 
 
 def have_tools(*tools: str) -> bool:
@@ -57,9 +64,15 @@ class Server:
     def __init__(self, argv: list[str], env: dict[str, str] | None = None):
         self.argv = argv
         self.stderr_file = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=self.stderr_file,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr_file,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
         self.line = self._first_line(timeout=15)
         m = LISTEN_RE.match(self.line)
         if not m:
@@ -107,7 +120,7 @@ class Server:
             rc = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"server did not exit within {timeout}s of SIGTERM")
+            raise AssertionError(f"server did not exit within {timeout}s of SIGTERM") from None
         return rc, time.monotonic() - t0
 
     def kill(self) -> None:
@@ -129,14 +142,32 @@ def c_server(c_binaries):
     """Factory: c_server(model, asan=False, threads=4, extra=[...], env={...}) -> Server."""
     started: list[Server] = []
 
-    def start(model: str, asan: bool = False, threads: int = 4, extra: list[str] | None = None,
-              env: dict[str, str] | None = None) -> Server:
+    def start(
+        model: str,
+        asan: bool = False,
+        threads: int = 4,
+        extra: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Server:
         binary = c_binaries["asan" if asan else "all"]
-        argv = [str(binary), "--port", "0", "--host", "127.0.0.1", "--model", model,
-                "--threads", str(threads), *(extra or [])]
+        argv = [
+            str(binary),
+            "--port",
+            "0",
+            "--host",
+            "127.0.0.1",
+            "--model",
+            model,
+            "--threads",
+            str(threads),
+            *(extra or []),
+        ]
         if asan:
-            env = {"ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1:abort_on_error=0",
-                   "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1", **(env or {})}
+            env = {
+                "ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1:abort_on_error=0",
+                "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+                **(env or {}),
+            }
         s = Server(argv, env)
         started.append(s)
         return s
@@ -147,6 +178,7 @@ def c_server(c_binaries):
 
 
 # --- a minimal HTTP/1.1 client over raw sockets -------------------------------------------
+
 
 def connect(port: int, timeout: float = 10.0) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
@@ -209,12 +241,13 @@ class Reader:
             return not self.buf and self.sock.recv(1) == b""
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
 
-def exchange(port: int, raw: bytes, timeout: float = 10.0, check_close: bool = False
-             ) -> tuple[Response, bool | None]:
+def exchange(
+    port: int, raw: bytes, timeout: float = 10.0, check_close: bool = False
+) -> tuple[Response, bool | None]:
     """Sends raw on a new connection; returns the first response and, with check_close,
     whether the server then closed the connection."""
     with connect(port, timeout) as s:
@@ -232,6 +265,13 @@ def get(port: int, target: str, headers: str = "") -> Response:
 def http():
     """The raw-socket client helpers, for test modules (conftest is not importable)."""
     import types
-    return types.SimpleNamespace(connect=connect, Reader=Reader, Response=Response,
-                                 exchange=exchange, get=get, TIMING_RE=TIMING_RE,
-                                 SANITIZER_MARKERS=SANITIZER_MARKERS)
+
+    return types.SimpleNamespace(
+        connect=connect,
+        Reader=Reader,
+        Response=Response,
+        exchange=exchange,
+        get=get,
+        TIMING_RE=TIMING_RE,
+        SANITIZER_MARKERS=SANITIZER_MARKERS,
+    )

@@ -1,5 +1,6 @@
 """The ASan+UBSan build of the C server, every model: protocol checks plus the malformed-input
 corpus, no descriptor leak, clean exit 0 on SIGTERM, and not a line from the sanitizers."""
+
 from __future__ import annotations
 
 import json
@@ -31,15 +32,31 @@ MALFORMED = [
     ("h2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 501, True),
     ("headers over 8 KiB", b"GET /health HTTP/1.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n", 413, True),
     ("endless header", b"GET /health HTTP/1.1\r\nX: " + b"a" * 20000, 413, True),
-    ("chunked body", b"POST /register HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-                     b"6\r\nuser=a\r\n0\r\n\r\n", 501, True),
-    ("body over 64 KiB", b"POST /register HTTP/1.1\r\nContent-Length: 70000\r\n\r\nuser=a", 413,
-     True),
+    (
+        "chunked body",
+        b"POST /register HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nuser=a\r\n0\r\n\r\n",
+        501,
+        True,
+    ),
+    (
+        "body over 64 KiB",
+        b"POST /register HTTP/1.1\r\nContent-Length: 70000\r\n\r\nuser=a",
+        413,
+        True,
+    ),
     ("bad content-length", b"POST /register HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", 400, True),
-    ("conflicting lengths", b"POST /register HTTP/1.1\r\nContent-Length: 1\r\n"
-                            b"Content-Length: 2\r\n\r\nab", 400, True),
-    ("huge content-length", b"POST /register HTTP/1.1\r\nContent-Length: "
-                            b"99999999999999999999999\r\n\r\n", 413, True),
+    (
+        "conflicting lengths",
+        b"POST /register HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        400,
+        True,
+    ),
+    (
+        "huge content-length",
+        b"POST /register HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+        413,
+        True,
+    ),
     ("unknown path", b"GET /nope HTTP/1.1\r\n\r\n", 404, False),
     ("wrong method", b"DELETE /work HTTP/1.1\r\n\r\n", 405, False),
     ("spin_us negative", b"GET /work?spin_us=-1 HTTP/1.1\r\n\r\n", 400, True),
@@ -56,12 +73,19 @@ MALFORMED = [
     ("search type missing", b"GET /search?re=a HTTP/1.1\r\n\r\n", 400, True),
     ("search bad regex", b"GET /search?type=1&re=%28 HTTP/1.1\r\n\r\n", 400, True),
     ("search NUL in regex", b"GET /search?type=1&re=a%00b HTTP/1.1\r\n\r\n", 400, True),
-    ("register no user", b"POST /register HTTP/1.1\r\nContent-Length: 6\r\n\r\npass=x", 400,
-     True),
-    ("register empty user", b"POST /register HTTP/1.1\r\nContent-Length: 5\r\n\r\nuser=", 400,
-     True),
-    ("register user too long", b"POST /register HTTP/1.1\r\nContent-Length: 262\r\n\r\nuser="
-                               + b"u" * 257, 400, True),
+    ("register no user", b"POST /register HTTP/1.1\r\nContent-Length: 6\r\n\r\npass=x", 400, True),
+    (
+        "register empty user",
+        b"POST /register HTTP/1.1\r\nContent-Length: 5\r\n\r\nuser=",
+        400,
+        True,
+    ),
+    (
+        "register user too long",
+        b"POST /register HTTP/1.1\r\nContent-Length: 262\r\n\r\nuser=" + b"u" * 257,
+        400,
+        True,
+    ),
     ("register no body", b"POST /register HTTP/1.1\r\n\r\n", 400, True),
 ]
 
@@ -104,8 +128,10 @@ def _protocol_checks(http, port):
     assert json.loads(r.body)["type"] == 3 and json.loads(r.body)["matches"] > 0
     # registration: new, then exists
     body = b"user=al%20ice&pass=x"
-    req = b"POST /register HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n" \
-          b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    req = (
+        b"POST /register HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
     assert http.exchange(port, req)[0].status == 201
     r = http.exchange(port, req)[0]
     assert (r.status, r.body) == (409, b"exists\n")
@@ -116,9 +142,11 @@ def _protocol_checks(http, port):
     assert r.status == 405 and r.headers["allow"] == "POST"
     # keep-alive, pipelining (answered in order), Connection: close, HTTP/1.0
     with http.connect(port) as s:
-        s.sendall(b"GET /work?size=1 HTTP/1.1\r\n\r\nGET /work?size=2 HTTP/1.1\r\n\r\n"
-                  b"GET /health HTTP/1.1\r\n\r\nGET /work?size=3 HTTP/1.1\r\n"
-                  b"Connection: close\r\n\r\n")
+        s.sendall(
+            b"GET /work?size=1 HTTP/1.1\r\n\r\nGET /work?size=2 HTTP/1.1\r\n\r\n"
+            b"GET /health HTTP/1.1\r\n\r\nGET /work?size=3 HTTP/1.1\r\n"
+            b"Connection: close\r\n\r\n"
+        )
         rd = http.Reader(s)
         bodies = [rd.response().body for _ in range(4)]
         assert bodies == [b"x", b"xx", b"ok\n", b"xxx"]
@@ -154,7 +182,9 @@ def _protocol_checks(http, port):
         s.sendall(b"GET /health HTTP/1.1\r\n\r\n")
         assert rd.response().body == b"ok\n"
     # a body on a GET is read and ignored
-    r = http.exchange(port, b"GET /health HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /x HTTP/1.1")[0]
+    r = http.exchange(port, b"GET /health HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /x HTTP/1.1")[
+        0
+    ]
     assert r.status == 200
 
 
@@ -170,8 +200,11 @@ def _abuse(http, port):
             assert closed, f"{name}: connection left open after {status}"
             assert r.headers.get("connection", "").lower() == "close", name
     # resets in the middle of a request head and of a body
-    for raw in (b"GET /work?spin_us=1 HTTP/1.1\r\nHost: x", b"POST /register HTTP/1.1\r\n"
-                b"Content-Length: 100\r\n\r\nuser=", b"GET /work?size=16777216 HTTP/1.1\r\n\r\n"):
+    for raw in (
+        b"GET /work?spin_us=1 HTTP/1.1\r\nHost: x",
+        b"POST /register HTTP/1.1\r\nContent-Length: 100\r\n\r\nuser=",
+        b"GET /work?size=16777216 HTTP/1.1\r\n\r\n",
+    ):
         s = http.connect(port)
         s.sendall(raw)
         time.sleep(0.05)

@@ -1,5 +1,6 @@
 """servers/c builds warning-free with -Werror from scratch, and its table-driven C parser test
 (`make -C servers/c test`) passes."""
+
 from __future__ import annotations
 
 import shutil
@@ -12,8 +13,9 @@ C_DIR = Path(__file__).resolve().parents[2] / "servers" / "c"
 
 
 def _make(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-C", str(C_DIR), *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        ["make", "-C", str(C_DIR), *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -42,8 +44,17 @@ def test_c_parser_table_test():
 def test_c_sources_layout():
     # one .c/.h pair per concern; a checked-in .clang-format
     assert (C_DIR / ".clang-format").is_file()
-    for mod in ("http_parse", "url", "conn", "handler", "work", "search", "registry", "stats",
-                "models"):
+    for mod in (
+        "http_parse",
+        "url",
+        "conn",
+        "handler",
+        "work",
+        "search",
+        "registry",
+        "stats",
+        "models",
+    ):
         assert (C_DIR / f"{mod}.c").is_file() and (C_DIR / f"{mod}.h").is_file(), mod
 
 

@@ -1,5 +1,6 @@
 """200 concurrent keep-alive clients x 50 /work requests against pool, thread and epoll:
 every request answered and /stats bucket_sum == work_requests == 10000."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,10 @@ def _client(http, port, idx, errors):
 def test_c_concurrent_work_counts(c_server, http, model):
     srv = c_server(model, threads=4, extra=["--buckets", "64", "--backlog", "256"])
     errors: list[str] = []
-    threads = [threading.Thread(target=_client, args=(http, srv.port, i, errors), daemon=True)
-               for i in range(CLIENTS)]
+    threads = [
+        threading.Thread(target=_client, args=(http, srv.port, i, errors), daemon=True)
+        for i in range(CLIENTS)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -1,4 +1,5 @@
 """Command line, listening line, signals, slowloris and descriptor hygiene of the C server."""
+
 from __future__ import annotations
 
 import json
@@ -10,21 +11,25 @@ import time
 import pytest
 
 
-@pytest.mark.parametrize("argv, needle", [
-    ([], "--port"),
-    (["--port", "0", "--model", "fibers"], "--model"),
-    (["--port", "70000"], "--port"),
-    (["--port", "0", "--threads", "0"], "--threads"),
-    (["--port", "0", "--threads", "x"], "--threads"),
-    (["--port", "0", "--layout", "tree"], "--layout"),
-    (["--port", "0", "--buckets", "-1"], "--buckets"),
-    (["--port", "0", "--corpus", "/nonexistent/sentences.tsv"], "--corpus"),
-    (["--port", "0", "--bogus", "1"], "--bogus"),
-    (["--port"], "--port"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        ([], "--port"),
+        (["--port", "0", "--model", "fibers"], "--model"),
+        (["--port", "70000"], "--port"),
+        (["--port", "0", "--threads", "0"], "--threads"),
+        (["--port", "0", "--threads", "x"], "--threads"),
+        (["--port", "0", "--layout", "tree"], "--layout"),
+        (["--port", "0", "--buckets", "-1"], "--buckets"),
+        (["--port", "0", "--corpus", "/nonexistent/sentences.tsv"], "--corpus"),
+        (["--port", "0", "--bogus", "1"], "--bogus"),
+        (["--port"], "--port"),
+    ],
+)
 def test_c_bad_flags_exit_2(c_binaries, argv, needle):
-    proc = subprocess.run([str(c_binaries["all"]), *argv], capture_output=True, text=True,
-                          timeout=10)
+    proc = subprocess.run(
+        [str(c_binaries["all"]), *argv], capture_output=True, text=True, timeout=10
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
@@ -33,10 +38,13 @@ def test_c_bad_flags_exit_2(c_binaries, argv, needle):
 
 @pytest.mark.parametrize("model", ["single", "thread", "pool", "epoll"])
 def test_c_listening_line_and_sigint(c_server, http, model):
-    srv = c_server(model, threads=3, extra=["--backlog", "64", "--layout", "by-type",
-                                            "--seed", "9"])
-    want = (f"perfctl-server listening on 127.0.0.1:{srv.port} impl=c model={model} "
-            f"threads={1 if model == 'single' else 3} backlog=64\n").encode()
+    srv = c_server(
+        model, threads=3, extra=["--backlog", "64", "--layout", "by-type", "--seed", "9"]
+    )
+    want = (
+        f"perfctl-server listening on 127.0.0.1:{srv.port} impl=c model={model} "
+        f"threads={1 if model == 'single' else 3} backlog=64\n"
+    ).encode()
     assert srv.line == want
     st = json.loads(http.get(srv.port, "/stats").body)
     assert st["threads"] == {"single": 1, "thread": 1, "pool": 3, "epoll": 3}[model]
@@ -92,7 +100,7 @@ def test_c_slowloris_idle_timeout(c_server, http):
     threading.Thread(target=other, daemon=True).start()
     for model, c in stalls.items():
         c.settimeout(14)
-        t = time.monotonic()
+        time.monotonic()
         try:
             data = c.recv(100)
         except ConnectionResetError:

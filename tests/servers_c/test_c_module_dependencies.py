@@ -9,6 +9,7 @@ it with a suffix (model.h: model_single.c, model_thread.c, ...); a header with n
 header-only (clock.h) and adds no dependency. A file that implements a header it includes does
 not depend on itself or its siblings through it.
 """
+
 from __future__ import annotations
 
 import re
@@ -69,7 +70,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(n)
         for m in sorted(graph.get(n, ())):
             if state.get(m) == 1:
-                return path[path.index(m):] + [m]
+                return path[path.index(m) :] + [m]
             if m not in state and (cycle := visit(m)):
                 return cycle
         path.pop()
@@ -113,22 +114,37 @@ def _write(d: Path, files: dict[str, str]) -> None:
 
 def test_c_module_dependency_check_catches_the_issue_12_layout(tmp_path):
     # the layout before the split: one models.h for dispatcher and helpers, used both ways
-    _write(tmp_path, {
-        "models.h": "", "models.c": "models.h clock.h linger.h", "clock.h": "",
-        "linger.h": "", "linger.c": "linger.h clock.h models.h",
-        "model_single.c": "models.h", "model_epoll.c": "clock.h models.h",
-    })
+    _write(
+        tmp_path,
+        {
+            "models.h": "",
+            "models.c": "models.h clock.h linger.h",
+            "clock.h": "",
+            "linger.h": "",
+            "linger.c": "linger.h clock.h models.h",
+            "model_single.c": "models.h",
+            "model_epoll.c": "clock.h models.h",
+        },
+    )
     assert models_reaching_dispatcher(tmp_path) == ["model_epoll.c", "model_single.c"]
     assert find_cycle(include_graph(tmp_path)) == ["linger.c", "models.c", "linger.c"]
 
 
 def test_c_module_dependency_check_follows_headers_and_shared_interfaces(tmp_path):
     # a model reaching the dispatcher through another header; model.h shared by its implementers
-    _write(tmp_path, {
-        "models.h": "", "models.c": "models.h model.h serve.h", "model.h": "",
-        "serve.h": "", "serve.c": "serve.h", "model_a.c": "model.h serve.h",
-        "model_b.c": "model.h helper.h", "helper.h": "models.h",
-    })
+    _write(
+        tmp_path,
+        {
+            "models.h": "",
+            "models.c": "models.h model.h serve.h",
+            "model.h": "",
+            "serve.h": "",
+            "serve.c": "serve.h",
+            "model_a.c": "model.h serve.h",
+            "model_b.c": "model.h helper.h",
+            "helper.h": "models.h",
+        },
+    )
     assert models_reaching_dispatcher(tmp_path) == ["model_b.c"]
     graph = include_graph(tmp_path)
     assert graph["model_a.c"] == {"serve.c"}

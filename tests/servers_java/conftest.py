@@ -3,6 +3,7 @@
 Every server started here binds 127.0.0.1 port 0, is killed on teardown (even when a test
 fails), and every socket has a timeout, so no test can hang or leave a JVM behind.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,15 +26,27 @@ CORPUS = ROOT / "servers" / "corpus" / "sentences.tsv"
 JDK17_JAVA = Path("/usr/lib/jvm/java-17-openjdk-amd64/bin/java")
 MODELS = ("single", "thread", "pool", "virtual")
 LISTEN_RE = re.compile(
-    r"^perfctl-server listening on 127\.0\.0\.1:(\d+) impl=java model=(\w+) threads=(\d+) backlog=(\d+)$")
+    r"^perfctl-server listening on 127\.0\.0\.1:(\d+) impl=java model=(\w+) threads=(\d+) backlog=(\d+)$"
+)
 TIMING_RE = re.compile(r"^queue;dur=(\d+\.\d{3}), svc;dur=(\d+\.\d{3})$")
-STATS_KEYS = {"impl", "model", "threads", "requests", "work_requests", "bucket_sum", "buckets",
-              "queue_length", "users", "connections"}
+STATS_KEYS = {
+    "impl",
+    "model",
+    "threads",
+    "requests",
+    "work_requests",
+    "bucket_sum",
+    "buckets",
+    "queue_length",
+    "users",
+    "connections",
+}
 
 
 def newest_java() -> str:
     """The JVM perfctl itself would pick for model `virtual` (the newest JDK, >= 21)."""
     from orchestrator.run import bundled
+
     jdk = bundled.find_jdk(21)
     if jdk is None:
         pytest.skip("no JDK >= 21 under /usr/lib/jvm")
@@ -43,13 +56,34 @@ def newest_java() -> str:
 class JavaServer:
     """One server process; use as a context manager or call stop()."""
 
-    def __init__(self, model: str, *flags: str, java: str | None = None, start_timeout: float = 20.0):
+    def __init__(
+        self, model: str, *flags: str, java: str | None = None, start_timeout: float = 20.0
+    ):
         self.model = model
         self.stderr = tempfile.TemporaryFile()
-        argv = [java or newest_java(), "-Xss512k", "-cp", str(CLASSES), "perfctl.server.Main",
-                "--port", "0", "--host", "127.0.0.1", "--model", model, "--corpus", str(CORPUS), *flags]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        argv = [
+            java or newest_java(),
+            "-Xss512k",
+            "-cp",
+            str(CLASSES),
+            "perfctl.server.Main",
+            "--port",
+            "0",
+            "--host",
+            "127.0.0.1",
+            "--model",
+            model,
+            "--corpus",
+            str(CORPUS),
+            *flags,
+        ]
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.pid = self.proc.pid
         try:
             self.line = self._read_line(start_timeout)
@@ -67,13 +101,17 @@ class JavaServer:
         while b"\n" not in buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f"no listening line within {timeout}s; stderr: {self.stderr_text()}")
+                raise AssertionError(
+                    f"no listening line within {timeout}s; stderr: {self.stderr_text()}"
+                )
             ready, _, _ = select.select([fd], [], [], left)
             if ready:
                 chunk = os.read(fd, 4096)
                 if not chunk:
-                    raise AssertionError(f"server exited ({self.proc.poll()}) before listening; "
-                                         f"stderr: {self.stderr_text()}")
+                    raise AssertionError(
+                        f"server exited ({self.proc.poll()}) before listening; "
+                        f"stderr: {self.stderr_text()}"
+                    )
                 buf += chunk
         return buf.split(b"\n", 1)[0].decode()
 
@@ -103,21 +141,22 @@ class JavaServer:
             self.proc.stdout.close()
         self.stderr.close()
 
-    def __enter__(self) -> "JavaServer":
+    def __enter__(self) -> JavaServer:
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def client(self, timeout: float = 10.0) -> "Client":
+    def client(self, timeout: float = 10.0) -> Client:
         return Client(self.port, timeout)
 
-    def get(self, target: str, timeout: float = 10.0) -> "Response":
+    def get(self, target: str, timeout: float = 10.0) -> Response:
         with self.client(timeout) as c:
             return c.request("GET", target)
 
     def stats(self) -> dict:
         import json
+
         r = self.get("/stats")
         assert r.status == 200, r
         return json.loads(r.body)
@@ -147,8 +186,14 @@ class Client:
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def request(self, method: str, target: str, body: bytes = b"", headers: dict | None = None,
-                version: str = "HTTP/1.1") -> Response:
+    def request(
+        self,
+        method: str,
+        target: str,
+        body: bytes = b"",
+        headers: dict | None = None,
+        version: str = "HTTP/1.1",
+    ) -> Response:
         self.send(build_request(method, target, body, headers, version))
         return self.read_response()
 
@@ -179,12 +224,13 @@ class Client:
             return self.file.read(1) == b""
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
     def reset(self) -> None:
         """Close with RST (SO_LINGER 0)."""
         import struct
+
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.close()
 
@@ -194,21 +240,28 @@ class Client:
         finally:
             self.sock.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
 
-def build_request(method: str, target: str, body: bytes = b"", headers: dict | None = None,
-                  version: str = "HTTP/1.1") -> bytes:
+def build_request(
+    method: str,
+    target: str,
+    body: bytes = b"",
+    headers: dict | None = None,
+    version: str = "HTTP/1.1",
+) -> bytes:
     h = {"Host": "127.0.0.1"}
     if body or method == "POST":
         h["Content-Length"] = str(len(body))
         h["Content-Type"] = "application/x-www-form-urlencoded"
     h.update(headers or {})
-    head = f"{method} {target} {version}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
+    head = (
+        f"{method} {target} {version}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
+    )
     return head.encode("latin-1") + body
 
 
@@ -224,8 +277,9 @@ def wait_until(cond, timeout: float = 10.0, interval: float = 0.05) -> bool:
 @pytest.fixture(scope="session")
 def java_build() -> Path:
     """Builds the server once per session with the command perfctl uses."""
-    proc = subprocess.run(["make", "-s", "-C", str(JAVA_DIR), "all"], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        ["make", "-s", "-C", str(JAVA_DIR), "all"], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (CLASSES / "perfctl" / "server" / "Main.class").is_file()
     return CLASSES
@@ -235,8 +289,19 @@ def java_build() -> Path:
 def jkit(java_build):
     """This module's helpers, for test modules (which cannot import conftest under importlib mode)."""
     import types
+
     return types.SimpleNamespace(
-        JavaServer=JavaServer, Client=Client, Response=Response, build_request=build_request,
-        wait_until=wait_until, newest_java=newest_java, MODELS=MODELS, CLASSES=CLASSES,
-        CORPUS=CORPUS, JAVA_DIR=JAVA_DIR, JDK17_JAVA=JDK17_JAVA, LISTEN_RE=LISTEN_RE,
-        STATS_KEYS=STATS_KEYS)
+        JavaServer=JavaServer,
+        Client=Client,
+        Response=Response,
+        build_request=build_request,
+        wait_until=wait_until,
+        newest_java=newest_java,
+        MODELS=MODELS,
+        CLASSES=CLASSES,
+        CORPUS=CORPUS,
+        JAVA_DIR=JAVA_DIR,
+        JDK17_JAVA=JDK17_JAVA,
+        LISTEN_RE=LISTEN_RE,
+        STATS_KEYS=STATS_KEYS,
+    )

@@ -1,4 +1,5 @@
 """Build, command line and start-up of the bundled Java server."""
+
 from __future__ import annotations
 
 import struct
@@ -9,28 +10,45 @@ import pytest
 
 
 def _run(jkit, *flags, java=None, timeout=30):
-    argv = [java or jkit.newest_java(), "-Xss512k", "-cp", str(jkit.CLASSES), "perfctl.server.Main", *flags]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    argv = [
+        java or jkit.newest_java(),
+        "-Xss512k",
+        "-cp",
+        str(jkit.CLASSES),
+        "perfctl.server.Main",
+        *flags,
+    ]
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 def test_java_build_is_java17_bytecode(jkit):
     # `make all` again is a no-op; the classes target Java 17 (class file major version 61)
-    proc = subprocess.run(["make", "-s", "-C", str(jkit.JAVA_DIR), "all"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["make", "-s", "-C", str(jkit.JAVA_DIR), "all"], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
     head = (jkit.CLASSES / "perfctl" / "server" / "Main.class").read_bytes()[:8]
     assert head[:4] == b"\xca\xfe\xba\xbe"
     assert struct.unpack(">H", head[6:8])[0] == 61
-    outside = [p for p in jkit.JAVA_DIR.rglob("*.class") if "build" not in p.relative_to(jkit.JAVA_DIR).parts]
+    outside = [
+        p
+        for p in jkit.JAVA_DIR.rglob("*.class")
+        if "build" not in p.relative_to(jkit.JAVA_DIR).parts
+    ]
     assert not outside
 
 
 def test_java_bundled_command_starts_it(jkit):
     """The argv orchestrator/bundled.py builds runs the server (newest JDK, -Xss512k)."""
     from orchestrator.run import bundled
+
     bundled.build("java")
     argv = bundled.command("java", "pool", 0, threads=3, backlog=64)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
     try:
         line = proc.stdout.readline()
         m = jkit.LISTEN_RE.match(line.strip())
@@ -46,20 +64,23 @@ def test_java_bundled_command_starts_it(jkit):
         proc.stderr.close()
 
 
-@pytest.mark.parametrize("flags,names", [
-    ([], "--port"),
-    (["--port", "x"], "--port"),
-    (["--port", "70000"], "--port"),
-    (["--port"], "--port"),
-    (["--port", "0", "--model", "epoll"], "--model"),
-    (["--port", "0", "--threads", "0"], "--threads"),
-    (["--port", "0", "--backlog", "-1"], "--backlog"),
-    (["--port", "0", "--buckets", "many"], "--buckets"),
-    (["--port", "0", "--layout", "tree"], "--layout"),
-    (["--port", "0", "--corpus", "/nonexistent/sentences.tsv"], "--corpus"),
-    (["--port", "0", "--seed", "1.5"], "--seed"),
-    (["--port", "0", "--bogus", "1"], "--bogus"),
-])
+@pytest.mark.parametrize(
+    "flags,names",
+    [
+        ([], "--port"),
+        (["--port", "x"], "--port"),
+        (["--port", "70000"], "--port"),
+        (["--port"], "--port"),
+        (["--port", "0", "--model", "epoll"], "--model"),
+        (["--port", "0", "--threads", "0"], "--threads"),
+        (["--port", "0", "--backlog", "-1"], "--backlog"),
+        (["--port", "0", "--buckets", "many"], "--buckets"),
+        (["--port", "0", "--layout", "tree"], "--layout"),
+        (["--port", "0", "--corpus", "/nonexistent/sentences.tsv"], "--corpus"),
+        (["--port", "0", "--seed", "1.5"], "--seed"),
+        (["--port", "0", "--bogus", "1"], "--bogus"),
+    ],
+)
 def test_java_bad_flags_exit_2(jkit, flags, names):
     p = _run(jkit, *flags)
     assert p.returncode == 2, (p.stdout, p.stderr)

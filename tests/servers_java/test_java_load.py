@@ -1,5 +1,6 @@
 """Concurrency: 200 clients x 50 /work requests leave bucket_sum == work_requests == 10000;
 the pool's bounded queue answers 503 when full and /stats shows its length."""
+
 from __future__ import annotations
 
 import json
@@ -11,12 +12,15 @@ CLIENTS = 200
 PER_CLIENT = 50
 
 
-@pytest.mark.parametrize("model,flags", [
-    # pool: 200 keep-alive connections, 16 workers; the other connections wait in the queue
-    ("pool", ("--threads", "16", "--backlog", "256", "--buckets", "1024")),
-    ("thread", ("--buckets", "1024")),
-    ("virtual", ("--buckets", "1024")),
-])
+@pytest.mark.parametrize(
+    "model,flags",
+    [
+        # pool: 200 keep-alive connections, 16 workers; the other connections wait in the queue
+        ("pool", ("--threads", "16", "--backlog", "256", "--buckets", "1024")),
+        ("thread", ("--buckets", "1024")),
+        ("virtual", ("--buckets", "1024")),
+    ],
+)
 def test_java_concurrent_counters(jkit, model, flags):
     with jkit.JavaServer(model, *flags) as srv:
         errors: list[str] = []
@@ -53,7 +57,9 @@ def test_java_concurrent_counters(jkit, model, flags):
         assert s["bucket_sum"] == CLIENTS * PER_CLIENT
         assert s["requests"] == CLIENTS * PER_CLIENT
         with srv.client() as c:
-            assert jkit.wait_until(lambda: json.loads(c.request("GET", "/stats").body)["connections"] == 1, timeout=10)
+            assert jkit.wait_until(
+                lambda: json.loads(c.request("GET", "/stats").body)["connections"] == 1, timeout=10
+            )
         assert srv.alive()
 
 
@@ -70,13 +76,17 @@ def test_java_pool_queue_full_503(jkit):
             assert b.request("GET", "/stats").status == 200  # worker 2 is b's now
             for _ in range(2):
                 held.append(srv.client(timeout=10))  # accepted, queued
-            assert jkit.wait_until(lambda: json.loads(b.request("GET", "/stats").body)["queue_length"] == 2, timeout=10)
+            assert jkit.wait_until(
+                lambda: json.loads(b.request("GET", "/stats").body)["queue_length"] == 2, timeout=10
+            )
             with srv.client(timeout=10) as e:
                 r = e.read_response()  # no request needed: answered at once
                 assert r.status == 503 and r.headers["connection"] == "close"
                 r.timing()
                 assert e.at_eof()
-            assert jkit.wait_until(lambda: json.loads(b.request("GET", "/stats").body)["connections"] == 4, timeout=10)
+            assert jkit.wait_until(
+                lambda: json.loads(b.request("GET", "/stats").body)["connections"] == 4, timeout=10
+            )
             stats = json.loads(b.request("GET", "/stats").body)
             assert stats["queue_length"] == 2 and stats["threads"] == 2
             a.close()  # frees a worker: the first queued connection is served now

@@ -3,6 +3,7 @@
 One server per model for the whole module (JVM start-up is the slow part); tests run in file
 order per model and leave the server healthy for the next one.
 """
+
 from __future__ import annotations
 
 import json
@@ -98,8 +99,17 @@ def test_java_work(server):
 
 
 def test_java_search_layouts_agree(server, jkit):
-    cases = [(1, "alpha"), (2, "beta"), (1, "beta"), (3, "^The"), (4, r"drift\.$"), (2, "(packets|bytes)"),
-             (3, "[0-9][0-9][0-9][0-9] fr.mes"), (4, "a+b?c*"), (1, "")]
+    cases = [
+        (1, "alpha"),
+        (2, "beta"),
+        (1, "beta"),
+        (3, "^The"),
+        (4, r"drift\.$"),
+        (2, "(packets|bytes)"),
+        (3, "[0-9][0-9][0-9][0-9] fr.mes"),
+        (4, "a+b?c*"),
+        (1, ""),
+    ]
     with jkit.JavaServer(server.model, "--layout", "by-type") as by_type:
         with server.client() as flat_c, by_type.client() as by_c:
             for t, regex in cases:
@@ -122,19 +132,25 @@ def test_java_register(server):
         assert (r.status, r.body) == (201, b"created\n")
         r = c.request("POST", "/register", f"pass=other&user={user}".encode())
         assert (r.status, r.body) == (409, b"exists\n")
-        r = c.request("POST", "/register", f"user=b%C3%B6b+{server.model}".encode())  # no pass: fine
+        r = c.request(
+            "POST", "/register", f"user=b%C3%B6b+{server.model}".encode()
+        )  # no pass: fine
         assert r.status == 201
         r = c.request("POST", "/register", f"user=b%C3%B6b%20{server.model}&pass=x".encode())
         assert r.status == 409  # the same user, decoded
-        r = c.request("POST", "/register", b"user=" + (server.model[:6].ljust(6, "_") + "u" * 250).encode())
+        r = c.request(
+            "POST", "/register", b"user=" + (server.model[:6].ljust(6, "_") + "u" * 250).encode()
+        )
         assert r.status == 201  # exactly 256 bytes
         r = c.request("POST", "/register", b"user=" + b"v" * 257)
         assert r.status == 400 and r.headers.get("connection") == "close"
     # Expect: 100-continue
     with server.client() as c:
         body = f"user=carol-{server.model}&pass=p".encode()
-        c.send(f"POST /register HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
-               "Expect: 100-continue\r\n\r\n".encode())
+        c.send(
+            f"POST /register HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+            "Expect: 100-continue\r\n\r\n".encode()
+        )
         assert c.read_response().status == 100
         c.send(body)
         assert c.read_response().status == 201
@@ -144,7 +160,9 @@ def test_java_register(server):
 def test_java_stats(server, jkit):
     with server.client() as c:
         # earlier connections close on the server side asynchronously: wait until ours is the only one
-        assert jkit.wait_until(lambda: json.loads(c.request("GET", "/stats").body)["connections"] == 1)
+        assert jkit.wait_until(
+            lambda: json.loads(c.request("GET", "/stats").body)["connections"] == 1
+        )
         r1 = c.request("GET", "/stats")
         r2 = c.request("GET", "/stats")
     assert r1.headers["content-type"] == "application/json"
@@ -165,11 +183,13 @@ def test_java_stats(server, jkit):
 
 def test_java_keepalive_pipelining_close(server):
     with server.client() as c:
-        c.send(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-               b"POST /register HTTP/1.1\r\nContent-Length: 10\r\n\r\nuser=pipe1"
-               b"GET /work?size=3 HTTP/1.1\r\n\r\n"
-               b"GET /nope HTTP/1.1\r\n\r\n"
-               b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")
+        c.send(
+            b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"POST /register HTTP/1.1\r\nContent-Length: 10\r\n\r\nuser=pipe1"
+            b"GET /work?size=3 HTTP/1.1\r\n\r\n"
+            b"GET /nope HTTP/1.1\r\n\r\n"
+            b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"
+        )
         rs = [c.read_response() for _ in range(5)]
         assert [r.status for r in rs] == [200, 201, 200, 404, 200]
         assert rs[2].body == b"xxx"
@@ -188,53 +208,125 @@ def test_java_keepalive_pipelining_close(server):
 
 def _junk() -> bytes:
     rng = random.Random(5)
-    return bytes(rng.choice([*range(0, 10), *range(11, 32), *range(0x80, 0x100)]) for _ in range(300))
+    return bytes(
+        rng.choice([*range(0, 10), *range(11, 32), *range(0x80, 0x100)]) for _ in range(300)
+    )
 
 
 # (name, raw request, status, server closes afterwards)
-MALFORMED = [
-    ("garbage", b"GARBAGE\r\n\r\n", 400, True),
-    ("no version", b"GET /health\r\n\r\n", 400, True),
-    ("no method", b" /health HTTP/1.1\r\n\r\n", 400, True),
-    ("double space", b"GET  /health HTTP/1.1\r\n\r\n", 400, True),
-    ("bad method char", b"G(T /health HTTP/1.1\r\n\r\n", 400, True),
-    ("nul in target", b"GET /hea\x00lth HTTP/1.1\r\n\r\n", 400, True),
-    ("origin not absolute", b"GET health HTTP/1.1\r\n\r\n", 400, True),
-    ("binary junk", _junk() + b"\r\n\r\n", 400, True),
-    ("bad version", b"GET /health HTTP/1.x\r\n\r\n", 400, True),
-    ("version 2.0", b"GET /health HTTP/2.0\r\n\r\n", 501, True),
-    ("version 0.9", b"GET /health HTTP/0.9\r\n\r\n", 501, True),
-    ("header without colon", b"GET /health HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n", 400, True),
-    ("space before colon", b"GET /health HTTP/1.1\r\nHost : x\r\n\r\n", 400, True),
-    ("obs-fold", b"GET /health HTTP/1.1\r\nX-A: 1\r\n  folded\r\n\r\n", 400, True),
-    ("control in value", b"GET /health HTTP/1.1\r\nX-A: a\x01b\r\n\r\n", 400, True),
-    ("header over 8 KiB", b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n", 413, True),
-    ("headers over 8 KiB", b"GET /health HTTP/1.1\r\n" + b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 60) for i in range(150)) + b"\r\n", 413, True),
-    ("no line end, 20 KiB", b"GET /" + b"c" * 20000, 413, True),
-    ("chunked body", b"POST /register HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nuser=\r\n0\r\n\r\n", 501, True),
-    ("body over 64 KiB", b"POST /register HTTP/1.1\r\nContent-Length: 70000\r\n\r\n", 413, True),
-    ("bad content-length", b"POST /register HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", 400, True),
-    ("conflicting content-length", b"POST /register HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400, True),
-    ("unknown path", b"GET /nope HTTP/1.1\r\n\r\n", 404, False),
-    ("POST /health", b"POST /health HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405, False),
-    ("GET /register", b"GET /register HTTP/1.1\r\n\r\n", 405, False),
-    ("DELETE /work", b"DELETE /work HTTP/1.1\r\n\r\n", 405, False),
-    ("register without user", b"POST /register HTTP/1.1\r\nContent-Length: 6\r\n\r\npass=x", 400, True),
-    ("register empty user", b"POST /register HTTP/1.1\r\nContent-Length: 5\r\n\r\nuser=", 400, True),
-    ("register no body", b"POST /register HTTP/1.1\r\n\r\n", 400, True),
-] + [(f"/work {q}", f"GET /work?{q} HTTP/1.1\r\n\r\n".encode(), 400, True) for q in (
-    "spin_us=abc", "spin_us=-1", "spin_us=10000001", "sleep_us=1.5", "sleep_us=", "size=16777217",
-    "size=%2B1", "dist=foo", "dist=uniform:2:1", "dist=uniform:-1:2", "dist=uniform:1", "dist=uniform:a:b",
-    "bucket=x", "bucket=", "bucket=-3", "spin_us=%zz",
-)] + [(f"/search {q}", f"GET /search?{q} HTTP/1.1\r\n\r\n".encode(), 400, True) for q in (
-    "type=5&re=a", "type=0&re=a", "type=x&re=a", "re=a", "type=1&re=(", "type=1&re=%5B", "type=1.0&re=a",
-)]
+MALFORMED = (
+    [
+        ("garbage", b"GARBAGE\r\n\r\n", 400, True),
+        ("no version", b"GET /health\r\n\r\n", 400, True),
+        ("no method", b" /health HTTP/1.1\r\n\r\n", 400, True),
+        ("double space", b"GET  /health HTTP/1.1\r\n\r\n", 400, True),
+        ("bad method char", b"G(T /health HTTP/1.1\r\n\r\n", 400, True),
+        ("nul in target", b"GET /hea\x00lth HTTP/1.1\r\n\r\n", 400, True),
+        ("origin not absolute", b"GET health HTTP/1.1\r\n\r\n", 400, True),
+        ("binary junk", _junk() + b"\r\n\r\n", 400, True),
+        ("bad version", b"GET /health HTTP/1.x\r\n\r\n", 400, True),
+        ("version 2.0", b"GET /health HTTP/2.0\r\n\r\n", 501, True),
+        ("version 0.9", b"GET /health HTTP/0.9\r\n\r\n", 501, True),
+        ("header without colon", b"GET /health HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n", 400, True),
+        ("space before colon", b"GET /health HTTP/1.1\r\nHost : x\r\n\r\n", 400, True),
+        ("obs-fold", b"GET /health HTTP/1.1\r\nX-A: 1\r\n  folded\r\n\r\n", 400, True),
+        ("control in value", b"GET /health HTTP/1.1\r\nX-A: a\x01b\r\n\r\n", 400, True),
+        (
+            "header over 8 KiB",
+            b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n",
+            413,
+            True,
+        ),
+        (
+            "headers over 8 KiB",
+            b"GET /health HTTP/1.1\r\n"
+            + b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 60) for i in range(150))
+            + b"\r\n",
+            413,
+            True,
+        ),
+        ("no line end, 20 KiB", b"GET /" + b"c" * 20000, 413, True),
+        (
+            "chunked body",
+            b"POST /register HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nuser=\r\n0\r\n\r\n",
+            501,
+            True,
+        ),
+        (
+            "body over 64 KiB",
+            b"POST /register HTTP/1.1\r\nContent-Length: 70000\r\n\r\n",
+            413,
+            True,
+        ),
+        ("bad content-length", b"POST /register HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", 400, True),
+        (
+            "conflicting content-length",
+            b"POST /register HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+            400,
+            True,
+        ),
+        ("unknown path", b"GET /nope HTTP/1.1\r\n\r\n", 404, False),
+        ("POST /health", b"POST /health HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405, False),
+        ("GET /register", b"GET /register HTTP/1.1\r\n\r\n", 405, False),
+        ("DELETE /work", b"DELETE /work HTTP/1.1\r\n\r\n", 405, False),
+        (
+            "register without user",
+            b"POST /register HTTP/1.1\r\nContent-Length: 6\r\n\r\npass=x",
+            400,
+            True,
+        ),
+        (
+            "register empty user",
+            b"POST /register HTTP/1.1\r\nContent-Length: 5\r\n\r\nuser=",
+            400,
+            True,
+        ),
+        ("register no body", b"POST /register HTTP/1.1\r\n\r\n", 400, True),
+    ]
+    + [
+        (f"/work {q}", f"GET /work?{q} HTTP/1.1\r\n\r\n".encode(), 400, True)
+        for q in (
+            "spin_us=abc",
+            "spin_us=-1",
+            "spin_us=10000001",
+            "sleep_us=1.5",
+            "sleep_us=",
+            "size=16777217",
+            "size=%2B1",
+            "dist=foo",
+            "dist=uniform:2:1",
+            "dist=uniform:-1:2",
+            "dist=uniform:1",
+            "dist=uniform:a:b",
+            "bucket=x",
+            "bucket=",
+            "bucket=-3",
+            "spin_us=%zz",
+        )
+    ]
+    + [
+        (f"/search {q}", f"GET /search?{q} HTTP/1.1\r\n\r\n".encode(), 400, True)
+        for q in (
+            "type=5&re=a",
+            "type=0&re=a",
+            "type=x&re=a",
+            "re=a",
+            "type=1&re=(",
+            "type=1&re=%5B",
+            "type=1.0&re=a",
+        )
+    ]
+)
 
 GOOD = [
     ("bare LF", b"GET /health HTTP/1.1\nHost: x\n\n", 200),
     ("leading empty line", b"\r\nGET /health HTTP/1.1\r\n\r\n", 200),
     ("absolute form", b"GET http://127.0.0.1/health HTTP/1.1\r\n\r\n", 200),
-    ("lower-case headers, odd spacing", b"GET /health HTTP/1.1\r\nhost:x\r\nconnection:   keep-alive  \r\n\r\n", 200),
+    (
+        "lower-case headers, odd spacing",
+        b"GET /health HTTP/1.1\r\nhost:x\r\nconnection:   keep-alive  \r\n\r\n",
+        200,
+    ),
     ("GET with a body", b"GET /health HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd", 200),
 ]
 
@@ -259,16 +351,20 @@ def _check_malformed(server) -> None:
             c.send(raw)
             r = c.read_response()
             assert r.status == status, (name, r)
-            assert c.request("GET", "/health").status == 200, name  # the connection is still in step
+            assert c.request("GET", "/health").status == 200, (
+                name
+            )  # the connection is still in step
 
 
 def _check_resets(server) -> None:
-    for i in range(10):
+    for _i in range(10):
         c = server.client(timeout=5)
         c.send(b"GET /work?sleep_us=1000 HTTP/1.1\r\nHo")  # reset mid-request
         c.reset()
         c = server.client(timeout=5)
-        c.send(b"GET /work?sleep_us=20000&size=2000000 HTTP/1.1\r\n\r\n")  # reset before the response
+        c.send(
+            b"GET /work?sleep_us=20000&size=2000000 HTTP/1.1\r\n\r\n"
+        )  # reset before the response
         c.reset()
         c = server.client(timeout=5)
         c.send(b"POST /register HTTP/1.1\r\nContent-Length: 100\r\n\r\nuser=")  # reset mid-body
@@ -280,7 +376,9 @@ def _check_resets(server) -> None:
 def _settled(server, jkit) -> bool:
     """Waits until the server has closed every connection but the one asking."""
     with server.client() as c:
-        return jkit.wait_until(lambda: json.loads(c.request("GET", "/stats").body)["connections"] == 1, timeout=15)
+        return jkit.wait_until(
+            lambda: json.loads(c.request("GET", "/stats").body)["connections"] == 1, timeout=15
+        )
 
 
 def test_java_malformed_requests(server, jkit):
@@ -310,7 +408,13 @@ def test_java_no_fd_leak(server, jkit):
     assert s["bucket_sum"] == s["work_requests"]
 
 
-@pytest.mark.parametrize("partial", [b"GET /health HTTP/1.1\r\nX-Slow: ", b"POST /register HTTP/1.1\r\nContent-Length: 50\r\n\r\nuser="])
+@pytest.mark.parametrize(
+    "partial",
+    [
+        b"GET /health HTTP/1.1\r\nX-Slow: ",
+        b"POST /register HTTP/1.1\r\nContent-Length: 50\r\n\r\nuser=",
+    ],
+)
 def test_java_slowloris_ties_up_only_its_connection(server, partial):
     if server.model == "single":
         pytest.skip("single serves one connection at a time: see test_java_timeouts.py")

@@ -2,6 +2,7 @@
 connection at a time, the next waits unaccepted in the backlog until the first closes;
 `rmi --threads 2` serves two at once. Seen from raw sockets speaking the first step of JRMP
 (the client's `JRMI` header; an accepted connection answers with ProtocolAck, 0x4E)."""
+
 import socket
 import subprocess
 import time
@@ -10,7 +11,7 @@ import pytest
 
 from orchestrator.run import bundled, ports
 
-JRMP_HEADER = b"JRMI\x00\x02\x4b"      # magic, version 2, StreamProtocol
+JRMP_HEADER = b"JRMI\x00\x02\x4b"  # magic, version 2, StreamProtocol
 PROTOCOL_ACK = 0x4E
 
 
@@ -24,13 +25,17 @@ def rmi_server(request):
     def start(model: str, threads: int = 4) -> int:
         port = ports.free_port()
         argv = bundled.command("java", model, port, threads=threads)
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
         procs.append(proc)
         line = proc.stdout.readline().decode()
         assert f"listening on 127.0.0.1:{port} impl=java model={model}" in line, (
-            line, proc.stderr.read1(4096) if proc.poll() is not None else b"")
+            line,
+            proc.stderr.read1(4096) if proc.poll() is not None else b"",
+        )
         return port
+
     yield start
     for p in procs:
         p.kill()
@@ -47,7 +52,7 @@ def _acked(s: socket.socket, wait_s: float) -> bool:
     s.settimeout(wait_s)
     try:
         return s.recv(1)[:1] == bytes([PROTOCOL_ACK])
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 
@@ -55,9 +60,9 @@ def test_rmi_single_serves_one_connection_at_a_time(rmi_server):
     port = rmi_server("rmi-single")
     first = _hello(port)
     assert _acked(first, 5.0)
-    second = _hello(port)                 # connected by the kernel, not accepted by the server
+    second = _hello(port)  # connected by the kernel, not accepted by the server
     assert not _acked(second, 0.5)
-    first.close()                         # frees the one slot
+    first.close()  # frees the one slot
     t0 = time.monotonic()
     assert _acked(second, 5.0)
     assert time.monotonic() - t0 < 5.0
@@ -69,7 +74,7 @@ def test_rmi_serves_threads_connections_at_once(rmi_server):
     a, b = _hello(port), _hello(port)
     assert _acked(a, 5.0) and _acked(b, 5.0)
     c = _hello(port)
-    assert not _acked(c, 0.5)             # the third waits for a slot
+    assert not _acked(c, 0.5)  # the third waits for a slot
     a.close()
     assert _acked(c, 5.0)
     b.close()

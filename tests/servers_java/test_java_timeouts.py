@@ -1,5 +1,6 @@
 """Slowloris against `single`: a stalled client holds the one server thread only until the
 10 s idle timeout; then the server closes it and serves the next connection."""
+
 from __future__ import annotations
 
 import time

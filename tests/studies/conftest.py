@@ -1,5 +1,6 @@
 """What every study test does: run the study's quick profile into a tmp dir, and execute its
 notebook top to bottom on that run (any error in any cell fails the test)."""
+
 import os
 import subprocess
 import sys
@@ -16,16 +17,33 @@ def run_quick_profile(tmp_path_factory):
     experiments/<study>.yaml --profile quick [--set OVERRIDE ...]` (asserts the run succeeded).
     The overrides shorten a trial's load to what the study's assertions need (make test's time
     goes to trials); they never change the quick profile's matrix, so every cell still runs."""
+
     def run(study: str, *overrides: str) -> Path:
         out = tmp_path_factory.mktemp(study) / "run"
         env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
         sets = [a for o in overrides for a in ("--set", o)]
-        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run",
-                               f"experiments/{study}.yaml", "--profile", "quick", *sets,
-                               "--out", str(out)], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=420)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator.cli",
+                "run",
+                f"experiments/{study}.yaml",
+                "--profile",
+                "quick",
+                *sets,
+                "--out",
+                str(out),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=420,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return out
+
     return run
 
 
@@ -33,6 +51,7 @@ def run_quick_profile(tmp_path_factory):
 def require_java() -> None:
     """Skip a study that needs the Java server when no JDK is installed."""
     from orchestrator.run import bundled
+
     if not bundled.find_jdks():
         pytest.skip("no JDK: the study needs the Java server")
 
@@ -48,9 +67,11 @@ def execute_notebook(monkeypatch):
         monkeypatch.setenv("PERFCTL_RUN", str(run_dir))
         monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         nb = nbformat.read(ROOT / "notebooks" / f"{study}.ipynb", as_version=4)
-        NotebookClient(nb, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(ROOT)}}).execute()
+        NotebookClient(
+            nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+        ).execute()
         outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
         assert not [o for o in outputs if o.get("output_type") == "error"]
         return "\n".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+
     return execute

@@ -3,6 +3,7 @@
 Robust orderings only (the host is shared and noisy): with the 200 ms server-side sleep the
 thread-per-connection server scales roughly linearly with the clients (X ~ N / (R0 + 0.2 s)),
 the one-connection-at-a-time server does not."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -73,7 +74,11 @@ def test_file_vs_postgresql(quick_run):
     t = pd.read_csv(quick_run / "trials.csv")
     sv = t[t["server"] == "java-servlet"]
     assert sorted(map(tuple, sv[["backend", "clients"]].values.tolist())) == [
-        ("/db", 1), ("/db", 10), ("/work", 1), ("/work", 10)]
+        ("/db", 1),
+        ("/db", 10),
+        ("/work", 1),
+        ("/work", 10),
+    ]
     rmi_db = t[(t["server"] == "rmi-pool") & (t["backend"] == "/db")]
     assert sorted(rmi_db["clients"]) == [1, 10] and set(rmi_db["sleep_us"]) == {0}
     assert set(rmi_db["load_driver"]) == {"rmi"}

@@ -4,6 +4,7 @@ notebooks/littles_law.ipynb top to bottom on that run.
 
 Slow (about 1-1.5 minutes): Java servers under closed-loop load.
 """
+
 from pathlib import Path
 
 import pytest
@@ -33,10 +34,17 @@ def test_study_table(quick_run):
     assert (t["load_mode"] == "closed").all()
     clients = sorted({c.values["clients"] for c in plan.cells})
     assert clients[0] == 1 and clients[-1] == 200
-    assert set(zip(t["server"], t["clients"])) == {(c.values["server"], c.values["clients"])
-                                                   for c in plan.cells}
-    cols = ["throughput_rps", "latency_mean_ms", "latency_p50_ms", "latency_p99_ms",
-            "latency_min_ms", "latency_max_ms"]
+    assert set(zip(t["server"], t["clients"])) == {
+        (c.values["server"], c.values["clients"]) for c in plan.cells
+    }
+    cols = [
+        "throughput_rps",
+        "latency_mean_ms",
+        "latency_p50_ms",
+        "latency_p99_ms",
+        "latency_min_ms",
+        "latency_max_ms",
+    ]
     assert t[cols].notna().all().all()
     assert (t["throughput_rps"] > 0).all()
     # order statistics are ordered; the mean lies within [min, max]
@@ -67,7 +75,7 @@ def test_notebook_runs(quick_run, execute_notebook):
     assert "experiment littles_law" in text
     assert "MVA ceiling" in text
     assert "Spring Boot serves" in text and "start-up (median s)" in text
-    own = quick_run / "notebooks" / "littles_law"     # its own figures, not the run's plots/
+    own = quick_run / "notebooks" / "littles_law"  # its own figures, not the run's plots/
     assert (own / "littles_law_prediction.png").is_file()
     assert (own / "littles_law_timeline.png").is_file()
     assert not list((quick_run / "plots").glob("littles_law_*"))

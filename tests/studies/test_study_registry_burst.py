@@ -3,6 +3,7 @@ then notebooks/registry_burst.ipynb top to bottom on that run.
 
 Slow (about 1.5-2 minutes): Java servers, bursts of up to 3000 connections.
 """
+
 from pathlib import Path
 
 import pytest
@@ -32,15 +33,22 @@ def test_success_table(quick_run):
     got = set(zip(t["server"], t["backlog"].astype(int), t["n"].astype(int)))
     assert got == want
     assert set(t["concurrency_model"]) == {"single", "pool", "rmi-single", "rmi"}
-    assert (t["load_driver"] == t["protocol"]).all()     # the RMI cells were driven over RMI
+    assert (t["load_driver"] == t["protocol"]).all()  # the RMI cells were driven over RMI
     assert (t["load_mode"] == "burst").all()
     bursts = plan.cells[0].load.bursts
     # every released client is accounted for: a success or one error class
     assert (t["requests"] == t["n"] * bursts).all()
     assert t["success_ratio"].between(0, 1).all()
     ok = (t["success_ratio"] * t["requests"]).round().astype(int)
-    err_cols = ["errors_refused", "errors_reset", "errors_timeout", "errors_parse",
-                "errors_dropped", "errors_unfinished", "errors_http"]
+    err_cols = [
+        "errors_refused",
+        "errors_reset",
+        "errors_timeout",
+        "errors_parse",
+        "errors_dropped",
+        "errors_unfinished",
+        "errors_http",
+    ]
     assert (ok + t[err_cols].sum(axis=1) == t["requests"]).all()
     # 10 simultaneous registrations never overflow a backlog of 50
     assert (t.loc[t["n"] == t["n"].min(), "success_ratio"] == 1.0).all()
@@ -54,12 +62,17 @@ def test_success_table(quick_run):
     # server then spends its time on connections whose clients already gave up)
     big = t[(t["n"] >= sorted(t["n"].unique())[-2]) & (t["protocol"] == "http")]
     for server, g in big.groupby("server"):
-        r = g.groupby("backlog").apply(lambda d: (d["success_ratio"] * d["requests"]).sum()
-                                       / d["requests"].sum())
+        r = g.groupby("backlog").apply(
+            lambda d: (d["success_ratio"] * d["requests"]).sum() / d["requests"].sum()
+        )
         assert r[4096] >= r[50] - 0.02, (server, r.to_dict())
     settings = run.info["host"]["settings"]
-    for key in ("net.core.somaxconn", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_tw_reuse",
-                "RLIMIT_NOFILE"):
+    for key in (
+        "net.core.somaxconn",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.tcp_tw_reuse",
+        "RLIMIT_NOFILE",
+    ):
         assert key in settings
 
 

@@ -3,6 +3,7 @@
 Only robust orderings are asserted (the host is shared and noisy): the injected 50 ms delay
 adds about its 100 ms round trip at low load, the server's utilization grows in proportion to
 the arrival rate, and the low-rate cells are served at the offered rate."""
+
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,7 @@ def test_quick_table(quick_run):
     # VM's slower wake-ups at the lowest rate outweighed the queueing there: 2.8 vs 2.1 ms.)
     u = t.groupby("rate")["server_cpu_pct"].mean()
     assert u.is_monotonic_increasing and u.iloc[-1] > 2 * u.iloc[0], u
-    per_request = u / u.index.to_series()                 # ~S, in % of a CPU per (req/s)
+    per_request = u / u.index.to_series()  # ~S, in % of a CPU per (req/s)
     assert per_request.max() < 2.5 * per_request.min(), per_request
     # the server reported its service time (Server-Timing svc) on the requests
     cid, k = t.iloc[0]["cell_id"], int(t.iloc[0]["trial"])

@@ -4,6 +4,7 @@ Robust orderings only (the host is shared and noisy): the table has the study's 
 cell served requests without errors, the large service-time variation (mean 5.25 ms) gives less
 throughput than the small one (mean 1 ms), the pool really has its threads and thread-per-request
 really creates threads, and the USL fit over the pool's thread counts is finite."""
+
 import math
 from pathlib import Path
 
@@ -36,7 +37,9 @@ def test_quick_table(quick_run):
     # the counters: the server was started with each bucket count (server_cores axis too)
     assert (t["server_cores"] == t["cores"]).all()
     # large variation (mean 5.25 ms of spin) against small (mean 1 ms): less throughput on average
-    p = main.pivot_table(index=["server", "cores", "buckets"], columns="dist", values="throughput_rps")
+    p = main.pivot_table(
+        index=["server", "cores", "buckets"], columns="dist", values="throughput_rps"
+    )
     assert (p["uniform:1:20"] / p["uniform:1:3"]).mean() < 0.8, p
     # pool: its threads (+ the acceptor) and no more; thread-per-request: many threads over time
     pool = t[t["server"] == "c-pool"]
