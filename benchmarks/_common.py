@@ -18,7 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.run import bundled, ports, process, procfs  # noqa: E402
+from orchestrator.proc import ports, process, procfs  # noqa: E402
+from orchestrator.run import bundled
 
 
 def need(tool: str, package: str) -> str:

@@ -59,8 +59,8 @@ from orchestrator.netem.probe import (
     echo_throughput_bps,
     interleaved_rtt_ms,
 )
-from orchestrator.run.ports import free_port  # noqa: E402
-from orchestrator.run.process import spawn, spawn_until_line, terminate  # noqa: E402
+from orchestrator.proc.ports import free_port  # noqa: E402
+from orchestrator.proc.process import spawn, spawn_until_line, terminate  # noqa: E402
 
 HTTP_CODE = r"""
 import asyncio, signal

@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 from _common import perfctl
 
-from orchestrator.run.schedstat import USER_HZ, read_cpu_ticks
+from orchestrator.measure.schedstat import USER_HZ, read_cpu_ticks
 
 SERVER = '''"""A tiny HTTP/1.1 keep-alive server: every request spins SPIN_US of CPU."""
 import asyncio, sys, time

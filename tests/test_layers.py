@@ -1,9 +1,13 @@
 """The layout's import rules, checked by reading every module's imports with `ast`.
 
     cli        -> anything
-    run        -> experiment, netem, results, loadgen (spec, stats, contract, digest, hdr, records), errors
-    netem      -> experiment, run.process, run.build, errors
-    cluster    -> run, experiment, netem, results, loadgen (spec, stats, parallel, digest, hdr, records), errors
+    run        -> proc, measure, experiment, netem, results, loadgen (spec, stats, contract,
+                  digest, hdr, records), errors
+    cluster    -> run, proc, measure, experiment, netem, results, loadgen (spec, stats, parallel,
+                  digest, hdr, records), errors
+    netem      -> proc, experiment, errors
+    measure    -> proc, errors
+    proc       -> errors
     analysis   -> results, models, loadgen (digest, hdr, records), errors
     results    -> errors
     experiment -> loadgen.spec, errors
@@ -29,6 +33,8 @@ ALLOWED = {
     "orchestrator.cli": ("orchestrator", "loadgen", "models"),
     "orchestrator.run": (
         "orchestrator.run",
+        "orchestrator.proc",
+        "orchestrator.measure",
         "orchestrator.experiment",
         "orchestrator.netem",
         "orchestrator.results",
@@ -43,6 +49,8 @@ ALLOWED = {
     "orchestrator.cluster": (
         "orchestrator.cluster",
         "orchestrator.run",
+        "orchestrator.proc",
+        "orchestrator.measure",
         "orchestrator.experiment",
         "orchestrator.netem",
         "orchestrator.results",
@@ -57,10 +65,11 @@ ALLOWED = {
     "orchestrator.netem": (
         "orchestrator.netem",
         "orchestrator.experiment",
-        "orchestrator.run.process",
-        "orchestrator.run.build",
+        "orchestrator.proc",
         "orchestrator.errors",
     ),
+    "orchestrator.measure": ("orchestrator.measure", "orchestrator.proc", "orchestrator.errors"),
+    "orchestrator.proc": ("orchestrator.proc", "orchestrator.errors"),
     "orchestrator.analysis": (
         "orchestrator.analysis",
         "orchestrator.results",

@@ -6,7 +6,7 @@ values (so `--set workload.params.sleep_us=2000`, which changes every cell_id, s
 the cells up). No cell in common, or a side without a single request, is bad input (exit 2).
 
 Which trials: each side's usable trials of the cell: valid (the measurement worked) and quiet
-(the host left it alone, run/noise.py). Invalid trials never count; noisy ones are left out
+(the host left it alone, measure/noise.py). Invalid trials never count; noisy ones are left out
 and named, unless include_noisy. A cell never falls back to invalid trials.
 
 Per cell and metric (throughput_rps, latency_p50_ms, latency_p99_ms of each trial):

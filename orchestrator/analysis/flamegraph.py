@@ -1,5 +1,5 @@
 """Flame graphs: folded stacks (`root;caller;callee count`, one distinct stack a line, as
-run/profiler.py writes profile.folded) drawn as one self-contained SVG.
+measure/profiler.py writes profile.folded) drawn as one self-contained SVG.
 
 Each frame is a box as wide as the share of samples that passed through it, stacked on its
 caller (roots at the bottom); siblings are sorted by name, so the x axis is not time. A box's

@@ -25,9 +25,9 @@ from ..analysis import compare as compare_
 from ..analysis.views import usable_trials
 from ..errors import PerfctlError
 from ..experiment import compile_document, load_plan
-from ..run import process
+from ..measure.hostinfo import host_info
+from ..proc import process
 from ..run.execute import execute_plan, run_info
-from ..run.hostinfo import host_info
 from .console import console, fmt
 
 REFERENCE = """

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ..measure.hostinfo import SETTING_NOTES, host_settings, setting_hint
 from ..netem.injectors import backends_report
-from ..run.hostinfo import SETTING_NOTES, host_settings, setting_hint
 from .console import console
 
 

@@ -11,7 +11,7 @@ import typer
 
 from .. import __version__
 from ..errors import PerfctlError
-from ..run import process
+from ..proc import process
 from . import analysis, calibrate, doctor, load, plan, run, serve
 from .console import console, err_console
 from .netem import app as netem_app

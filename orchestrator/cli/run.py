@@ -15,11 +15,11 @@ from ..analysis import flamegraph, queueing
 from ..analysis.model_figures import draw_models
 from ..analysis.run_figures import draw_basic
 from ..cluster.hosts import cleanup_stale_bridges
+from ..measure.hostinfo import host_info
 from ..netem.namespace import cleanup_stale
+from ..proc import limits, process
 from ..results.store import check_present, storage_guard
-from ..run import limits, process
 from ..run.execute import execute_plan, run_info
-from ..run.hostinfo import host_info
 from . import run_target, trial_display
 from .console import console, step
 from .plan import ProfileOpt, SetOpt

@@ -21,8 +21,8 @@ from pathlib import Path
 from .. import results
 from ..errors import PerfctlError
 from ..experiment import Plan, compile_document, load_plan
+from ..proc import process
 from ..results.store import claim_out_dir
-from ..run import process
 from ..run.execute import run_info
 
 RESULTS_ROOT = Path("results")

@@ -9,8 +9,8 @@ import typer
 
 from ..errors import PerfctlError
 from ..experiment.catalogue import CONCURRENCY_MODELS, default_concurrency_model
+from ..proc.ports import port_taken
 from ..run import bundled
-from ..run.ports import port_taken
 
 
 def serve(

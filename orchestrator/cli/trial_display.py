@@ -3,7 +3,7 @@
 On a terminal: a progress bar (trials done, elapsed, ETA) and under it one line, refreshed
 every second, of what the running trial does: its phase, req/s, p50 and p99 of the last
 second, errors, the server's CPU, the load generator's send lateness and the host-noise flag
-(run/live.py). Off a terminal, or with --quiet: plain log lines, one per trial start and end,
+(measure/live.py). Off a terminal, or with --quiet: plain log lines, one per trial start and end,
 and (not --quiet) one per second of load.
 """
 
@@ -23,7 +23,7 @@ from rich.progress import (
 from rich.table import Column
 from rich.text import Text
 
-from ..run.live import LiveSecond
+from ..measure.live import LiveSecond
 
 
 class _BarWithLine(Progress):

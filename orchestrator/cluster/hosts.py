@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..errors import PerfctlError
 from ..netem import namespace
-from ..run import process
+from ..proc import process
 
 BRIDGE_PREFIX = "pcbr"
 SUBNET = ipaddress.ip_network("10.214.0.0/16")

@@ -1,5 +1,5 @@
 """`cluster: {local: {hosts: N}}`: a Dask scheduler and one worker per namespace host, on
-this machine, started under perfctl's supervisor (run/process.py): PR_SET_PDEATHSIG, the
+this machine, started under perfctl's supervisor (proc/process.py): PR_SET_PDEATHSIG, the
 guardian and children.json cover them like any server, so kill -9 of perfctl takes them down,
 and each worker's own guardian then takes down what its tasks started.
 
@@ -15,11 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..measure import noise
 from ..netem.commands import netns_exec
-from ..run import noise
+from ..proc.ports import free_port
+from ..proc.process import spawn, tail, terminate
 from ..run.bundled import ROOT
-from ..run.ports import free_port
-from ..run.process import spawn, tail, terminate
 from .hosts import LocalHosts
 
 WORKER_THREADS = 4  # a trial's tasks block a thread each: server start, shard, stop

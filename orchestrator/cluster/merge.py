@@ -29,7 +29,7 @@ from loadgen import stats as lstats
 from loadgen.parallel import merge_summaries
 from loadgen.records import parquet_options
 
-from ..run import noise
+from ..measure import noise
 
 NS_COLUMNS = ("intended_ns", "sent_ns", "first_byte_ns", "done_ns")
 BATCH_ROWS = 1 << 16

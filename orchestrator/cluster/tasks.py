@@ -4,7 +4,7 @@ returns their files as bytes: the measurement never runs in the worker's event l
 task threads.
 
 Processes started here carry the worker's own PERFCTL_SUPERVISOR mark and are known to the
-worker's guardian (run/guardian.py), so they die with the worker, however it dies. Each also
+worker's guardian (proc/guardian.py), so they die with the worker, however it dies. Each also
 has a lease: a server outliving its trial by SERVER_LEASE_GRACE_S, or a load generator its
 phase by SHARD_GRACE_S, is stopped here even if the coordinator never asks (a perfctl on
 another machine killed with -9).
@@ -42,14 +42,14 @@ from pathlib import Path
 from loadgen.spec import LoadSpec
 
 from ..experiment.network import Network
+from ..measure import noise
+from ..measure.sampler import SAMPLE_INTERVAL_S, ResourceSampler
+from ..measure.sock_diag import TCP_ESTABLISHED, SockDiag
 from ..netem.injectors import ProxyInjector
-from ..run import noise
+from ..proc.process import spawn, tail, terminate
+from ..proc.tree_watch import tree_pids
 from ..run.bundled import ROOT
-from ..run.process import spawn, tail, terminate
-from ..run.sampler import SAMPLE_INTERVAL_S, ResourceSampler
 from ..run.server import ServerProcess
-from ..run.sock_diag import TCP_ESTABLISHED, SockDiag
-from ..run.tree_watch import tree_pids
 from ..run.trial import network_row, stopped_accepting
 
 SHARD_GRACE_S = 30.0
@@ -145,7 +145,7 @@ class ClientWatch:
 
 def established_peers(port: int, diag: SockDiag | None = None) -> set[str]:
     """Remote IPs of ESTABLISHED connections whose local port is `port`: over netlink
-    (run/sock_diag.py, a fraction of a millisecond) when diag is given, else from
+    (measure/sock_diag.py, a fraction of a millisecond) when diag is given, else from
     /proc/net/tcp{,6} (which walks the kernel's whole socket table: milliseconds)."""
     if diag is not None:
         try:

@@ -68,7 +68,7 @@ class Experiment(FrozenModel):
     profile: bool = Field(
         False,
         description="record a profile of the server in every trial "
-        "(py-spy, JFR or perf: run/profiler.py) and draw its flame graph",
+        "(py-spy, JFR or perf: measure/profiler.py) and draw its flame graph",
     )
     cluster: Cluster | None = None
 

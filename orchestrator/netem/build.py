@@ -1,10 +1,10 @@
-"""perfctl-proxy, built on demand and cached by a hash of its sources (run/build.py)."""
+"""perfctl-proxy, built on demand and cached by a hash of its sources (proc/build.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..run.build import make_cached
+from ..proc.build import make_cached
 
 NETEM_DIR = Path(__file__).resolve().parent
 BUILD_DIR = NETEM_DIR / "build"

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..errors import PerfctlError
 from ..experiment.network import Network
-from ..run.process import spawn_until_line, terminate
+from ..proc.process import spawn_until_line, terminate
 from . import probe as _probe
 from .build import build_proxy
 from .commands import (
@@ -638,7 +638,7 @@ class TbfInjector(_NamespaceInjector):
 
 @atexit.register
 def _stop_all() -> None:
-    """Namespaces and qdiscs are no processes, so run/process.py cannot end them: remove
+    """Namespaces and qdiscs are no processes, so proc/process.py cannot end them: remove
     them at interpreter exit (their processes are already the supervisor's)."""
     for inj in list(_live):
         try:

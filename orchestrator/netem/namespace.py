@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from ..errors import PerfctlError
-from ..run import process
+from ..proc import process
 from .commands import netns_setup_commands, netns_teardown_commands, qdisc_probe_command
 
 NS_PREFIX = "perfctl-"

@@ -100,7 +100,7 @@ MEASUREMENT_COLUMNS = [
     "server_rss_mb",
     "server_threads_max",
     # the kernel's TCP counters over the load, deltas in the server's network namespace
-    # (run/kernel_tcp.py): listen-queue overflows and drops, retransmitted segments,
+    # (measure/kernel_tcp.py): listen-queue overflows and drops, retransmitted segments,
     # retransmission timeouts, RSTs sent, resets on data after close, the accept queue's peak
     "tcp_listen_overflows",
     "tcp_listen_drops",
@@ -118,7 +118,7 @@ SELF_CHECK_COLUMNS = [
     "send_lateness_p99_ms",
     "send_lateness_max_ms",
     "release_spread_ms_max",
-    # host noise over the measured window (run/noise.py says how each is read and judged)
+    # host noise over the measured window (measure/noise.py says how each is read and judged)
     "noise_steal_pct",
     "noise_foreign_cpu_pct",
     "noise_server_runqueue_wait_ms_per_s",

@@ -7,18 +7,13 @@ launching is server.py's job. Which concurrency models exist is data (experiment
 
 from __future__ import annotations
 
-import os
-import re
 import sys
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 from ..errors import PerfctlError
 from ..experiment.catalogue import RMI_MODELS, STACK_MODELS, unknown_impl_or_model
-from .build import SOURCE_SUFFIXES, make_cached
+from ..proc.build import ROOT, SOURCE_SUFFIXES, find_jdk, find_jdks, make_cached
 
-ROOT = Path(__file__).resolve().parents[2]
 SERVERS_DIR = ROOT / "servers"
 CORPUS = SERVERS_DIR / "corpus" / "sentences.tsv"
 JAVA_CLASSES = SERVERS_DIR / "java" / "build" / "classes"
@@ -32,51 +27,6 @@ RMI_JVM_FLAGS = [
     f"--add-exports=java.rmi/sun.rmi.{p}=ALL-UNNAMED"
     for p in ("server", "transport", "transport.tcp")
 ]
-
-
-@dataclass(frozen=True)
-class Jdk:
-    """A Java installation: `home` has bin/java and bin/javac; `version` is the feature number."""
-
-    home: Path
-    version: int
-
-    @property
-    def java(self) -> str:
-        return str(self.home / "bin" / "java")
-
-
-def _jdk_version(home: Path) -> int | None:
-    release = home / "release"
-    if not release.is_file() or not (home / "bin" / "java").exists():
-        return None
-    m = re.search(r'JAVA_VERSION="(\d+)(?:\.(\d+))?', release.read_text(errors="replace"))
-    if not m:
-        return None
-    major = int(m.group(1))
-    return int(m.group(2)) if major == 1 and m.group(2) else major
-
-
-@cache
-def find_jdks() -> tuple[Jdk, ...]:
-    """Every JDK under /usr/lib/jvm and $JAVA_HOME, newest first."""
-    homes = {Path(p).resolve() for p in Path("/usr/lib/jvm").glob("*") if Path(p).is_dir()}
-    if os.environ.get("JAVA_HOME"):
-        homes.add(Path(os.environ["JAVA_HOME"]).resolve())
-    found = {}
-    for home in homes:
-        v = _jdk_version(home)
-        if v is not None:
-            found[home] = Jdk(home, v)
-    return tuple(sorted(found.values(), key=lambda j: (-j.version, str(j.home))))
-
-
-def find_jdk(min_version: int) -> Jdk | None:
-    """The newest JDK with feature version >= min_version, or None."""
-    for jdk in find_jdks():
-        if jdk.version >= min_version:
-            return jdk
-    return None
 
 
 def build(impl: str, variant: str = "", model: str | None = None, db: bool = False) -> None:

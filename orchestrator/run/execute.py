@@ -42,7 +42,7 @@ def execute_plan(
 ) -> PlanOutcome:
     """Run every trial not yet in run_dir/trials.csv. Callbacks drive the progress display:
     on_start(cell, trial) before a trial, on_second(LiveSecond) about once a second while it
-    runs (run/live.py), on_trial(row) after it. trial_fn(plan, cell, trial, run_dir) runs one
+    runs (measure/live.py), on_trial(row) after it. trial_fn(plan, cell, trial, run_dir) runs one
     trial on a cluster and returns its row (default: this host's execute_trial, looked up when
     called, with the plan's services)."""
     table = TrialTable(run_dir)

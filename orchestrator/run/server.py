@@ -14,9 +14,9 @@ from ..errors import PerfctlError
 from ..experiment.catalogue import RMI_MODELS
 from ..experiment.servers import BundledServer, CommandServer, ServerConfig
 from ..experiment.services import fill
+from ..proc.ports import free_port, port_taken
+from ..proc.process import spawn, tail, terminate
 from . import bundled
-from .ports import free_port, port_taken
-from .process import spawn, tail, terminate
 
 READY_POLL_S = 0.05
 

@@ -43,9 +43,9 @@ from pathlib import Path
 
 from ..errors import PerfctlError
 from ..experiment.services import PostgresService, ServiceConfig
+from ..proc.ports import free_port
+from ..proc.process import at_death, forget, run_to_end, spawn, tail, terminate
 from .bundled import SERVERS_DIR
-from .ports import free_port
-from .process import at_death, forget, run_to_end, spawn, tail, terminate
 
 SCHEMA = SERVERS_DIR / "db" / "schema.sql"
 DB_USER = "perfctl"

@@ -28,13 +28,14 @@ from ..experiment.load import to_load_spec, trial_seed
 from ..experiment.network import Network
 from ..experiment.plan import Cell, Plan
 from ..experiment.servers import BundledServer
+from ..measure import kernel_tcp, live, noise, profiler
+from ..measure.sampler import ResourceSampler
 from ..netem import make_injector
+from ..proc.process import spawn, tail, terminate
 from ..results import read_summary, trial_dir, write_json
 from ..results.store import unwritable
-from . import driver, kernel_tcp, live, noise, profiler
+from . import driver
 from .bundled import ROOT
-from .process import spawn, tail, terminate
-from .sampler import ResourceSampler
 from .server import ServerProcess
 from .services import ServiceSet
 
@@ -183,7 +184,7 @@ def _noise_row(
     cpus: set[int],
     loadgen_has_own_cpus: bool,
 ) -> dict:
-    """The host-noise columns, `quiet` and `noise_reasons` (run/noise.py)."""
+    """The host-noise columns, `quiet` and `noise_reasons` (measure/noise.py)."""
     pair = None
     if sampler is not None and summary is not None:
         pair = noise.window_samples(
@@ -264,7 +265,7 @@ def execute_trial(
 ) -> dict:
     """One trial: fresh server (and network injector, and the `scope: trial` services), load,
     teardown. Returns its row. services: the plan's services (run-scope ones already up).
-    on_second(LiveSecond): called about once a second while the load runs (run/live.py)."""
+    on_second(LiveSecond): called about once a second while the load runs (measure/live.py)."""
     services = services if services is not None else ServiceSet({}, plan.source)
     tdir = trial_dir(run_dir, cell.cell_id, trial)
     tdir.mkdir(parents=True, exist_ok=True)

@@ -161,7 +161,7 @@ def test_established_peers_sees_the_client_address_of_a_connection():
     conn, _ = srv.accept()
     try:
         assert tasks.established_peers(port) == {"127.0.0.1"}  # /proc
-        from orchestrator.run.sock_diag import SockDiag
+        from orchestrator.measure.sock_diag import SockDiag
 
         with SockDiag() as diag:
             assert tasks.established_peers(port, diag) == {"127.0.0.1"}  # netlink

@@ -11,7 +11,7 @@ from conformance_client import Conn, Server, build_error, get, server_argv
 
 from orchestrator.experiment.catalogue import CONCURRENCY_MODELS, RMI_MODELS, STACK_MODELS, has_db
 from orchestrator.experiment.services import PostgresService
-from orchestrator.run import process
+from orchestrator.proc import process
 from orchestrator.run.services import PostgresRunner, find_pg_bin
 
 DB_MODELS = [

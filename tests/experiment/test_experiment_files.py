@@ -161,7 +161,7 @@ def test_seq_placeholder_reaches_the_load_generator(write_yaml):
 def test_free_ports_avoid_the_ephemeral_range():
     import socket
 
-    from orchestrator.run import ports
+    from orchestrator.proc import ports
 
     low, _ = ports._ephemeral_range()
     for _ in range(20):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.run import bundled, ports, process
+from orchestrator.proc import ports, process
+from orchestrator.run import bundled
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,5 +1,5 @@
 """loadgen/live.py: the per-second lines a phase appends for the live view, and the
-orchestrator's tail of them (run/live.py). The lines are for watching; they must still agree
+orchestrator's tail of them (measure/live.py). The lines are for watching; they must still agree
 with the raw rows they summarise."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 
 from loadgen import generate_to_dir
 from loadgen.spec import LoadSpec
-from orchestrator.run.live import LiveTail, combine
+from orchestrator.measure.live import LiveTail, combine
 
 
 @pytest.mark.slow
@@ -89,7 +89,7 @@ def test_tail_reports_a_second_once_every_worker_wrote_it(tmp_path):
 def test_the_live_lines_verdict_survives_an_80_column_cut():
     """rich cuts the line at the terminal's width: the host's verdict comes before the numbers
     (an 80-column CI terminal showed `... late 0.00157 ms NOIS…`)."""
-    from orchestrator.run.live import LiveSecond
+    from orchestrator.measure.live import LiveSecond
 
     s = LiveSecond(
         second=123,

@@ -137,7 +137,7 @@ def test_timeouts_are_errors(tmp_path, py_server):
 
 
 def test_refused_connections_are_counted(tmp_path):
-    from orchestrator.run.ports import free_port
+    from orchestrator.proc.ports import free_port
 
     class Nothing:
         port = free_port()
@@ -166,7 +166,7 @@ def test_burst_releases_together_and_reports_outcomes(tmp_path, py_server):
 
 
 def test_burst_against_closed_port_is_all_refused(tmp_path):
-    from orchestrator.run.ports import free_port
+    from orchestrator.proc.ports import free_port
 
     class Nothing:
         port = free_port()

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from orchestrator.cli.doctor import doctor
 from orchestrator.cli.netem import app, build_proxy_command
 from orchestrator.errors import PerfctlError
-from orchestrator.run.hostinfo import host_settings
+from orchestrator.measure.hostinfo import host_settings
 
 runner = CliRunner()
 

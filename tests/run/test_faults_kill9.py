@@ -64,7 +64,7 @@ def test_kill9_of_perfctl_and_its_guardian_then_resume_reaps_and_says_so(
     marks = {mark_of(proc.pid)}
     tree = poll_until(lambda: _mid_trial(proc.pid), timeout_s=90)
     assert tree, f"no trial got under way: {descendants(proc.pid)}"
-    guardians = [pid for (pid, _), text in tree.items() if "orchestrator.run.guardian" in text]
+    guardians = [pid for (pid, _), text in tree.items() if "orchestrator.proc.guardian" in text]
     assert len(guardians) == 1, tree
     os.kill(guardians[0], signal.SIGKILL)
     proc.send_signal(signal.SIGKILL)

@@ -18,7 +18,7 @@ import pytest
 from fault_kit import mark_of, poll_until
 
 from orchestrator import experiment, results
-from orchestrator.run import process
+from orchestrator.proc import process
 from orchestrator.run.execute import execute_plan, run_info
 from orchestrator.run.services import find_pg_bin
 

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from orchestrator.run import bundled, ports
+from orchestrator.proc import ports
+from orchestrator.run import bundled
 
 JRMP_HEADER = b"JRMI\x00\x02\x4b"  # magic, version 2, StreamProtocol
 PROTOCOL_ACK = 0x4E

@@ -44,8 +44,9 @@ import math
 import os
 from dataclasses import dataclass
 
-from . import procfs
-from .schedstat import USER_HZ, CpuTicks, descendants, read_cpu_ticks, read_threads
+from ..proc import procfs
+from ..proc.procfs import descendants
+from .schedstat import USER_HZ, CpuTicks, read_cpu_ticks, read_threads
 
 # Measured on a 2-vCPU VM (server on CPU 0, load generator on CPU 1, closed and open load):
 # quiet trials read steal 0-4% (the hypervisor's other guests come and go), foreign CPU 0-2%

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
+import re
 import subprocess
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from ..errors import PerfctlError
 
+# The repository: the bundled servers' sources live under it, and run.json records its commit.
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE_SUFFIXES = (".c", ".h", ".java", ".py")
 
 
@@ -78,3 +84,48 @@ def make_cached(
                 f"{proc.returncode}). Last lines:\n{tail}\nFix: {fix}"
             )
         stamp.write_text(digest)
+
+
+@dataclass(frozen=True)
+class Jdk:
+    """A Java installation: `home` has bin/java and bin/javac; `version` is the feature number."""
+
+    home: Path
+    version: int
+
+    @property
+    def java(self) -> str:
+        return str(self.home / "bin" / "java")
+
+
+def _jdk_version(home: Path) -> int | None:
+    release = home / "release"
+    if not release.is_file() or not (home / "bin" / "java").exists():
+        return None
+    m = re.search(r'JAVA_VERSION="(\d+)(?:\.(\d+))?', release.read_text(errors="replace"))
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2)) if major == 1 and m.group(2) else major
+
+
+@cache
+def find_jdks() -> tuple[Jdk, ...]:
+    """Every JDK under /usr/lib/jvm and $JAVA_HOME, newest first."""
+    homes = {Path(p).resolve() for p in Path("/usr/lib/jvm").glob("*") if Path(p).is_dir()}
+    if os.environ.get("JAVA_HOME"):
+        homes.add(Path(os.environ["JAVA_HOME"]).resolve())
+    found = {}
+    for home in homes:
+        v = _jdk_version(home)
+        if v is not None:
+            found[home] = Jdk(home, v)
+    return tuple(sorted(found.values(), key=lambda j: (-j.version, str(j.home))))
+
+
+def find_jdk(min_version: int) -> Jdk | None:
+    """The newest JDK with feature version >= min_version, or None."""
+    for jdk in find_jdks():
+        if jdk.version >= min_version:
+            return jdk
+    return None

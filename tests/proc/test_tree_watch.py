@@ -6,7 +6,7 @@ import signal
 import subprocess
 import time
 
-from orchestrator.run.tree_watch import TreeWatch, tree_pids
+from orchestrator.proc.tree_watch import TreeWatch, tree_pids
 
 
 def _spawn(script):

@@ -138,7 +138,7 @@ def last_second_noise(
     sampler, requests: int, cpus: set[int], loadgen_has_own_cpus: bool
 ) -> str | None:
     """Why the last ~second was not quiet ("" when it was; None before two samples), judged
-    by the same rules as a whole trial (run/noise.py)."""
+    by the same rules as a whole trial (measure/noise.py)."""
     samples = list(sampler.noise)
     if len(samples) < 2:
         return None

@@ -12,8 +12,8 @@ import time
 import pandas as pd
 import psutil
 
+from ..proc.tree_watch import TreeWatch, tree_pids
 from .noise import NoiseProbe, NoiseSample
-from .tree_watch import TreeWatch, tree_pids
 
 SAMPLE_INTERVAL_S = 0.25  # noise readings are taken between the samples nearest the window
 

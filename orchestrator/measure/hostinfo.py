@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from .. import __version__
-from . import bundled
+from ..proc.build import ROOT, find_jdks
 
 
 def _first_line(argv: list[str]) -> str | None:
@@ -78,7 +78,7 @@ def host_settings() -> dict:
     return out
 
 
-def git_commit(root: Path = bundled.ROOT) -> str | None:
+def git_commit(root: Path = ROOT) -> str | None:
     line = _first_line(["git", "-C", str(root), "rev-parse", "HEAD"])
     return line if line and re.fullmatch(r"[0-9a-f]{40}", line) else None
 
@@ -95,7 +95,7 @@ def host_info() -> dict:
         "cpus_allowed": sorted(os.sched_getaffinity(0)),
         "python": platform.python_version(),
         "gcc": _first_line(["gcc", "--version"]),
-        "java": [f"{j.version} {j.home}" for j in bundled.find_jdks()],
+        "java": [f"{j.version} {j.home}" for j in find_jdks()],
     }
     info["settings"] = host_settings()
     return info

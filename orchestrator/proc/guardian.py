@@ -1,7 +1,7 @@
 """The guardian: one small watchdog process per perfctl process that ends everything perfctl
 started when perfctl dies, however it dies (SIGKILL, OOM killer, a crash).
 
-    python -m orchestrator.run.guardian MARK        (started by process.py, never by hand)
+    python -m orchestrator.proc.guardian MARK        (started by process.py, never by hand)
 
 It runs in its own session (a signal to perfctl's process group does not reach it) and reads
 perfctl's messages from a pipe whose only write end perfctl holds. When perfctl dies the
@@ -104,7 +104,7 @@ def watch(mark: bytes, stream) -> None:
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(
-            "usage: python -m orchestrator.run.guardian PERFCTL_SUPERVISOR_VALUE", file=sys.stderr
+            "usage: python -m orchestrator.proc.guardian PERFCTL_SUPERVISOR_VALUE", file=sys.stderr
         )
         return 2
     for sig in (signal.SIGINT, signal.SIGHUP):  # a terminal's Ctrl-C or hang-up is perfctl's

@@ -35,7 +35,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import PerfctlError
-from .process import run_to_files, spawn, terminate
+from ..proc.process import run_to_files, spawn, terminate
 
 RATE_HZ = 100
 PERF_RATE_HZ = 99

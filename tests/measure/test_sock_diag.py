@@ -1,4 +1,4 @@
-"""run/sock_diag.py: the TCP sockets of one port from the kernel over netlink, in our network
+"""measure/sock_diag.py: the TCP sockets of one port from the kernel over netlink, in our network
 namespace and in another process's, agreeing with /proc/net/tcp."""
 
 import os
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from orchestrator.run import kernel_tcp
-from orchestrator.run.sock_diag import TCP_ESTABLISHED, TCP_LISTEN, SockDiag
+from orchestrator.measure import kernel_tcp
+from orchestrator.measure.sock_diag import TCP_ESTABLISHED, TCP_LISTEN, SockDiag
 
 
 def test_accept_queue_and_established_sockets_agree_with_proc():

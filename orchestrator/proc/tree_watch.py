@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import psutil
 
-from .schedstat import descendants
+from .procfs import descendants
 
 
 def _describe(p: psutil.Process) -> str:

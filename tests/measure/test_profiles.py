@@ -9,10 +9,11 @@ from collections import Counter
 
 import pandas as pd
 import pytest
-from fault_kit import ROOT
 
 from orchestrator.analysis import flamegraph
-from orchestrator.run import bundled, profiler
+from orchestrator.measure import profiler
+from orchestrator.proc.build import ROOT
+from orchestrator.run import bundled
 
 PERF_SCRIPT = """perfctl-server 4242 [000] 123.456:   10101010 cpu-clock:
 \tffffffff81000000 handle_request+0x1a (/srv/perfctl-server)

@@ -296,7 +296,7 @@ def _ensure_guardian() -> None:
     read_fd, write_fd = os.pipe()  # non-inheritable: only the guardian gets the read end
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.run.guardian", supervisor_mark()],
+            [sys.executable, "-m", "orchestrator.proc.guardian", supervisor_mark()],
             stdin=read_fd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

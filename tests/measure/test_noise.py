@@ -1,4 +1,4 @@
-"""Host-noise readings from /proc (run/schedstat.py, run/noise.py) on synthetic text and samples,
+"""Host-noise readings from /proc (measure/schedstat.py, measure/noise.py) on synthetic text and samples,
 and the `quiet` verdict's thresholds."""
 
 import dataclasses
@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from orchestrator.run import noise, schedstat
+from orchestrator.measure import noise, schedstat
+from orchestrator.measure.noise import NoiseSample
+from orchestrator.measure.schedstat import USER_HZ, CpuTicks
+from orchestrator.proc import procfs
 from orchestrator.run.bundled import ROOT
-from orchestrator.run.noise import NoiseSample
-from orchestrator.run.schedstat import USER_HZ, CpuTicks
 
 PROC_STAT = """cpu  149335 47 33900 272536 3002 0 7845 311 0 0
 cpu0 66873 14 14629 148009 480 0 3771 129 0 0
@@ -38,8 +39,8 @@ def test_schedstat_status_and_children_lines():
     assert schedstat.parse_schedstat("347602551 184128 47\n") == (347602551, 184128)
     assert schedstat.parse_involuntary_switches(STATUS) == 68
     assert schedstat.parse_involuntary_switches("Name:\tx\n") == 0
-    assert schedstat.parse_children("12 345 6789 ") == [12, 345, 6789]
-    assert schedstat.parse_children("") == []
+    assert procfs.parse_children("12 345 6789 ") == [12, 345, 6789]
+    assert procfs.parse_children("") == []
 
 
 def _sample(
@@ -216,7 +217,7 @@ def test_a_local_cluster_counts_the_whole_run_tree_as_ours(tmp_path):
     import sys
 
     code = (
-        "import os, sys, time; from orchestrator.run import noise\n"
+        "import os, sys, time; from orchestrator.measure import noise\n"
         "p = noise.NoiseProbe({0}); a = p.sample(0, [], [])\n"
         "time.sleep(0.6); b = p.sample(1, [], [])\n"
         "print(p.root == int(os.environ.get('PERFCTL_RUN_ROOT', '0')), (b.own_run_ns - a.own_run_ns) / 1e9)\n"
@@ -315,7 +316,7 @@ def test_load_generator_wait_is_judged_only_when_nothing_of_the_trial_shares_its
 def test_cpu_columns_average_the_measured_window_not_the_start_up_and_drain():
     """server_cpu_pct and service_NAME_cpu_pct: the mean of the samples inside the measured
     window (a PostgreSQL idle through the load generator's start-up and drain read low)."""
-    from orchestrator.run.sampler import ResourceSampler
+    from orchestrator.measure.sampler import ResourceSampler
 
     s = ResourceSampler(os.getpid(), services={"db": os.getpid()}, interval_s=0.25)
     step = 250_000_000
@@ -339,17 +340,17 @@ def test_the_walk_of_our_tree_stops_at_the_trials_trees():
     sh = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
     try:
         deadline = time.monotonic() + 10
-        while len(schedstat.descendants(sh.pid) or []) < 2 and time.monotonic() < deadline:
+        while len(procfs.descendants(sh.pid) or []) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)  # until sh has started both
-        below = schedstat.descendants(sh.pid)
+        below = procfs.descendants(sh.pid)
         assert len(below) == 2, below
-        everything = schedstat.descendants(os.getpid())
+        everything = procfs.descendants(os.getpid())
         assert sh.pid in everything and set(below) <= set(everything)
-        pruned = schedstat.descendants(os.getpid(), prune={sh.pid})
+        pruned = procfs.descendants(os.getpid(), prune={sh.pid})
         assert sh.pid in pruned and not set(below) & set(pruned)
-        assert schedstat.descendants(sh.pid, prune={sh.pid}) == below  # the root is walked
+        assert procfs.descendants(sh.pid, prune={sh.pid}) == below  # the root is walked
     finally:
-        for p in schedstat.descendants(sh.pid) or []:
+        for p in procfs.descendants(sh.pid) or []:
             os.kill(p, 9)
         sh.kill()
         sh.wait()

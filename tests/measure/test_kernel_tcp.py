@@ -1,4 +1,4 @@
-"""run/kernel_tcp.py: the kernel's TCP counters per trial, as deltas from the server's network
+"""measure/kernel_tcp.py: the kernel's TCP counters per trial, as deltas from the server's network
 namespace, and the accept queue's peak."""
 
 import math
@@ -9,9 +9,9 @@ import sys
 
 import pandas as pd
 import pytest
-from fault_kit import ROOT
 
-from orchestrator.run import kernel_tcp
+from orchestrator.measure import kernel_tcp
+from orchestrator.proc.build import ROOT
 
 NETSTAT = """TcpExt: SyncookiesSent ListenOverflows ListenDrops TCPTimeouts TCPAbortOnData
 TcpExt: 0 7 9 11 2
