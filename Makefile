@@ -11,7 +11,7 @@ APT_PACKAGES := gcc make libc6-dev iproute2 nginx-light wrk clang libclang-rt-14
                 postgresql libpq-dev maven openjdk-17-jdk-headless linux-perf tmux
 EXPERIMENT ?= experiments.yaml
 
-.PHONY: setup apt servers run lint test test-fast clean
+.PHONY: setup apt servers run lint docs test test-fast clean
 
 setup: apt $(STAMP) servers
 
@@ -48,11 +48,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: setup lint
+# The manual (docs/, mkdocs.yml) into site/; --strict: a broken link or anchor fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+test: setup lint docs
 	$(BIN)/pytest -q --durations=25
 
 test-fast: setup
 	$(BIN)/pytest -q --durations=25 -m "not slow"
 
 clean:
-	rm -rf $(VENV) servers/c/build servers/java/build servers/java/stacks/build orchestrator/netem/build *.egg-info
+	rm -rf $(VENV) site servers/c/build servers/java/build servers/java/stacks/build orchestrator/netem/build *.egg-info

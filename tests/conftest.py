@@ -29,7 +29,7 @@ def perfctl_env():
 @pytest.fixture
 def assert_clean_error():
     """assert_clean_error(completed_process, *needles): exit 2, no traceback, every needle in
-    the output (the one-paragraph error of README "Commands")."""
+    the output (the one-paragraph error of docs/running.md "Commands")."""
 
     def check(proc, *needles: str) -> None:
         out = proc.stdout + proc.stderr

@@ -224,8 +224,7 @@ def summary_table(
         notes.append(
             Text(
                 "valid: the measurement worked; quiet: the host left the trial alone. "
-                "compare and check use valid, quiet trials only (README: valid and "
-                "quiet)."
+                "compare and check use valid, quiet trials only (docs/valid-and-quiet.md)."
             )
         )
     return Group(table, *notes)

@@ -88,7 +88,7 @@ class LocalHosts:
                 "cluster.local: a local cluster's hosts are network namespaces, "
                 "which need root (CAP_NET_ADMIN). Fix: run perfctl as root, or "
                 "use `cluster: {scheduler: tcp://HOST:8786}` with workers you "
-                "started (README: Running on several machines)."
+                "started (docs/clusters.md)."
             )
         net = _free_subnet()
         token = secrets.token_hex(3)

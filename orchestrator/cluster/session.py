@@ -73,8 +73,7 @@ class Session:
                 raise PerfctlError(
                     f"{self.source}: key `cluster.scheduler`: the Dask scheduler at "
                     f"{self.address} has no workers. Fix: start one per host with "
-                    f"`dask worker {self.address} --name h1` (README: Running on several "
-                    "machines)."
+                    f"`dask worker {self.address} --name h1` (docs/clusters.md)."
                 )
             facts = self.client.run(tasks.host_facts)
             self.facts = {n: facts[a] for n, a in self.addresses().items() if a in facts}

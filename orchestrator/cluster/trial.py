@@ -111,8 +111,7 @@ def execute_cluster_trial(
                 f"host {server_host} ({addrs[server_host]}): starting the server "
                 f"{cell.server_name} failed there: {type(started).__name__}: "
                 f"{started}. Fix: check that perfctl is installed on that host "
-                "at the same version as here (README: Running on several "
-                "machines)."
+                "at the same version as here (docs/clusters.md)."
             )
         spec = to_load_spec(
             load,

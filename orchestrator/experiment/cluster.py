@@ -36,10 +36,22 @@ class Cluster(FrozenModel):
     """Where the hosts come from: an existing scheduler, or a local namespace cluster."""
 
     scheduler: str | None = Field(None, description="tcp://HOST:PORT of a running scheduler")
-    local: LocalCluster | None = None
-    connect_timeout_s: Seconds = Field(10.0, alias="connect_timeout", gt=0, le=600)
+    local: LocalCluster | None = Field(
+        None, description="make the hosts on this machine instead (root, iproute2)"
+    )
+    connect_timeout_s: Seconds = Field(
+        10.0,
+        alias="connect_timeout",
+        gt=0,
+        le=600,
+        description="how long to try to reach the scheduler",
+    )
     max_clock_uncertainty_s: Seconds = Field(
-        DEFAULT_CLOCK_BOUND_S, alias="max_clock_uncertainty", gt=0, le=10
+        DEFAULT_CLOCK_BOUND_S,
+        alias="max_clock_uncertainty",
+        gt=0,
+        le=10,
+        description="a trial whose clock-offset uncertainty on any host exceeds this is invalid",
     )
     host_return_s: Seconds = Field(
         15.0,

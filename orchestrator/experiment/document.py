@@ -98,7 +98,7 @@ def validation_error(source: str, prefix: str, e: ValidationError, cell: str = "
     key = ".".join(x for x in (prefix, _loc(err["loc"])) if x)
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        fix = "remove it or check its spelling (see README: experiment file reference)"
+        fix = "remove it or check its spelling (every key: docs/experiment-file.md)"
         msg = "unknown key"
     elif err["type"] == "missing":
         fix = "add it"

@@ -21,10 +21,24 @@ from .catalogue import DRIVERS
 
 
 class Workload(FrozenModel):
-    path: str = "/work"
-    params: dict[str, str | int | float] = Field(default_factory=dict)
-    method: Literal["GET", "POST"] = "GET"
-    body: str = ""
+    """What every request asks of the server: an operation (path), its arguments, a method and a
+    body. One workload serves every driver (HTTP and RMI alike)."""
+
+    path: str = Field(
+        "/work",
+        description="the operation: /work, /search, /register, /db, /health for the bundled "
+        "servers (servers/PROTOCOL.md), any path for a `cmd` server",
+    )
+    params: dict[str, str | int | float] = Field(
+        default_factory=dict,
+        description="the operation's arguments, sent as the query string "
+        "(e.g. {spin_us: 200, sleep_us: 0})",
+    )
+    method: Literal["GET", "POST"] = Field("GET", description="the HTTP method")
+    body: str = Field(
+        "",
+        description="request body; `{seq}` in it (or in path) becomes a unique number per request",
+    )
 
     @field_validator("path")
     @classmethod
@@ -49,8 +63,12 @@ class Workload(FrozenModel):
 
 
 class Slo(FrozenModel):
+    """What a ramp step must meet for its rate to count as sustainable."""
+
     p99_ms: float = Field(10.0, gt=0, description="a ramp step meets the SLO when p99 < this")
-    error_rate: float = Field(0.001, ge=0, le=1)
+    error_rate: float = Field(
+        0.001, ge=0, le=1, description="... and its error rate is below this fraction"
+    )
 
     @field_validator("p99_ms", mode="before")
     @classmethod
@@ -61,9 +79,11 @@ class Slo(FrozenModel):
 class Ramp(FrozenModel):
     """Ramp mode: open-loop steps at these rates until the SLO breaks."""
 
-    rates: list[float] = Field(min_length=1)
-    step_s: Seconds = Field(5.0, alias="step", gt=0)
-    slo: Slo = Slo()
+    rates: list[float] = Field(
+        min_length=1, description="arrival rates per second to step through (sorted ascending)"
+    )
+    step_s: Seconds = Field(5.0, alias="step", gt=0, description="measured time of each step")
+    slo: Slo = Field(Slo(), description="what a step must meet for its rate to be sustainable")
 
     @field_validator("rates")
     @classmethod
@@ -77,7 +97,9 @@ class DriverCommand(FrozenModel):
     """Any program that honours loadgen/DRIVER.md: `{spec}` becomes the spec.json path and
     `{out}` the directory it writes requests and summary.json into."""
 
-    cmd: str
+    cmd: str = Field(
+        description="the program's command line; must contain {spec} and {out}",
+    )
 
     @field_validator("cmd")
     @classmethod
@@ -97,27 +119,64 @@ class DriverCommand(FrozenModel):
 
 
 class Load(FrozenModel):
+    """How the load is driven: which driver, which mode, how much and for how long. The load
+    generator gets it as a LoadSpec, built in one place (`to_load_spec`)."""
+
     driver: str | DriverCommand = Field(
         "http",
         description="http (the asyncio generator), a bundled driver by name (rmi), "
         'or {cmd: "prog {spec} {out}"}: loadgen/DRIVER.md',
     )
-    mode: Literal["closed", "open", "burst", "ramp"] = "closed"
-    connections: int = Field(1, ge=1, le=100_000)
-    think_time_s: Seconds = Field(0.0, alias="think_time")
-    think: Literal["fixed", "exp"] = "fixed"
-    rate_rps: float | None = Field(None, alias="rate", gt=0)
-    arrivals: Literal["poisson", "constant", "uniform"] = "poisson"
-    max_outstanding: int = Field(0, ge=0)
-    duration_s: Seconds = Field(10.0, alias="duration", gt=0, le=24 * 3600)
-    warmup_s: Seconds = Field(2.0, alias="warmup", le=3600)
-    timeout_s: Seconds = Field(5.0, alias="timeout", gt=0)
-    keepalive: bool = True
-    seed: int = 1  # mixed into every trial's seed (trial_seed)
+    mode: Literal["closed", "open", "burst", "ramp"] = Field(
+        "closed",
+        description="closed: N connections send, wait, think, send again; open: arrivals "
+        "on a seeded schedule; burst: N new connections released together; ramp: open-loop "
+        "steps until the SLO breaks",
+    )
+    connections: int = Field(
+        1,
+        ge=1,
+        le=100_000,
+        description="closed: concurrent clients; open: the connection pool; burst: "
+        "connections per release",
+    )
+    think_time_s: Seconds = Field(
+        0.0, alias="think_time", description="closed: pause after each response"
+    )
+    think: Literal["fixed", "exp"] = Field(
+        "fixed", description="closed: think time fixed, or exponential with that mean"
+    )
+    rate_rps: float | None = Field(
+        None, alias="rate", gt=0, description="open: arrivals per second (required there)"
+    )
+    arrivals: Literal["poisson", "constant", "uniform"] = Field(
+        "poisson", description="open: the law of the gaps between arrivals"
+    )
+    max_outstanding: int = Field(
+        0,
+        ge=0,
+        description="open: arrivals past this many queued and in flight are counted as "
+        "dropped (0: 100 x connections)",
+    )
+    duration_s: Seconds = Field(
+        10.0, alias="duration", gt=0, le=24 * 3600, description="the measured window"
+    )
+    warmup_s: Seconds = Field(
+        2.0, alias="warmup", le=3600, description="load before the measured window, not measured"
+    )
+    timeout_s: Seconds = Field(
+        5.0, alias="timeout", gt=0, description="a request unanswered by then is a timeout error"
+    )
+    keepalive: bool = Field(True, description="false: a new connection per request")
+    seed: int = Field(
+        1, description="mixed into every trial's seed (a hash of cell id, trial and this)"
+    )
     processes: int = Field(1, ge=1, le=64, description="load-generator worker processes")
     bursts: int = Field(1, ge=1, le=10_000, description="burst: releases of `connections`")
-    burst_interval_s: Seconds = Field(1.0, alias="burst_interval", gt=0)
-    ramp: Ramp | None = None
+    burst_interval_s: Seconds = Field(
+        1.0, alias="burst_interval", gt=0, description="burst: time between releases"
+    )
+    ramp: Ramp | None = Field(None, description="ramp: the steps and the SLO (required there)")
     records: str = Field(
         "all",
         description="requests.parquet keeps all | sample:FRACTION | "

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from .document import Scalar, fail
 
-MAX_CELLS = 100_000  # ~a day of trials at one second each; README "The experiment file"
+MAX_CELLS = 100_000  # ~a day of trials at one second each; docs/experiment-file.md
 _EXACT_EXCLUDE_COUNT = 200_000  # combinations of excluded axes counted one by one, at most
 
 

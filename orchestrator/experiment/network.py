@@ -133,28 +133,40 @@ class Network(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    backend: Backend = "auto"
+    backend: Backend = Field(
+        "auto",
+        description="auto: netem where the kernel has sch_netem and perfctl is root, else proxy",
+    )
     delay_ms: float = Field(0.0, alias="delay", description="added each way")
-    delay_up_ms: float | None = Field(None, alias="delay_up", description="client -> server")
-    delay_down_ms: float | None = Field(None, alias="delay_down", description="server -> client")
-    jitter_ms: float = Field(0.0, alias="jitter")
-    distribution: Distribution = "uniform"
+    delay_up_ms: float | None = Field(
+        None, alias="delay_up", description="client -> server; default: delay"
+    )
+    delay_down_ms: float | None = Field(
+        None, alias="delay_down", description="server -> client; default: delay"
+    )
+    jitter_ms: float = Field(0.0, alias="jitter", description="added to each direction's delay")
+    distribution: Distribution = Field(
+        "uniform",
+        description="the jitter's law: U(-j, +j), N(0, j), or Lomax(3, 2j): one-sided, mean j",
+    )
     jitter_correlation: float = Field(0.0, description="correlation of consecutive jitter draws")
     loss: float = Field(0.0, description="probability a segment is held back one rto")
     loss_burst: GilbertElliott | None = Field(
         None, description="Gilbert-Elliott loss instead of loss"
     )
-    rto_ms: float = Field(200.0, alias="rto")
+    rto_ms: float = Field(
+        200.0, alias="rto", description="how long a lost segment is held back (proxy)"
+    )
     reorder: float = Field(0.0, description="probability a chunk skips the delay (netem reorder)")
-    reorder_correlation: float = 0.0
+    reorder_correlation: float = Field(0.0, description="correlation of consecutive reorder draws")
     reset: float = Field(0.0, description="probability a chunk resets its connection")
     blackhole: float = Field(0.0, description="probability a chunk black-holes its connection")
     bandwidth_bps: float | None = Field(None, alias="bandwidth", description="each direction")
     bandwidth_up_bps: float | None = Field(
-        None, alias="bandwidth_up", description="client -> server"
+        None, alias="bandwidth_up", description="client -> server; default: bandwidth"
     )
     bandwidth_down_bps: float | None = Field(
-        None, alias="bandwidth_down", description="server -> client"
+        None, alias="bandwidth_down", description="server -> client; default: bandwidth"
     )
     profile: str | None = Field(None, description="named profile (network_profiles.py)")
     schedule: list[NetworkStep] = Field(
@@ -432,7 +444,7 @@ class NetworkStep(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    at_s: float = Field(alias="at")
+    at_s: float = Field(alias="at", description="when the step applies, after the load starts")
     state: Network
 
     @field_validator("at_s", mode="before")

@@ -19,13 +19,23 @@ from .base import FrozenModel
 
 
 class ServerPlace(FrozenModel):
-    host: str | None = None
-    cpus: list[int] | None = None
+    """`placement.server`: the server's host and CPUs on a cluster."""
+
+    host: str | None = Field(None, description="the host (Dask worker name); default: the first")
+    cpus: list[int] | None = Field(None, description="CPUs of that host")
 
 
 class LoadgenPlace(FrozenModel):
-    hosts: list[str] | None = Field(None, min_length=1, max_length=64)
-    cpus: list[int] | None = None
+    """`placement.loadgen`: the load generator's hosts (one shard each) and CPUs."""
+
+    hosts: list[str] | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description='one shard per host (a list, or "h2,h3"); default: every host but the '
+        "server's",
+    )
+    cpus: list[int] | None = Field(None, description="CPUs of each of those hosts")
 
     @field_validator("hosts", mode="before")
     @classmethod
@@ -45,12 +55,18 @@ class Placement(FrozenModel):
     (usable as a matrix axis: `server_cores: "{cores}"`); server_cpus names them exactly.
     injector_cpus: the network proxy runs one worker thread pinned on each of these CPUs."""
 
-    server_cpus: list[int] | None = None
-    server_cores: int | None = Field(None, ge=1, le=4096)
-    loadgen_cpus: list[int] | None = None
-    injector_cpus: list[int] | None = None
-    server: ServerPlace | None = None
-    loadgen: LoadgenPlace | None = None
+    server_cpus: list[int] | None = Field(None, description="pin the server to these CPUs")
+    server_cores: int | None = Field(
+        None, ge=1, le=4096, description="pin the server to the first N CPUs usable here"
+    )
+    loadgen_cpus: list[int] | None = Field(None, description="pin the load generator to these CPUs")
+    injector_cpus: list[int] | None = Field(
+        None, description="the network proxy: one worker thread pinned on each of these CPUs"
+    )
+    server: ServerPlace | None = Field(None, description="with `cluster:`: the server's host")
+    loadgen: LoadgenPlace | None = Field(
+        None, description="with `cluster:`: the load generator's hosts"
+    )
 
     @model_validator(mode="after")
     def _one_way(self) -> Placement:

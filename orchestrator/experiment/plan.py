@@ -33,18 +33,42 @@ SERVICE_START_S = 4.0  # the fewest trials whose median has a 95% order-statisti
 class Experiment(FrozenModel):
     """The un-expanded file: what is common to all cells plus the matrix definition."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    description: str = ""
-    servers: dict[str, dict[str, Any]]
-    services: dict[str, Any] = Field(
-        default_factory=dict, description="real components the servers depend on (services.py)"
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="letters, digits, . _ - (not only dots); runs go to results/<name>/",
     )
-    workload: dict[str, Any] = Field(default_factory=dict)
-    load: dict[str, Any] = Field(default_factory=dict)
-    network: dict[str, Any] = Field(default_factory=dict)
-    matrix: dict[str, list[Scalar]] = Field(default_factory=dict)
-    exclude: list[dict[str, Scalar]] = Field(default_factory=list)
-    include: list[dict[str, Scalar]] = Field(default_factory=list)
+    description: str = Field("", description="free text, kept in run.json with the document")
+    servers: dict[str, dict[str, Any]] = Field(
+        description="name -> a bundled server or any command (servers.NAME below); "
+        "without a `server` axis in `matrix`, every server is one"
+    )
+    services: dict[str, Any] = Field(
+        default_factory=dict,
+        description="name -> a real component the servers depend on, started and "
+        "removed by perfctl (services.NAME below)",
+    )
+    workload: dict[str, Any] = Field(
+        default_factory=dict, description="what each request asks for (workload below)"
+    )
+    load: dict[str, Any] = Field(
+        default_factory=dict, description="how the load is driven (load below)"
+    )
+    network: dict[str, Any] = Field(
+        default_factory=dict, description="injected network conditions (network below)"
+    )
+    matrix: dict[str, list[Scalar]] = Field(
+        default_factory=dict,
+        description="axis -> values; the cells are every combination, and `{axis}` "
+        "anywhere in the file takes the cell's value",
+    )
+    exclude: list[dict[str, Scalar]] = Field(
+        default_factory=list,
+        description="drop the cells matching any of these {axis: value} mappings",
+    )
+    include: list[dict[str, Scalar]] = Field(
+        default_factory=list,
+        description="add these cells ({axis: value}, every axis named)",
+    )
     repeats: int | Literal["auto"] = Field(
         1,
         description="trials per cell, or auto: until "
@@ -55,22 +79,55 @@ class Experiment(FrozenModel):
         gt=0,
         lt=1,
         description="target relative half-width "
-        "of the 95% CI of the median of a cell's usable trials",
+        "of the 95% CI of the median of a cell's usable trials; auto without it: 5%",
     )
-    precision_metric: Literal["throughput_rps", "latency_p50_ms", "latency_p99_ms"] | None = None
-    max_repeats: int = Field(20, ge=1, le=1000)
-    order: Literal["interleaved", "random", "sequential"] = "interleaved"
-    validity: Validity = Validity()
-    placement: dict[str, Any] = Field(default_factory=dict)
-    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    thresholds: list[dict[str, Any]] = Field(default_factory=list)
-    models: list[str] | bool = False
+    precision_metric: Literal["throughput_rps", "latency_p50_ms", "latency_p99_ms"] | None = Field(
+        None,
+        description="the metric `precision` is judged on; default: throughput_rps "
+        "for closed load, latency_p50_ms otherwise",
+    )
+    max_repeats: int = Field(
+        20, ge=1, le=1000, description="repeats: auto runs at most this many trials per cell"
+    )
+    order: Literal["interleaved", "random", "sequential"] = Field(
+        "interleaved",
+        description="interleaved: round 1 of every cell, then round 2, ...; random: "
+        "each round shuffled (seeded by the name); sequential: each cell's repeats back "
+        "to back",
+    )
+    validity: Validity = Field(
+        Validity(), description="when a trial is invalid because the server failed it"
+    )
+    placement: dict[str, Any] = Field(
+        default_factory=dict,
+        description="CPUs (and, with `cluster:`, hosts) of the server, the load "
+        "generator and the proxy (placement below)",
+    )
+    profiles: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="name -> a partial document merged over this one by "
+        "`--profile NAME`, e.g. {quick: {load: {duration: 3s}, repeats: 1}}",
+    )
+    thresholds: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="entries {where: {axis: value}, METRIC: {lt|le|gt|ge: limit}} that "
+        "`perfctl check` gates on",
+    )
+    models: list[str] | bool = Field(
+        False,
+        description="true: fit the queueing models after the last trial (models.json and "
+        "the model figures); a non-empty list counts as true",
+    )
     profile: bool = Field(
         False,
         description="record a profile of the server in every trial "
         "(py-spy, JFR or perf: measure/profiler.py) and draw its flame graph",
     )
-    cluster: Cluster | None = None
+    cluster: Cluster | None = Field(
+        None,
+        description="run on the hosts of a Dask distributed cluster (cluster below); "
+        "without it nothing of Dask is imported",
+    )
 
     @field_validator("name")
     @classmethod

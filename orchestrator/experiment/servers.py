@@ -21,15 +21,32 @@ class ReadyCheck(FrozenModel):
 class BundledServer(FrozenModel):
     """One of perfctl's own servers (servers/PROTOCOL.md)."""
 
-    impl: Literal["c", "java", "python"]
+    impl: Literal["c", "java", "python"] = Field(description="which bundled server")
     model: str | None = Field(
         None, description="concurrency model (catalogue.py); default: the impl's first"
     )
-    threads: int = Field(4, ge=1, le=100_000)
-    backlog: int = Field(128, ge=1, le=1_000_000)
-    buckets: int = Field(1024, ge=1, le=1 << 24)
-    layout: Literal["flat", "by-type"] = "flat"
-    variant: Literal["", "asan"] = ""
+    threads: int = Field(
+        4,
+        ge=1,
+        le=100_000,
+        description="worker threads or event loops (ignored by `single` and `thread`)",
+    )
+    backlog: int = Field(
+        128,
+        ge=1,
+        le=1_000_000,
+        description="listen(2) backlog (Java `pool`: also its queue of connections)",
+    )
+    buckets: int = Field(
+        1024, ge=1, le=1 << 24, description="size of the shared counter array /work increments"
+    )
+    layout: Literal["flat", "by-type"] = Field(
+        "flat",
+        description="/search data layout: one array of (type, sentence), or one array per type",
+    )
+    variant: Literal["", "asan"] = Field(
+        "", description="asan: the C server built with AddressSanitizer and UBSan"
+    )
     db: str | None = Field(
         None,
         description="PostgreSQL connection URI for /db, usually "
@@ -42,7 +59,9 @@ class BundledServer(FrozenModel):
         description="database connections in "
         "/db's pool (Java models and Python async; default: threads)",
     )
-    startup_timeout_s: Seconds = Field(30.0, alias="startup_timeout")
+    startup_timeout_s: Seconds = Field(
+        30.0, alias="startup_timeout", description="give up when not listening after this long"
+    )
 
     @model_validator(mode="after")
     def _check_model(self) -> BundledServer:
@@ -80,13 +99,23 @@ class BundledServer(FrozenModel):
 class CommandServer(FrozenModel):
     """Any server: a shell command with {port} (and optionally {workdir}, {host})."""
 
-    cmd: str
-    ready: ReadyCheck = ReadyCheck()
+    cmd: str = Field(
+        description="shell command; {port}, {workdir} and {host} are filled in when it starts"
+    )
+    ready: ReadyCheck = Field(
+        ReadyCheck(),
+        description="when it is ready: {http: /path} answering < 500, else when its port "
+        "accepts a TCP connection",
+    )
     files: dict[str, str] = Field(
         default_factory=dict,
         description="files written into {workdir} before start; names are relative paths inside it",
     )
-    threads: int | None = None
+    threads: int | None = Field(
+        None,
+        description="its worker threads, if known: recorded as server_threads and used by "
+        "the queueing models",
+    )
     port: int | None = Field(None, ge=1, le=65535, description="fixed port; default: a free one")
 
     @model_validator(mode="after")

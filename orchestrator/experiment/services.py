@@ -32,28 +32,32 @@ _DOTTED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*)+)\}")
 class PostgresData(FrozenModel):
     """The seeded data: seed 003's participants table, `participants` rows."""
 
-    participants: int = Field(10_000, ge=1, le=10_000_000)
+    participants: int = Field(
+        10_000, ge=1, le=10_000_000, description="rows of the seeded `participants` table"
+    )
 
 
 class PostgresService(FrozenModel):
     """A PostgreSQL server of its own: initdb'd into the run directory, on a free loopback port,
     schema and data loaded, stopped and removed after the run or each trial (`scope`)."""
 
-    kind: Literal["postgresql"]
+    kind: Literal["postgresql"] = Field(description="what the service is")
     scope: Literal["run", "trial"] = Field(
         "run", description="run: one server for the whole run; trial: a fresh one for every trial"
     )
-    data: PostgresData = PostgresData()
+    data: PostgresData = Field(PostgresData(), description="the data loaded after start-up")
     port: int | None = Field(
         None, ge=1, le=65535, description="fixed TCP port on 127.0.0.1; default: a free one"
     )
-    max_connections: int = Field(200, ge=10, le=10_000)
+    max_connections: int = Field(200, ge=10, le=10_000, description="postgres max_connections")
     settings: dict[str, str | int | float] = Field(
         default_factory=dict,
         description="more postgres settings (`-c NAME=VALUE`), e.g. "
         "{shared_buffers: 256MB, synchronous_commit: 'off'}",
     )
-    startup_timeout_s: Seconds = Field(60.0, alias="startup_timeout")
+    startup_timeout_s: Seconds = Field(
+        60.0, alias="startup_timeout", description="give up when not ready after this long"
+    )
 
 
 ServiceConfig = PostgresService

@@ -16,7 +16,12 @@ class Validity(FrozenModel):
     closed, open and ramp load; no limit for burst load, whose refusals are what it measures
     (set it to judge bursts too)."""
 
-    max_error_rate: float | None = Field(None, ge=0, le=1)
+    max_error_rate: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="above this share of failed requests a trial is invalid (1%; burst: no limit)",
+    )
 
     @field_validator("max_error_rate", mode="before")
     @classmethod

@@ -191,7 +191,7 @@ def test_pytest_plugin_one_case_per_threshold_and_cell(run_dir, tmp_path):
 
 @pytest.fixture
 def run_under_root():
-    """A synthetic run inside the project (results/...), given as a relative path as the README
+    """A synthetic run inside the project (results/...), given as a relative path as the manual
     does: then pytest's rootdir is the project and its `testpaths` apply."""
     import shutil
 
@@ -210,7 +210,7 @@ def run_under_root():
 
 
 def test_pytest_gate_from_the_project_root_runs_only_the_threshold_cases(run_under_root):
-    """README: `pytest --perf-run results/latest`, typed in the project root, where pytest's
+    """docs/comparing.md: `pytest --perf-run results/latest`, typed in the project root, where pytest's
     testpaths would otherwise collect the whole suite (and fail on its relative imports)."""
     p = _pytest(["--perf-run", run_under_root], ROOT)
     assert p.returncode == 0, p.stdout + p.stderr
