@@ -10,7 +10,7 @@ phase by SHARD_GRACE_S, is stopped here even if the coordinator never asks (a pe
 another machine killed with -9).
 
 Network: with a `network:` block, the task that starts the server also starts perfctl-proxy
-(netem/injectors.py ProxyInjector) on this host's address in front of it, under the same
+(netem/proxy_injector.py ProxyInjector) on this host's address in front of it, under the same
 supervision and lease; shards connect to the proxy. Its probe runs here, before the load and
 after it (while the server is still up), exactly as on a single host, and stop_server returns
 the network columns and verdicts (run/trial.py network_row).
@@ -45,7 +45,7 @@ from ..experiment.network import Network
 from ..measure import noise
 from ..measure.sampler import SAMPLE_INTERVAL_S, ResourceSampler
 from ..measure.sock_diag import TCP_ESTABLISHED, SockDiag
-from ..netem.injectors import ProxyInjector
+from ..netem.proxy_injector import ProxyInjector
 from ..proc.process import spawn, tail, terminate
 from ..proc.tree_watch import tree_pids
 from ..run.bundled import ROOT

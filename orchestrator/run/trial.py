@@ -31,6 +31,7 @@ from ..experiment.servers import BundledServer
 from ..measure import kernel_tcp, live, noise, profiler
 from ..measure.sampler import ResourceSampler
 from ..netem import make_injector
+from ..netem.expected import expected_rtt_p50_ms
 from ..proc.process import spawn, tail, terminate
 from ..results import read_summary, trial_dir, write_json
 from ..results.store import unwritable
@@ -74,7 +75,7 @@ def network_row(net: Network, injector, probes: list) -> tuple[dict, list[str]]:
     probes: [(when, ProbeResult, the network state it was taken in)]."""
     row = {
         "network_backend": injector.backend if injector else "none",
-        "rtt_expected_ms": net.expected_rtt_p50_ms() if injector else 0.0,
+        "rtt_expected_ms": expected_rtt_p50_ms(net) if injector else 0.0,
         "rtt_measured_ms": math.nan,
         "rtt_measured_before_ms": math.nan,
         "rtt_measured_after_ms": math.nan,
@@ -83,7 +84,7 @@ def network_row(net: Network, injector, probes: list) -> tuple[dict, list[str]]:
     for when, probe, state in probes:
         row[f"rtt_measured_{when}_ms"] = probe.added_p50_ms
         if state is not net:
-            row[f"rtt_expected_{when}_ms"] = state.expected_rtt_p50_ms()
+            row[f"rtt_expected_{when}_ms"] = expected_rtt_p50_ms(state)
         if probe.throughput_bps:
             row[f"bandwidth_measured_{when}_mbit"] = probe.throughput_bps / 1e6
         if probe.released:
