@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from ..proc import procfs
 from ..proc.procfs import descendants
+from ..results.schema import NOISE_COLUMNS
 from .schedstat import USER_HZ, CpuTicks, read_cpu_ticks, read_threads
 
 # Measured on a 2-vCPU VM (server on CPU 0, load generator on CPU 1, closed and open load):
@@ -60,17 +61,6 @@ MAX_FOREIGN_CPU_PCT = 10.0
 MAX_FOREIGN_SHARE_PCT = 5.0
 MAX_LOADGEN_WAIT_MS_PER_S = 50.0
 
-COLUMNS = [
-    "noise_steal_pct",
-    "noise_foreign_cpu_pct",
-    "noise_server_runqueue_wait_ms_per_s",
-    "noise_loadgen_runqueue_wait_ms_per_s",
-    "noise_runqueue_wait_us_per_request",
-    "noise_server_involuntary_switches_per_s",
-    "noise_loadgen_involuntary_switches_per_s",
-    "noise_loadgen_cpu_others_pct",
-    "noise_cpus",
-]
 OPTIONAL = {"noise_loadgen_cpu_others_pct", "noise_cpus"}  # NaN/empty is not "unmeasured"
 
 
@@ -227,14 +217,14 @@ def _others_on_loadgen_cpus(
 
 
 def not_measured() -> dict:
-    return {c: (math.nan if c != "noise_cpus" else "") for c in COLUMNS}
+    return {c: (math.nan if c != "noise_cpus" else "") for c in NOISE_COLUMNS}
 
 
 def noise_reasons(row: dict, loadgen_has_own_cpus: bool) -> list[str]:
     """Why the host was not quiet during the trial (empty list: it was)."""
     if not all(
         isinstance(row.get(c), (int, float)) and row[c] == row[c]
-        for c in COLUMNS
+        for c in NOISE_COLUMNS
         if c not in OPTIONAL
     ):
         return ["host noise not measured"]
