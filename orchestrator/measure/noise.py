@@ -46,7 +46,6 @@ from dataclasses import dataclass
 
 from ..proc import procfs
 from ..proc.procfs import descendants
-from ..results.schema import NOISE_COLUMNS
 from .schedstat import USER_HZ, CpuTicks, read_cpu_ticks, read_threads
 
 # Measured on a 2-vCPU VM (server on CPU 0, load generator on CPU 1, closed and open load):
@@ -216,15 +215,22 @@ def _others_on_loadgen_cpus(
     return 100.0 * max(0.0, elapsed_s - not_running_s - loadgen_run_ns / 1e9) / dt_s
 
 
+def columns() -> list[str]:
+    """The noise columns of trials.csv, as results/schema.py (their owner) declares them."""
+    from ..results.schema import NOISE_COLUMNS  # here: results/ loads pandas, a probe needs none
+
+    return NOISE_COLUMNS
+
+
 def not_measured() -> dict:
-    return {c: (math.nan if c != "noise_cpus" else "") for c in NOISE_COLUMNS}
+    return {c: (math.nan if c != "noise_cpus" else "") for c in columns()}
 
 
 def noise_reasons(row: dict, loadgen_has_own_cpus: bool) -> list[str]:
     """Why the host was not quiet during the trial (empty list: it was)."""
     if not all(
         isinstance(row.get(c), (int, float)) and row[c] == row[c]
-        for c in NOISE_COLUMNS
+        for c in columns()
         if c not in OPTIONAL
     ):
         return ["host noise not measured"]
