@@ -48,11 +48,9 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.experiment.network import (
-    Network,  # noqa: E402
-    jitter_samples_ms,  # noqa: E402
-)
+from orchestrator.experiment.network import Network  # noqa: E402
 from orchestrator.netem import backend_status, build_proxy, make_injector  # noqa: E402
+from orchestrator.netem.expected import jitter_samples_ms, loss_sampling_interval  # noqa: E402
 from orchestrator.netem.probe import (
     ECHO_SERVER_CODE,
     echo_rtt_samples,  # noqa: E402
@@ -376,7 +374,7 @@ def gilbert_elliott(binary, q, row):
     # the verdict: is the measurement one that n chunks of the configured chain show 99% of
     # the time? (a fixed tolerance around the long-run value fails a correct chain often:
     # n=3000 here holds only ~55 bad spells)
-    (r_lo, r_hi), (b_lo, b_hi) = ge.sampling_interval(n)
+    (r_lo, r_hi), (b_lo, b_hi) = loss_sampling_interval(ge, n)
     row(
         f"Gilbert-Elliott loss rate (n={n} one-way chunks)",
         f"{rate * 100:.2f}% vs {ge.loss_rate() * 100:.2f}% (n={n}: 99% in {r_lo * 100:.2f}-{r_hi * 100:.2f}%)",

@@ -60,23 +60,10 @@ _SCHEMA = pa.schema([pa.field(k, pa.from_numpy_dtype(np.dtype(t))) for k, t in C
 
 
 # --- the schedule ---------------------------------------------------------------------------
-def spec_schedule(spec: LoadSpec) -> schedule.Schedule:
-    """The open-load schedule of `spec`: the one the HTTP generator sends (same seed, rounding
-    and limit), made once, read in chunks."""
-    return schedule.Schedule(
-        spec.arrivals,
-        spec.rate_rps,
-        spec.warmup_s + spec.duration_s,
-        spec.seed,
-        limit=spec.max_requests,
-        warmup_s=spec.warmup_s,
-    )
-
-
 def schedule_offsets_ns(spec: LoadSpec) -> np.ndarray:
     """The whole schedule of `spec` in one array of int64 ns offsets from the start instant
     (for tests and short schedules; write_schedule streams it)."""
-    parts = list(spec_schedule(spec).chunks_ns())
+    parts = list(schedule.spec_schedule(spec).chunks_ns())
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
@@ -86,7 +73,7 @@ def write_schedule(spec: LoadSpec, path: Path) -> int:
     tmp = path.with_name(path.name + ".tmp")
     n = 0
     with open(tmp, "wb") as f:
-        for part in spec_schedule(spec).chunks_ns():
+        for part in schedule.spec_schedule(spec).chunks_ns():
             f.write(part.astype("<i8", copy=False).tobytes())
             n += len(part)
     os.replace(tmp, path)

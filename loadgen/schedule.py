@@ -33,6 +33,8 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from .spec import LoadSpec
+
 ARRIVAL_LIMIT = 50_000_000
 CHUNK = 16_384  # arrivals per chunk: 128 KiB of float64
 ARRIVALS = ("poisson", "uniform", "constant")
@@ -152,21 +154,27 @@ class Schedule:
         for c in shard_chunks(self.chunks(), index, count):
             yield (c * 1e9).astype(np.int64)
 
+    def offsets_s(self) -> np.ndarray:
+        """The whole schedule in one array (for tests and short schedules: it holds every
+        arrival; the generator and the schedule file use the chunks). The same (arrivals,
+        rate, horizon, seed, warmup) always gives the same array."""
+        parts = list(self.chunks())
+        return np.concatenate(parts) if parts else np.empty(0)
 
-def arrival_offsets_s(
-    arrivals: str,
-    rate_rps: float,
-    horizon_s: float,
-    seed: int,
-    limit: int = ARRIVAL_LIMIT,
-    warmup_s: float = 0.0,
-    chunk: int | None = None,
-) -> np.ndarray:
-    """The whole of Schedule(...) in one array (for tests and short schedules: it holds every
-    arrival; the generator and the schedule file use the chunks). The same (arrivals, rate,
-    horizon, seed, warmup) always gives the same array."""
-    parts = list(Schedule(arrivals, rate_rps, horizon_s, seed, limit, warmup_s, chunk).chunks())
-    return np.concatenate(parts) if parts else np.empty(0)
+
+def spec_schedule(spec: LoadSpec) -> Schedule:
+    """The open-load schedule of `spec`: its arrivals at its rate over warm-up + duration,
+    from its seed, at most max_requests. The one recipe: the HTTP generator sends it
+    (modes/open_loop.py) and the driver contract writes it for every other driver
+    (contract.py write_schedule), so the same spec and seed give the same arrivals in both."""
+    return Schedule(
+        spec.arrivals,
+        spec.rate_rps,
+        spec.warmup_s + spec.duration_s,
+        spec.seed,
+        limit=spec.max_requests,
+        warmup_s=spec.warmup_s,
+    )
 
 
 def shard(offsets: np.ndarray, index: int, count: int) -> np.ndarray:

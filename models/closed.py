@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from .queues import count
+
 __all__ = ["MVAResult", "mva"]
 
 
@@ -184,13 +186,7 @@ def mva(
         raise ValueError("demands must be a non-empty 1-D sequence")
     if not np.all(np.isfinite(d)) or np.any(d < 0):
         raise ValueError(f"demands must be finite and >= 0, got {d.tolist()}")
-    try:
-        nf = float(users)
-    except (TypeError, ValueError):
-        raise ValueError(f"users must be an integer >= 1, got {users!r}") from None
-    if not math.isfinite(nf) or nf < 1 or nf != int(nf):
-        raise ValueError(f"users must be an integer >= 1, got {users!r}")
-    N = int(nf)
+    N = count("users", users)
     Z = float(think_time)
     if not math.isfinite(Z) or Z < 0:
         raise ValueError(f"think_time must be finite and >= 0, got {think_time!r}")

@@ -338,6 +338,15 @@ def _cand(mean_s, p99_s=math.nan, overhead=(0.0, 0.0), **extra) -> dict:
     }
 
 
+def _of_queue(r: queues.QueueResult, overhead, p99: bool = True, **extra) -> dict:
+    """_cand of a queueing model's result: its mean response, its p99 (when p99: the model
+    knows its response-time distribution), its name and its utilisation."""
+    p99_s = r.response_percentile(0.99) if p99 else math.nan
+    return _cand(
+        r.mean_response, p99_s, overhead, model=r.model, utilization=r.utilization, **extra
+    )
+
+
 def _open_candidates(lam, S, scv, c, K, oh) -> tuple[dict, str]:
     cands: dict[str, dict] = {}
     if not math.isfinite(c):
@@ -346,28 +355,14 @@ def _open_candidates(lam, S, scv, c, K, oh) -> tuple[dict, str]:
     c = max(1, int(round(c)))
     stable = lam * S < c
     if stable:
-        r = queues.mmc(lam, 1.0 / S, c)
-        cands["mmc"] = _cand(
-            r.mean_response,
-            r.response_percentile(0.99),
-            oh,
-            model=r.model,
-            utilization=r.utilization,
-        )
+        cands["mmc"] = _of_queue(queues.mmc(lam, 1.0 / S, c), oh)
         r = queues.mg1(lam, S, scv) if c == 1 else queues.mgc(lam, S, c, scv)
-        cands["mgc"] = _cand(r.mean_response, overhead=oh, model=r.model, utilization=r.utilization)
+        cands["mgc"] = _of_queue(r, oh, p99=False)
     blocking = 0.0
     if math.isfinite(K) and K <= 1e6:
         r = queues.mmck(lam, 1.0 / S, c, max(int(K), c))
         blocking = r.p_block
-        cands["mmck"] = _cand(
-            r.mean_response,
-            r.response_percentile(0.99),
-            oh,
-            model=r.model,
-            utilization=r.utilization,
-            p_block=r.p_block,
-        )
+        cands["mmck"] = _of_queue(r, oh, p_block=r.p_block)
     if "mmck" in cands and (not stable or blocking > BLOCKING_MATTERS):
         return cands, "mmck"
     if not stable:

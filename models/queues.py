@@ -52,14 +52,16 @@ def _positive(name: str, value: float) -> float:
     return v
 
 
-def _servers(servers) -> int:
+def count(name: str, value) -> int:
+    """value as a whole number >= 1 (a count of servers or users); ValueError naming `name`
+    otherwise."""
     try:
-        c = float(servers)
+        n = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"servers must be an integer >= 1, got {servers!r}") from None
-    if not math.isfinite(c) or c < 1 or c != int(c):
-        raise ValueError(f"servers must be an integer >= 1, got {servers!r}")
-    return int(c)
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}") from None
+    if not math.isfinite(n) or n < 1 or n != int(n):
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(n)
 
 
 def _scv(name: str, value: float) -> float:
@@ -93,7 +95,7 @@ def _stable(lam: float, c: int, mu: float) -> float:
 def erlang_b(servers: int, offered_load: float) -> float:
     """Erlang B blocking probability B(c, a) by the stable recursion
     B(0) = 1, B(k) = a B(k-1) / (k + a B(k-1)); no factorials, fine for c in the thousands."""
-    c = _servers(servers)
+    c = count("servers", servers)
     a = _positive("offered_load", offered_load)
     b = 1.0
     for k in range(1, c + 1):
@@ -103,7 +105,7 @@ def erlang_b(servers: int, offered_load: float) -> float:
 
 def erlang_c(servers: int, offered_load: float) -> float:
     """Erlang C probability of waiting C(c, a) = c B / (c - a (1 - B)), requires a < c."""
-    c = _servers(servers)
+    c = count("servers", servers)
     a = _positive("offered_load", offered_load)
     if a >= c:
         raise ValueError(f"Erlang C needs offered load a < servers, got a={a:g}, c={c}")
@@ -244,29 +246,39 @@ class MMcKResult(QueueResult):
 
 
 # --------------------------------------------------------------------------- models
-def mmc(arrival_rate: float, service_rate: float, servers: int) -> MMcResult:
-    """M/M/c with FCFS: Erlang C for P(wait), Wq = C / (c mu - lambda)."""
-    lam = _positive("arrival_rate", arrival_rate)
-    mu = _positive("service_rate", service_rate)
-    c = _servers(servers)
-    rho = _stable(lam, c, mu)
-    a = lam / mu
-    C = erlang_c(c, a)
-    wq = C / (c * mu - lam)
-    w = wq + 1.0 / mu
-    return MMcResult(
-        model="M/M/1" if c == 1 else f"M/M/{c}",
+def _by_littles_law(
+    cls, model: str, lam: float, s: float, c: int, rho: float, p_wait: float, wq: float
+):
+    """A stable queue that loses no customer, from its mean wait wq (s): throughput = the
+    arrival rate lam, W = wq + the mean service s, and by Little's law L = lam W and
+    Lq = lam wq. cls: QueueResult or a subclass with the same fields."""
+    w = wq + s
+    return cls(
+        model=model,
         arrival_rate=lam,
-        mean_service=1.0 / mu,
+        mean_service=s,
         servers=c,
         utilization=rho,
-        p_wait=C,
+        p_wait=p_wait,
         throughput=lam,
         mean_wait=wq,
         mean_response=w,
         mean_queue_length=lam * w,
         mean_queue_waiting=lam * wq,
     )
+
+
+def mmc(arrival_rate: float, service_rate: float, servers: int) -> MMcResult:
+    """M/M/c with FCFS: Erlang C for P(wait), Wq = C / (c mu - lambda)."""
+    lam = _positive("arrival_rate", arrival_rate)
+    mu = _positive("service_rate", service_rate)
+    c = count("servers", servers)
+    rho = _stable(lam, c, mu)
+    a = lam / mu
+    C = erlang_c(c, a)
+    wq = C / (c * mu - lam)
+    model = "M/M/1" if c == 1 else f"M/M/{c}"
+    return _by_littles_law(MMcResult, model, lam, 1.0 / mu, c, rho, C, wq)
 
 
 def mm1(arrival_rate: float, service_rate: float) -> MMcResult:
@@ -280,7 +292,7 @@ def mmck(arrival_rate: float, service_rate: float, servers: int, capacity: float
     K do not overflow. ``capacity=math.inf`` falls back to :func:`mmc` (needs rho < 1)."""
     lam = _positive("arrival_rate", arrival_rate)
     mu = _positive("service_rate", service_rate)
-    c = _servers(servers)
+    c = count("servers", servers)
     try:
         kf = float(capacity)
     except (TypeError, ValueError):
@@ -330,20 +342,7 @@ def mg1(arrival_rate: float, mean_service: float, service_scv: float) -> QueueRe
     cs2 = _scv("service_scv", service_scv)
     rho = _stable(lam, 1, 1.0 / s)
     wq = rho / (1.0 - rho) * s * (1.0 + cs2) / 2.0
-    w = wq + s
-    return QueueResult(
-        model="M/G/1",
-        arrival_rate=lam,
-        mean_service=s,
-        servers=1,
-        utilization=rho,
-        p_wait=rho,
-        throughput=lam,
-        mean_wait=wq,
-        mean_response=w,
-        mean_queue_length=lam * w,
-        mean_queue_waiting=lam * wq,
-    )
+    return _by_littles_law(QueueResult, "M/G/1", lam, s, 1, rho, rho, wq)
 
 
 def mgc(
@@ -364,25 +363,12 @@ def mgc(
     ``arrival_rate`` is per second; ``mean_service`` in seconds."""
     lam = _positive("arrival_rate", arrival_rate)
     s = _positive("mean_service", mean_service)
-    c = _servers(servers)
+    c = count("servers", servers)
     cs2 = _scv("service_scv", service_scv)
     ca2 = _scv("arrival_scv", arrival_scv)
     mu = 1.0 / s
     rho = _stable(lam, c, mu)
     C = erlang_c(c, lam * s)
     wq = C / (c * mu - lam) * (ca2 + cs2) / 2.0
-    w = wq + s
     name = "M/G" if ca2 == 1.0 else "G/G"
-    return QueueResult(
-        model=f"{name}/{c} (Allen-Cunneen)",
-        arrival_rate=lam,
-        mean_service=s,
-        servers=c,
-        utilization=rho,
-        p_wait=C,
-        throughput=lam,
-        mean_wait=wq,
-        mean_response=w,
-        mean_queue_length=lam * w,
-        mean_queue_waiting=lam * wq,
-    )
+    return _by_littles_law(QueueResult, f"{name}/{c} (Allen-Cunneen)", lam, s, c, rho, C, wq)

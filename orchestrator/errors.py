@@ -1,4 +1,7 @@
-"""The one user-facing error type, caught at the CLI boundary and mapped to exit code 2."""
+"""The one user-facing error type, caught at the CLI boundary and mapped to exit code 2, and
+the one wording of a file the user named that cannot be read."""
+
+from pathlib import Path
 
 
 class PerfctlError(Exception):
@@ -9,3 +12,12 @@ class PerfctlError(Exception):
     """
 
     exit_code = 2
+
+
+def read_user_file(path, what: str, fix: str) -> str:
+    """The text of a file the user named, or the PerfctlError saying it cannot be read:
+    "<path>: cannot read the <what> (<why>). Fix: <fix>"."""
+    try:
+        return Path(path).read_text()
+    except OSError as e:
+        raise PerfctlError(f"{path}: cannot read the {what} ({e.strerror}). Fix: {fix}") from None

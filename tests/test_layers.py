@@ -6,7 +6,7 @@
     cluster    -> run, proc, measure, experiment, netem, results, loadgen (spec, stats, parallel,
                   digest, hdr, records), errors
     netem      -> proc, experiment, errors
-    measure    -> proc, errors
+    measure    -> proc, results (schema: the columns it fills), errors
     proc       -> errors
     analysis   -> results, models, loadgen (digest, hdr, records), errors
     results    -> errors
@@ -68,7 +68,12 @@ ALLOWED = {
         "orchestrator.proc",
         "orchestrator.errors",
     ),
-    "orchestrator.measure": ("orchestrator.measure", "orchestrator.proc", "orchestrator.errors"),
+    "orchestrator.measure": (
+        "orchestrator.measure",
+        "orchestrator.proc",
+        "orchestrator.results.schema",
+        "orchestrator.errors",
+    ),
     "orchestrator.proc": ("orchestrator.proc", "orchestrator.errors"),
     "orchestrator.analysis": (
         "orchestrator.analysis",

@@ -54,14 +54,7 @@ class OpenMode(Mode):
 
     def start(self, worker: Worker) -> None:
         spec = self.spec
-        whole = schedule.Schedule(
-            spec.arrivals,
-            spec.rate_rps,
-            spec.warmup_s + spec.duration_s,
-            spec.seed,
-            limit=spec.max_requests,
-            warmup_s=spec.warmup_s,
-        )
+        whole = schedule.spec_schedule(spec)
         self._window = (worker.measure_start_ns, worker.end_ns)
         self.late_hist = hdr.new()
         self.chunks = whole.chunks_ns(spec.shard_index, spec.shard_count)

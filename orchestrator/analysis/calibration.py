@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-from ..errors import PerfctlError
+from ..errors import PerfctlError, read_user_file
 from .trial_tests import min_attainable_p
 
 DEFAULT_PATH = Path("results") / ".calibration.json"
@@ -106,13 +106,11 @@ def save(path: Path, doc: dict) -> None:
 
 
 def load(path: Path) -> dict:
+    text = read_user_file(
+        path, "calibration", "run perfctl calibrate, or give its file with --calibration."
+    )
     try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise PerfctlError(
-            f"{path}: cannot read the calibration ({e.strerror}). Fix: run "
-            "perfctl calibrate, or give its file with --calibration."
-        ) from None
+        doc = json.loads(text)
     except ValueError:
         raise PerfctlError(
             f"{path}: not a calibration file (bad JSON). Fix: run perfctl calibrate again."

@@ -28,7 +28,7 @@ import pandas as pd
 import yaml
 
 from .. import results
-from ..errors import PerfctlError
+from ..errors import PerfctlError, read_user_file
 from .views import cell_labels, excluded_trials, usable_trials
 
 ALIASES = {f"{p}_ms": f"latency_{p}_ms" for p in ("p50", "p90", "p99", "p999", "mean", "max")}
@@ -135,13 +135,9 @@ def parse(entries, source: str, columns: list[str]) -> list[Threshold]:
 
 def load_file(path: Path) -> list:
     """The thresholds list from a YAML file: a top-level list or a `thresholds:` key."""
+    text = read_user_file(path, "thresholds file", "give an existing YAML file.")
     try:
-        doc = yaml.safe_load(Path(path).read_text())
-    except OSError as e:
-        raise PerfctlError(
-            f"{path}: cannot read the thresholds file ({e.strerror}). "
-            "Fix: give an existing YAML file."
-        ) from None
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise PerfctlError(f"{path}: not valid YAML ({e}). Fix the syntax.") from None
     if isinstance(doc, dict):

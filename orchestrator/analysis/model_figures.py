@@ -78,23 +78,19 @@ def model_latency_figure(
         for s in ss:
             c = colours[s.server]
             r = s.rows
-            ax.plot(
-                r["_x"],
-                r["measured_mean_ms"],
-                s.marker,
-                color=c,
-                ms=6,
-                label=f"{s.label} measured mean",
-            )
-            ax.plot(
-                r["_x"],
-                r["measured_p99_ms"],
-                s.marker,
-                color=c,
-                ms=6,
-                mfc="none",
-                label=f"{s.label} measured p99",
-            )
+            for col, face, what in (
+                ("measured_mean_ms", None, "mean"),
+                ("measured_p99_ms", "none", "p99"),
+            ):
+                ax.plot(
+                    r["_x"],
+                    r[col],
+                    s.marker,
+                    color=c,
+                    ms=6,
+                    mfc=face,
+                    label=f"{s.label} measured {what}",
+                )
             values += list(r["measured_mean_ms"]) + list(r["measured_p99_ms"])
             bad = r[r["from_invalid"].astype(bool)]
             if not bad.empty:
@@ -109,17 +105,7 @@ def model_latency_figure(
                     label="from invalid trials",
                 )
             fitted = r[r["pred_mean_ms"].notna()]
-            if x is None or fitted.empty:
-                ax.plot(
-                    fitted["_x"],
-                    fitted["pred_mean_ms"],
-                    "x",
-                    color=c,
-                    ms=8,
-                    label=f"{s.label} model mean",
-                )
-                continue
-            service = service_of(fitted.iloc[0])
+            service = None if x is None or fitted.empty else service_of(fitted.iloc[0])
             _, curves = _curve(fitted, x, service) if service else (None, {})
             for i, (_key, (name, gx, mean, p99)) in enumerate(curves.items()):
                 finite = np.isfinite(mean)
@@ -143,7 +129,7 @@ def model_latency_figure(
                         lw=1,
                         label=f"{name} p99",
                     )
-            if not curves:
+            if not curves:  # no load axis, or no curve to draw: the models' points
                 ax.plot(
                     fitted["_x"],
                     fitted["pred_mean_ms"],

@@ -4,6 +4,7 @@ per-second timeline; the latency spectrum (CDF). Conventions: figures.py."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -35,41 +36,73 @@ from .histograms import cell_distributions
 from .views import trimmed_timeline
 
 
+@dataclass(frozen=True)
+class _VsLoad:
+    """A figure of one trials column against load (metric_vs_load): "<title> vs load"."""
+
+    metric: str
+    ylabel: str
+    title: str
+    caption: str
+    log_y: bool = False
+    offered: bool = False  # open mode's offered rate, dotted
+
+
+THROUGHPUT = _VsLoad(
+    "throughput_rps",
+    "throughput (requests/s)",
+    "Throughput",
+    "Completed requests per second in the measured window, mean over trials "
+    "(band: min-max); dotted: offered rate in open mode.",
+    offered=True,
+)
+P99 = _VsLoad(
+    "latency_p99_ms",
+    "p99 latency (ms)",
+    "p99 latency",
+    "99th percentile latency per trial, mean over trials (band: min-max).",
+    log_y=True,
+)
+ERROR_RATE = _VsLoad(
+    "error_pct",
+    "errors (% of requests)",
+    "Error rate",
+    "Transport errors and HTTP statuses >= 400 as a share of requests ({total} errors in the run).",
+)
+
+
 def throughput_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
-    colours = colours or server_colours(list(trials["server"].unique()))
-    fig = metric_vs_load(
-        load_series(prepare(trials, axes), axes),
-        "throughput_rps",
-        "throughput (requests/s)",
-        "Throughput",
-        colours,
-        offered=True,
-    )
-    return Figure(
-        "throughput",
-        "Throughput vs load",
-        "Completed requests per second in the measured window, mean over trials "
-        "(band: min-max); dotted: offered rate in open mode.",
-        save(fig, out_dir, "throughput"),
-    )
+    return _vs_load(THROUGHPUT, "throughput", prepare(trials, axes), axes, out_dir, colours)
 
 
 def p99_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
-    colours = colours or server_colours(list(trials["server"].unique()))
+    return _vs_load(P99, "latency_p99", prepare(trials, axes), axes, out_dir, colours)
+
+
+def error_rate_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
+    total = int(trials["errors"].sum()) if "errors" in trials else 0
+    rows = prepare(trials, axes).assign(error_pct=100 * trials["error_rate"].fillna(0.0))
+    return _vs_load(ERROR_RATE, "error_rate", rows, axes, out_dir, colours, total=total)
+
+
+def _vs_load(
+    what: _VsLoad, name: str, rows: pd.DataFrame, axes, out_dir: Path, colours, **caption
+) -> Figure:
+    """`what` drawn from the trials (rows, prepared) and saved as `name`; caption: the
+    values its caption names."""
+    colours = colours or server_colours(list(rows["server"].unique()))
+    series = load_series(rows, axes)
     fig = metric_vs_load(
-        load_series(prepare(trials, axes), axes),
-        "latency_p99_ms",
-        "p99 latency (ms)",
-        "p99 latency",
+        series,
+        what.metric,
+        what.ylabel,
+        what.title,
         colours,
-        log_y=True,
+        log_y=what.log_y,
+        offered=what.offered,
     )
-    return Figure(
-        "latency_p99",
-        "p99 latency vs load",
-        "99th percentile latency per trial, mean over trials (band: min-max).",
-        save(fig, out_dir, "latency_p99"),
-    )
+    title = f"{what.title} vs load"
+    return Figure(name, title, what.caption.format(**caption), save(fig, out_dir, name))
 
 
 def percentiles_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
@@ -120,22 +153,6 @@ def percentiles_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
     )
 
 
-def error_rate_figure(trials, axes, out_dir: Path, colours=None) -> Figure:
-    colours = colours or server_colours(list(trials["server"].unique()))
-    t = prepare(trials, axes).assign(error_pct=100 * trials["error_rate"].fillna(0.0))
-    fig = metric_vs_load(
-        load_series(t, axes), "error_pct", "errors (% of requests)", "Error rate", colours
-    )
-    total = int(trials["errors"].sum()) if "errors" in trials else 0
-    return Figure(
-        "error_rate",
-        "Error rate vs load",
-        f"Transport errors and HTTP statuses >= 400 as a share of requests "
-        f"({total} errors in the run).",
-        save(fig, out_dir, "error_rate"),
-    )
-
-
 def timeline_figure(
     timeline: pd.DataFrame, trials: pd.DataFrame, axes: list[str], out_dir: Path, colours=None
 ) -> Figure | None:
@@ -159,30 +176,14 @@ def timeline_figure(
         ax2 = ax.twinx()
         for k, (_trial, tg) in enumerate(g.groupby("trial")):
             first = k == 0
-            ax.plot(
-                tg["t_s"],
-                tg["throughput_rps"],
-                "-",
-                color=c,
-                lw=1.5,
-                label="throughput" if first else None,
-            )
-            ax2.plot(
-                tg["t_s"],
-                tg["latency_p99_ms"],
-                "--",
-                color="black",
-                lw=1,
-                label="p99" if first else None,
-            )
-            ax2.plot(
-                tg["t_s"],
-                tg["latency_p50_ms"],
-                "-",
-                color="grey",
-                lw=1,
-                label="p50" if first else None,
-            )
+            for on, col, style, colour, lw, label in (
+                (ax, "throughput_rps", "-", c, 1.5, "throughput"),
+                (ax2, "latency_p99_ms", "--", "black", 1, "p99"),
+                (ax2, "latency_p50_ms", "-", "grey", 1, "p50"),
+            ):
+                on.plot(
+                    tg["t_s"], tg[col], style, color=colour, lw=lw, label=label if first else None
+                )
             warm = tg[tg["warmup"].astype(bool)]
             if first and not warm.empty:
                 ax.axvspan(0, warm["t_s"].max() + 1, color="grey", alpha=0.12, lw=0)

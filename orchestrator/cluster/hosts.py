@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..errors import PerfctlError
 from ..netem import namespace
-from ..proc import process
+from ..proc import process, procfs
 
 BRIDGE_PREFIX = "pcbr"
 SUBNET = ipaddress.ip_network("10.214.0.0/16")
@@ -157,17 +157,7 @@ def cleanup_stale_bridges() -> list[str]:
     removed = []
     for name in _bridges():
         m = re.fullmatch(rf"{BRIDGE_PREFIX}(\d+)", name)
-        if m and not _alive(int(m.group(1))):
+        if m and not procfs.alive(int(m.group(1))):
             namespace.run(["ip", "link", "del", name], check=False)
             removed.append(name)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

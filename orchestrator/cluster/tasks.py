@@ -10,10 +10,10 @@ phase by SHARD_GRACE_S, is stopped here even if the coordinator never asks (a pe
 another machine killed with -9).
 
 Network: with a `network:` block, the task that starts the server also starts perfctl-proxy
-(netem/injectors.py ProxyInjector) on this host's address in front of it, under the same
+(netem/proxy_injector.py ProxyInjector) on this host's address in front of it, under the same
 supervision and lease; shards connect to the proxy. Its probe runs here, before the load and
 after it (while the server is still up), exactly as on a single host, and stop_server returns
-the network columns and verdicts (run/trial.py network_row).
+the network columns and verdicts (run/row.py network_row).
 
 Files: a shard's output stays in a directory on its host after run_shard returns; the
 coordinator copies it chunk by chunk (fetch_chunk, CHUNK_BYTES at a time, so neither side holds
@@ -45,12 +45,12 @@ from ..experiment.network import Network
 from ..measure import noise
 from ..measure.sampler import SAMPLE_INTERVAL_S, ResourceSampler
 from ..measure.sock_diag import TCP_ESTABLISHED, SockDiag
-from ..netem.injectors import ProxyInjector
+from ..netem.proxy_injector import ProxyInjector
 from ..proc.process import spawn, tail, terminate
 from ..proc.tree_watch import tree_pids
 from ..run.bundled import ROOT
+from ..run.row import network_row
 from ..run.server import ServerProcess
-from ..run.trial import network_row, stopped_accepting
 
 SHARD_GRACE_S = 30.0
 FILES_LEASE_S = 3600.0  # a shard's files wait this long for the coordinator to fetch them
@@ -261,8 +261,7 @@ def _end_server(
     session.sampler.stop()
     clients = session.clients.stop()
     server = session.server
-    alive = server.proc is not None and server.proc.poll() is None
-    refuses = alive and stopped_accepting(server.host, server.port)
+    alive, refuses = server.serving()
     inj = session.injector
     try:
         if inj is not None and alive and probe_after:

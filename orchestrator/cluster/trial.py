@@ -1,6 +1,10 @@
 """One trial on a cluster: the server on its host, one load-generator shard per loadgen host,
 all through Dask tasks that only start, watch and stop subprocesses (tasks.py), then the
-shards merged into the trial's files and row (merge.py).
+shards merged into the trial's files (merge.py) and what the trial produced handed to
+run/row.py for its row, the same builder a local trial's goes through. Besides a local
+trial's columns the row has server_host, loadgen_hosts, shards, clock_offset_ms_max,
+clock_uncertainty_ms_max and server_client_addresses; its noise columns are the worst host's
+(merge.noise_rollup).
 
 Files in the trial directory, besides those of a local trial: shards.json (per shard: host,
 address, clock offset and its uncertainty, lead before the start instant, shift_ns, requests
@@ -20,13 +24,17 @@ import json
 import math
 import secrets
 import time
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+from loadgen.spec import LoadSpec
+
 from ..errors import PerfctlError
-from ..experiment.load import shard_specs, to_load_spec, trial_seed
+from ..experiment.load import shard_specs, to_load_spec
 from ..experiment.plan import Cell, Plan
-from ..results import trial_dir, write_json
-from ..run.trial import describe, summarize_trial
+from ..results import write_json
+from ..run.row import ServerEnd, TrialOutcome, load_generator_failed, trial_row
 from . import merge, tasks
 from .session import Clock, HostLost, Session, outcome
 
@@ -36,84 +44,42 @@ SERVER_LEASE_GRACE_S = 120.0
 STOP_GRACE_S = 30.0
 
 
-def _row_base(cell: Cell, trial: int, seed: int) -> dict:
-    return {"cell_id": cell.cell_id, "trial": trial, **cell.values, **describe(cell), "seed": seed}
-
-
 def execute_cluster_trial(
     session: Session, plan: Plan, cell: Cell, trial: int, run_dir: Path
 ) -> dict:
-    """Like run.trial.execute_trial, on the cluster's hosts. Returns the trial's row."""
-    tdir = trial_dir(run_dir, cell.cell_id, trial)
-    tdir.mkdir(parents=True, exist_ok=True)
+    """Like run.trial.execute_trial, on the cluster's hosts. Returns the trial's row
+    (run/row.py)."""
     known = session.names()
     server_host = cell.placement.server_host(known)
     lg_hosts = cell.placement.loadgen_hosts(known)
     addrs = session.require(list(dict.fromkeys([server_host, *lg_hosts])))
-    seed = trial_seed(cell.cell_id, trial, cell.load.seed)
+    out = TrialOutcome.begin(
+        cell,
+        trial,
+        run_dir,
+        cell.placement.server_cpu_list or session.facts.get(server_host, {}).get("cpus"),
+        hosts={
+            "server_host": server_host,
+            "loadgen_hosts": ",".join(lg_hosts),
+            "shards": len(lg_hosts),
+        },
+    )
+    tdir, seed = out.tdir, out.seed
     token = f"{cell.cell_id}-{trial}-{secrets.token_hex(4)}"
+    calls = _Calls(session, token, addrs)
     load = cell.load
     phase_s = load.warmup_s + load.window_s + load.timeout_s
-    reasons: list[str] = []
+    reasons = out.host_reasons
     results: dict = {}
     clocks: dict[str, Clock] = {}
-    server_out = None
     start_wall = 0
     ended = False
     try:
-        try:
-            started = session.wait(
-                {
-                    server_host: session.submit(
-                        addrs[server_host],
-                        tasks.start_server,
-                        token,
-                        cell.server_name,
-                        cell.server,
-                        cell.placement.server_cpu_list,
-                        plan.source,
-                        START_LEAD_S + phase_s + SERVER_LEASE_GRACE_S,
-                        cell.network if cell.network.shapes else None,
-                        seed,
-                        cell.placement.injector_cpus,
-                    )
-                },
-                {server_host: addrs[server_host]},
-                SERVER_START_S,
-            )[server_host]
-        except (HostLost, TimeoutError) as e:
-            # the trial is invalid; the next one needing the host waits for it (Session.require)
-            why = (
-                f"left ({e.detail})"
-                if isinstance(e, HostLost)
-                else f"did not answer within {SERVER_START_S:g} s"
-            )
-            row = _row_base(cell, trial, seed)
-            row.update(
-                {
-                    "requests": 0,
-                    "errors": 0,
-                    "throughput_rps": 0.0,
-                    "valid": False,
-                    "server_host": server_host,
-                    "loadgen_hosts": ",".join(lg_hosts),
-                    "shards": len(lg_hosts),
-                    "invalid_reasons": f"server host {server_host} ({addrs[server_host]}) "
-                    f"{why} while the server {cell.server_name} was "
-                    "starting there",
-                }
-            )
-            return row
-        if isinstance(started, PerfctlError):
-            raise started
-        if isinstance(started, BaseException):
-            raise PerfctlError(
-                f"host {server_host} ({addrs[server_host]}): starting the server "
-                f"{cell.server_name} failed there: {type(started).__name__}: "
-                f"{started}. Fix: check that perfctl is installed on that host "
-                "at the same version as here (docs/clusters.md)."
-            )
-        spec = to_load_spec(
+        started = _start_server(calls, plan, out, START_LEAD_S + phase_s)
+        if started is None:
+            return trial_row(out)
+        out.startup_s = started["startup_s"]
+        out.spec = to_load_spec(
             load,
             cell.workload,
             started["host"],
@@ -121,8 +87,8 @@ def execute_cluster_trial(
             seed=seed,
             cpus=tuple(cell.placement.loadgen_cpu_list or ()),
         )
-        (tdir / "spec.json").write_text(spec.to_json())
-        specs = shard_specs(spec, len(lg_hosts))
+        (tdir / "spec.json").write_text(out.spec.to_json())
+        shards = dict(zip(lg_hosts, shard_specs(out.spec, len(lg_hosts))))
         futures: dict = {}
         try:
             clocks = {h: session.clock(h, a) for h, a in addrs.items()}
@@ -136,143 +102,172 @@ def execute_cluster_trial(
                     start_wall + clocks[h].offset_ns,
                     list(s.cpus) or None,
                 )
-                for h, s in zip(lg_hosts, specs)
+                for h, s in shards.items()
             }
             results = session.wait(
                 futures, addrs, START_LEAD_S + phase_s + tasks.SHARD_GRACE_S + STOP_GRACE_S
             )
-        except HostLost as e:
+        except (HostLost, TimeoutError) as e:
             reasons.append(
                 f"host(s) {', '.join(e.hosts)} "
                 f"({', '.join(addrs[h] for h in e.hosts)}) lost during the trial"
                 f"{': ' + e.detail if e.detail else ''}; the trial's processes on "
                 "the other hosts were stopped"
+                if isinstance(e, HostLost)
+                else "the shards did not finish in time; their processes were stopped"
             )
-            results = {
-                h: outcome(f) for h, f in futures.items() if f.status in ("finished", "error")
-            }
-        except TimeoutError:
-            reasons.append("the shards did not finish in time; their processes were stopped")
             results = {
                 h: outcome(f) for h, f in futures.items() if f.status in ("finished", "error")
             }
         ended = True
     finally:  # shards still running; on the way out by an exception, the server too
         session.stop_trial(token, addrs, server=not ended)
+    server_out = _stop_server(calls, out, clocks, start_wall)
+    _fetch(calls, out, results)
+    out.max_error_rate = plan.experiment.validity.error_limit(out.spec.mode)
+    out.network = {"network_backend": "proxy" if cell.network.shapes else "none"}
+    bound_ms = session.cfg.max_clock_uncertainty_s * 1e3
+    shard_noise = _shards(out, shards, addrs, clocks, results, bound_ms)
+    server_noise = None
+    if server_out is not None and not server_out.get("missing"):
+        server_noise = _server(out, server_host, addrs[server_host], server_out)
+    out.noise = partial(merge.noise_rollup, server_noise, shard_noise, window_s=load.window_s)
+    return trial_row(out)
+
+
+@dataclass(frozen=True)
+class _Calls:
+    """What every call of one cluster trial to its hosts takes: the session, the trial's
+    token (what its tasks and files are known by on every host) and the hosts' addresses."""
+
+    session: Session
+    token: str
+    addrs: dict[str, str]
+
+    def one(self, host: str, fn, *args, timeout_s: float):
+        """fn(token, *args) as a task on `host`, waited for up to timeout_s: its result, or
+        the exception it raised there. HostLost or TimeoutError when the host leaves or does
+        not answer."""
+        future = self.session.submit(self.addrs[host], fn, self.token, *args)
+        return self.session.wait({host: future}, {host: self.addrs[host]}, timeout_s)[host]
+
+
+def _start_server(calls: _Calls, plan: Plan, out: TrialOutcome, phase_s: float) -> dict | None:
+    """tasks.start_server on the server's host (with the proxy in front when the network
+    shapes), leased for phase_s and a grace: where the shards connect, or None (and the
+    reason in out.host_reasons) when the host left or did not answer. Raises PerfctlError
+    when the server could not start there."""
+    cell, host, address = out.cell, out.hosts["server_host"], calls.addrs[out.hosts["server_host"]]
+    try:
+        started = calls.one(
+            host,
+            tasks.start_server,
+            cell.server_name,
+            cell.server,
+            cell.placement.server_cpu_list,
+            plan.source,
+            phase_s + SERVER_LEASE_GRACE_S,
+            cell.network if cell.network.shapes else None,
+            out.seed,
+            cell.placement.injector_cpus,
+            timeout_s=SERVER_START_S,
+        )
+    except (HostLost, TimeoutError) as e:
+        # the trial is invalid; the next one needing the host waits for it (Session.require)
+        why = (
+            f"left ({e.detail})"
+            if isinstance(e, HostLost)
+            else f"did not answer within {SERVER_START_S:g} s"
+        )
+        out.host_reasons.append(
+            f"server host {host} ({address}) {why} while the server "
+            f"{cell.server_name} was starting there"
+        )
+        return None
+    if isinstance(started, PerfctlError):
+        raise started
+    if isinstance(started, BaseException):
+        raise PerfctlError(
+            f"host {host} ({address}): starting the server "
+            f"{cell.server_name} failed there: {type(started).__name__}: "
+            f"{started}. Fix: check that perfctl is installed on that host "
+            "at the same version as here (docs/clusters.md)."
+        )
+    return started
+
+
+def _stop_server(
+    calls: _Calls, out: TrialOutcome, clocks: dict[str, Clock], start_wall: int
+) -> dict | None:
+    """tasks.stop_server on the server's host, told the measured window in that host's wall
+    clock (start_wall: the shards' agreed start, in the coordinator's; 0 if they never got
+    one): its result, or None (and the reason in out.host_reasons) when the host is lost or
+    the task failed."""
+    host, load = out.hosts["server_host"], out.cell.load
     window = None
-    if start_wall and server_host in clocks:
-        s_wall = start_wall + clocks[server_host].offset_ns
+    if start_wall and host in clocks:
+        s_wall = start_wall + clocks[host].offset_ns
         window = (
             s_wall + int(load.warmup_s * 1e9),
             s_wall + int((load.warmup_s + load.window_s) * 1e9),
         )
     try:
-        server_out = session.wait(
-            {
-                server_host: session.submit(
-                    addrs[server_host],
-                    tasks.stop_server,
-                    token,
-                    window,
-                    window[0] - int(load.warmup_s * 1e9) if window else time.time_ns(),
-                    0,
-                    load.window_s,
-                )
-            },
-            {server_host: addrs[server_host]},
-            STOP_GRACE_S,
-        )[server_host]
+        server_out = calls.one(
+            host,
+            tasks.stop_server,
+            window,
+            window[0] - int(load.warmup_s * 1e9) if window else time.time_ns(),
+            0,
+            load.window_s,
+            timeout_s=STOP_GRACE_S,
+        )
     except (HostLost, TimeoutError):
-        reasons.append(
-            f"server host {server_host} ({addrs[server_host]}) lost or unreachable "
-            "at the end of the trial"
+        out.host_reasons.append(
+            f"server host {host} ({calls.addrs[host]}) lost or unreachable at the end of the trial"
         )
-        server_out = None
+        return None
     if isinstance(server_out, BaseException):
-        reasons.append(
-            f"stopping the server on {server_host} failed: "
-            f"{type(server_out).__name__}: {server_out}"
+        out.host_reasons.append(
+            f"stopping the server on {host} failed: {type(server_out).__name__}: {server_out}"
         )
-        server_out = None
-    _fetch(session, token, tdir, addrs, results, reasons)
-    return _row(
-        plan,
-        cell,
-        trial,
-        seed,
-        tdir,
-        spec,
-        specs,
-        lg_hosts,
-        server_host,
-        addrs,
-        clocks,
-        results,
-        started,
-        server_out,
-        reasons,
-        session,
-    )
+        return None
+    return server_out
 
 
-def _fetch(
-    session: Session,
-    token: str,
-    tdir: Path,
-    addrs: dict[str, str],
-    results: dict,
-    reasons: list[str],
-) -> None:
+def _fetch(calls: _Calls, out: TrialOutcome, results: dict) -> None:
     """Each finished shard's files into tdir/shards/<host>/ (Session.fetch_files); a shard
-    whose files cannot be fetched counts as lost (its result becomes the error)."""
+    whose files cannot be fetched counts as lost (its result becomes None, the reason goes
+    to out.host_reasons)."""
     for h, r in results.items():
         if not isinstance(r, dict) or not r.get("files"):
             continue
+        address = calls.addrs[h]
         try:
-            session.fetch_files(h, addrs[h], token, r["files"], tdir / "shards" / h)
+            calls.session.fetch_files(h, address, calls.token, r["files"], out.tdir / "shards" / h)
         except (HostLost, TimeoutError, OSError) as e:
             why = "host lost" if isinstance(e, HostLost) else type(e).__name__
-            reasons.append(
-                f"shard {h}: its records could not be fetched from {addrs[h]} ({why}: {e})"
+            out.host_reasons.append(
+                f"shard {h}: its records could not be fetched from {address} ({why}: {e})"
             )
             results[h] = None
 
 
-def _row(
-    plan,
-    cell,
-    trial,
-    seed,
-    tdir,
-    spec,
-    specs,
-    lg_hosts,
-    server_host,
-    addrs,
-    clocks,
-    results,
-    started,
-    server_out,
-    reasons,
-    session,
-) -> dict:
-    load = cell.load
-    row = _row_base(cell, trial, seed)
-    cpus = cell.placement.server_cpu_list or session.facts.get(server_host, {}).get("cpus")
-    row.update(
-        {
-            "startup_s": started["startup_s"],
-            "network_backend": "proxy" if cell.network.shapes else "none",
-            "server_cores": len(cpus) if cpus else math.nan,
-            "server_host": server_host,
-            "loadgen_hosts": ",".join(lg_hosts),
-            "shards": len(lg_hosts),
-        }
-    )
-    max_err = plan.experiment.validity.error_limit(spec.mode)
-    bound_ms = session.cfg.max_clock_uncertainty_s * 1e3
+def _shards(
+    out: TrialOutcome,
+    shards: dict[str, LoadSpec],
+    addrs: dict[str, str],
+    clocks: dict[str, Clock],
+    results: dict,
+    bound_ms: float,
+) -> list[tuple[str, dict, list[str]]]:
+    """Each shard's result (run_shard's, its files fetched into shards/<host>/; shards: host
+    -> its spec) judged into out.host_reasons, and the usable ones merged into the trial's
+    files and out.summary, the clocks' columns into out.columns; shards.json written.
+    bound_ms: cluster.max_clock_uncertainty.
+    Returns each usable shard's noise readings (host, columns, reasons)."""
+    tdir, reasons = out.tdir, out.host_reasons
     parts, shard_info, shard_noise = [], [], []
-    for h, s in zip(lg_hosts, specs):
+    for h, s in shards.items():
         clock = clocks.get(h, Clock(0, 0))
         info = {
             "host": h,
@@ -282,6 +277,7 @@ def _row(
             "connections": s.connections,
             "seed": s.seed,
         }
+        shard_info.append(info)
         r = results.get(h)
         sdir = tdir / "shards" / h
         sdir.mkdir(parents=True, exist_ok=True)
@@ -296,26 +292,36 @@ def _row(
             info["status"] = "lost" if r is None else "failed"
             if r is not None:
                 reasons.append(f"shard {h}: the task failed there: {type(r).__name__}: {r}")
-            shard_info.append(info)
             continue
         (sdir / "loadgen.log").write_text(r["log"])
         info["lead_ms"] = r["lead_ms"]
         if r["lead_ms"] < 0:
             reasons.append(f"shard {h} began {-r['lead_ms']:.0f} ms after the agreed start instant")
         if r["files"] is None:
-            why = "timed out" if r["code"] is None else f"exited {r['code']}"
-            reasons.append(f"shard {h}: load generator {why}: {r['log'][-300:]}")
+            reasons.append(
+                load_generator_failed(f"shard {h}: load generator", r["code"], r["log"][-300:])
+            )
             info["status"] = "failed"
-            shard_info.append(info)
             continue
         summary = json.loads(r["summary"])
-        m, why = merge.shard_verdicts(h, sdir, summary, spec.mode, s.rate_rps, max_err)
-        reasons += why
-        own = h != server_host and s.processes <= len(r["cpus"])
-        nrow, nwhy = merge.shard_noise(
-            r["samples"], summary, m["requests"], load.window_s, set(r["cpus"]), own
+        m, why = merge.shard_verdicts(
+            h, sdir, summary, out.spec.mode, s.rate_rps, out.max_error_rate
         )
-        shard_noise.append((h, nrow, nwhy))
+        reasons += why
+        own = h != out.hosts["server_host"] and s.processes <= len(r["cpus"])
+        shard_noise.append(
+            (
+                h,
+                *merge.shard_noise(
+                    r["samples"],
+                    summary,
+                    m["requests"],
+                    out.cell.load.window_s,
+                    set(r["cpus"]),
+                    own,
+                ),
+            )
+        )
         info.update(
             {
                 "status": "ok",
@@ -331,67 +337,56 @@ def _row(
             }
         )
         parts.append((h, sdir))
-        shard_info.append(info)
-    summary = None
     if parts:
-        summary, shifts = merge.merge_shards(parts, tdir)
+        out.summary, shifts = merge.merge_shards(parts, tdir)
         for info in shard_info:
             if info["host"] in shifts:
                 info["shift_ns"] = shifts[info["host"]]
-        write_json(tdir / "summary.json", summary)
-        metrics, timeline = summarize_trial(tdir, summary, spec, max_err)
-        if metrics["invalid_reasons"]:
-            reasons += [
-                r
-                for r in metrics["invalid_reasons"].split("; ")
-                if not any(r in x for x in reasons)
-            ]
-        row.update({k: v for k, v in metrics.items() if k not in ("valid", "invalid_reasons")})
-        timeline.to_parquet(tdir / "timeline.parquet", index=False)
-    else:
-        row.update({"requests": 0, "errors": 0, "throughput_rps": 0.0})
-    if len(parts) < len(lg_hosts) and not any("lost" in r or "shard" in r for r in reasons):
-        reasons.append("not every shard returned its records")
-    row["clock_offset_ms_max"] = (
+        write_json(tdir / "summary.json", out.summary)
+    if len(parts) < len(shards) and not any("lost" in r or "shard" in r for r in reasons):
+        out.load_failure = "not every shard returned its records"
+    write_json(
+        tdir / "shards.json", {"server_host": out.hosts["server_host"], "shards": shard_info}
+    )
+    out.columns["clock_offset_ms_max"] = (
         max(abs(c.offset_ns) for c in clocks.values()) / 1e6 if clocks else math.nan
     )
-    row["clock_uncertainty_ms_max"] = (
+    out.columns["clock_uncertainty_ms_max"] = (
         max(c.uncertainty_ns for c in clocks.values()) / 1e6 if clocks else math.nan
     )
-    server_noise = None
-    if server_out is not None and not server_out.get("missing"):
-        (tdir / "server.log").write_bytes(server_out["log"])
-        (tdir / "resources.parquet").write_bytes(server_out["resources"])
-        row.update(server_out["summary"])
-        row["server_client_addresses"] = len(server_out["clients"])
-        write_json(
-            tdir / "server.json",
-            {
-                "host": server_host,
-                "address": addrs[server_host],
-                "port": server_out["port"],
-                "client_addresses": server_out["clients"],
-                "exit_code": server_out["code"],
-            },
-        )
-        if not server_out["alive"]:
-            reasons.append(
-                f"server died during the trial (exit {server_out['code']}) on "
-                f"{server_host}; see {tdir / 'server.log'}"
-            )
-        elif server_out["refuses"]:
-            reasons.append(
-                f"server stopped accepting connections on {server_host} port "
-                f"{server_out['port']}; see {tdir / 'server.log'}"
-            )
-        reasons += server_out["tree_reasons"]
-        row.update(server_out["network"])
-        reasons += server_out["network_reasons"]
-        server_noise = (server_host, server_out["noise"], server_out["noise_reasons"])
-    write_json(tdir / "shards.json", {"server_host": server_host, "shards": shard_info})
-    row["valid"] = not reasons
-    row["invalid_reasons"] = "; ".join(reasons)
-    row.update(
-        merge.noise_rollup(server_noise, shard_noise, int(row.get("requests") or 0), load.window_s)
+    return shard_noise
+
+
+def _server(
+    out: TrialOutcome, host: str, address: str, server_out: dict
+) -> tuple[str, dict, list[str]]:
+    """What tasks.stop_server brought back from the server's host into the outcome, and its
+    log, resource samples and server.json into the trial directory. Returns the host's noise
+    readings (host, columns, reasons)."""
+    tdir = out.tdir
+    (tdir / "server.log").write_bytes(server_out["log"])
+    (tdir / "resources.parquet").write_bytes(server_out["resources"])
+    write_json(
+        tdir / "server.json",
+        {
+            "host": host,
+            "address": address,
+            "port": server_out["port"],
+            "client_addresses": server_out["clients"],
+            "exit_code": server_out["code"],
+        },
     )
-    return row
+    out.resources = server_out["summary"]
+    out.columns["server_client_addresses"] = len(server_out["clients"])
+    out.server = ServerEnd(
+        server_out["alive"],
+        server_out["refuses"],
+        server_out["code"],
+        server_out["port"],
+        tdir / "server.log",
+        host=host,
+    )
+    out.tree_reasons = server_out["tree_reasons"]
+    out.network.update(server_out["network"])
+    out.network_reasons = server_out["network_reasons"]
+    return host, server_out["noise"], server_out["noise_reasons"]

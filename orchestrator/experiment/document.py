@@ -109,13 +109,19 @@ def validation_error(source: str, prefix: str, e: ValidationError, cell: str = "
     return fail(source, key, f"{msg}{where}{more}", fix)
 
 
+def matches(node: Any, pattern: re.Pattern) -> set:
+    """Every match of `pattern` (as re.findall gives them) in the string values of a raw
+    document node, through all its mappings and lists."""
+    if isinstance(node, dict):
+        return set().union(*(matches(v, pattern) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(matches(v, pattern) for v in node))
+    return set(pattern.findall(node)) if isinstance(node, str) else set()
+
+
 def placeholders(node: Any) -> set[str]:
     """Every `{name}` in the string values of a raw document node (what substitute() fills)."""
-    if isinstance(node, dict):
-        return set().union(*map(placeholders, node.values()))
-    if isinstance(node, list):
-        return set().union(*map(placeholders, node))
-    return set(_PLACEHOLDER.findall(node)) if isinstance(node, str) else set()
+    return matches(node, _PLACEHOLDER)
 
 
 def substitute(node: Any, values: dict[str, Scalar], source: str, path: str) -> Any:

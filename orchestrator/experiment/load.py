@@ -272,6 +272,24 @@ def trial_seed(cell_id: str, trial: int, load_seed: int = 1) -> int:
     return int.from_bytes(digest[:6], "big")
 
 
+# the LoadSpec fields that are the `load:` fields of the same name, as they are
+_SPEC_FROM_LOAD = (
+    "mode",
+    "connections",
+    "think_time_s",
+    "arrivals",
+    "max_outstanding",
+    "duration_s",
+    "warmup_s",
+    "timeout_s",
+    "keepalive",
+    "processes",
+    "bursts",
+    "burst_interval_s",
+    "records",
+)
+
+
 def to_load_spec(
     load: Load, workload: Workload, host: str, port: int, seed: int, cpus: tuple[int, ...] = ()
 ) -> LoadSpec:
@@ -284,27 +302,15 @@ def to_load_spec(
         target=workload.target,
         method=workload.method,
         body=workload.body,
-        mode=load.mode,
-        connections=load.connections,
-        think_time_s=load.think_time_s,
         think_dist=load.think,
         rate_rps=load.rate_rps or 0.0,
-        arrivals=load.arrivals,
-        max_outstanding=load.max_outstanding,
-        duration_s=load.duration_s,
-        warmup_s=load.warmup_s,
-        timeout_s=load.timeout_s,
-        keepalive=load.keepalive,
         seed=seed,
         cpus=tuple(cpus),
-        processes=load.processes,
-        bursts=load.bursts,
-        burst_interval_s=load.burst_interval_s,
         ramp_rates=tuple(load.ramp.rates) if load.ramp else (),
         ramp_step_s=ramp.step_s,
         slo_p99_ms=ramp.slo.p99_ms,
         slo_error_rate=ramp.slo.error_rate,
-        records=load.records,
+        **{name: getattr(load, name) for name in _SPEC_FROM_LOAD},
     )
 
 

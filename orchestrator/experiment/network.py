@@ -28,6 +28,9 @@ swallowed from then on (proxy backend only; tc netem has no such fault).
 `schedule`: steps `{at: T, <keys>}`; from T after the load starts (t_s = 0 of the trial's
 timeline) the keys replace those of the step before (`delay` also replaces delay_up/down,
 `bandwidth` bandwidth_up/down, `loss` loss_burst and the other way round).
+
+This module says what to inject. What the probe should then measure is netem/expected.py's,
+and how tc and perfctl-proxy spell it on their command lines is netem/commands.py's.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import PerfctlError
@@ -44,7 +46,6 @@ from .units import bandwidth_bps, duration_ms, duration_s, fraction
 
 Backend = Literal["auto", "proxy", "netem", "tbf"]
 Distribution = Literal["uniform", "normal", "pareto"]
-PARETO_SHAPE = 3.0
 # keys a schedule step may not change, and keys whose setting replaces others of the step before
 _FIXED_KEYS = ("backend", "profile", "schedule")
 _REPLACES = {
@@ -100,32 +101,6 @@ class GilbertElliott(BaseModel):
         }
         starts = sum(pi[a] * (1 - loss[a]) * step[a, c] * loss[c] for a in "gb" for c in "gb")
         return self.loss_rate() / starts if starts > 0 else math.inf
-
-    def sampling_interval(
-        self, n: int, level: float = 0.99, reps: int = 4000, seed: int = 0
-    ) -> tuple[tuple[float, float], tuple[float, float]]:
-        """Central `level` intervals of the loss rate and of the mean burst length that `n`
-        chunks of this chain show, from `reps` simulated runs (started in the stationary law).
-        A bursty chain's estimates converge slowly (n=3000 with p=2%, r=25% has ~55 bad
-        spells, a ~20% relative spread of the rate), so a measurement is judged against this
-        interval, not against the long-run value with a fixed tolerance."""
-        rng = np.random.default_rng(seed)
-        bad = rng.random(reps) < self.bad_share
-        lost = np.empty((n, reps), bool)
-        for i in range(n):
-            u = rng.random(reps)
-            bad = np.where(bad, u >= self.r, u < self.p)
-            lost[i] = rng.random(reps) < np.where(bad, self.loss_bad, self.loss_good)
-        rate = lost.mean(axis=0)
-        starts = lost[0].astype(int) + (lost[1:] & ~lost[:-1]).sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            burst = np.where(starts > 0, lost.sum(axis=0) / np.maximum(starts, 1), np.nan)
-        a = (1 - level) / 2
-        burst = burst[~np.isnan(burst)]
-        return (
-            (float(np.quantile(rate, a)), float(np.quantile(rate, 1 - a))),
-            (float(np.quantile(burst, a)), float(np.quantile(burst, 1 - a))),
-        )
 
 
 class Network(BaseModel):
@@ -367,37 +342,11 @@ class Network(BaseModel):
 
     def expected_rtt_ms(self) -> float:
         """Mean added round-trip time: delay_up + delay_down plus the mean jitter of each
-        direction (after the >= 0 clamp). Loss and reordering are not included (see
-        expected_rtt_p50_ms)."""
+        direction (after the >= 0 clamp). Loss and reordering are not included (the median the
+        probe is checked against, with them: netem/expected.py expected_rtt_p50_ms)."""
         return sum(
             _mean_clamped(d, self.jitter_ms, self.distribution) for d in self.direction_delays_ms()
         )
-
-    def added_rtt_samples_ms(self, n: int = 200_000, seed: int = 12345) -> np.ndarray:
-        """Simulated added RTT of n independent request/response round trips on an idle path
-        (fixed seed): each direction's delay + jitter (clamped), 0 if reordered, + rto if
-        lost. What the probe's samples are checked against."""
-        rng = np.random.default_rng(seed)
-        total = np.zeros(n)
-        for d in self.direction_delays_ms():
-            one = np.maximum(0.0, d + jitter_samples_ms(rng, n, self.jitter_ms, self.distribution))
-            if self.reorder:
-                one = np.where(
-                    reorder_draws(rng, n, self.reorder_correlation) < self.reorder, 0.0, one
-                )
-            if self.has_loss:
-                one = one + self.rto_ms * (rng.random(n) < self.loss_per_chunk)
-            total += one
-        return total
-
-    def expected_rtt_p50_ms(self) -> float:
-        """Median added RTT of one request/response round trip: what probe p50 is checked
-        against. Exact without jitter, loss and reordering; otherwise from a fixed-seed
-        simulation."""
-        up, down = self.direction_delays_ms()
-        if not self.jitter_ms and not self.has_loss and not self.reorder:
-            return up + down
-        return float(np.median(self.added_rtt_samples_ms()))
 
     def describe(self) -> str:
         """Short label, e.g. 'delay=10ms jitter=2ms(normal) loss=1% bw=10mbit'."""
@@ -456,30 +405,6 @@ class NetworkStep(BaseModel):
 Network.model_rebuild()
 
 
-def reorder_draws(rng: np.random.Generator, n: int, correlation: float) -> np.ndarray:
-    """netem's correlated uniforms, as the proxy draws them: u'_k = (1-c) u_k + c u'_(k-1)."""
-    u = rng.random(n)
-    if not correlation:
-        return u
-    from scipy.signal import lfilter  # here: scipy.signal is slow to import and rarely needed
-
-    return lfilter([1.0 - correlation], [1.0, -correlation], u)
-
-
-def jitter_samples_ms(
-    rng: np.random.Generator, n: int, jitter: float, distribution: str
-) -> np.ndarray:
-    """Draws of one direction's jitter term (before the clamp), same law as the proxy."""
-    if not jitter:
-        return np.zeros(n)
-    if distribution == "normal":
-        return rng.normal(0.0, jitter, n)
-    if distribution == "pareto":
-        a = PARETO_SHAPE
-        return np.minimum((a - 1.0) * jitter * (rng.random(n) ** (-1.0 / a) - 1.0), 1000.0 * jitter)
-    return rng.uniform(-jitter, jitter, n)
-
-
 def _mean_clamped(d: float, j: float, dist: str) -> float:
     """E[max(0, d + J)] for one direction."""
     if not j:
@@ -507,16 +432,3 @@ def format_rate(bps: float) -> str:
         if bps >= mul and (bps / mul) == round(bps / mul, 6):
             return f"{bps / mul:g}{unit}"
     return f"{bps:g}bit"
-
-
-def ms_arg(ms: float) -> str:
-    """A duration as the proxy and tc accept it, exact to the microsecond: '10ms', '250us'."""
-    us = round(ms * 1000.0)
-    if us % 1000 == 0:
-        return f"{us // 1000}ms"
-    return f"{us}us"
-
-
-def rate_arg(bps: float) -> str:
-    """A bandwidth as the proxy and tc accept it (integer bits/s): '10000000bit'."""
-    return f"{int(round(bps))}bit"

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from .base import FrozenModel, Seconds
-from .document import fail, placeholders, validation_error
+from .document import fail, matches, placeholders, validation_error
 
 SERVICE_FIELDS = ("dsn", "host", "port")
 SERVICE_PLACEHOLDER = re.compile(r"\{services\.([A-Za-z0-9_-]*)\.([A-Za-z0-9_]*)\}")
@@ -102,11 +102,7 @@ def compile_services(raw: dict[str, Any], source: str) -> dict[str, ServiceConfi
 
 def service_refs(node: Any) -> set[tuple[str, str]]:
     """Every (service, field) named by a `{services.NAME.FIELD}` in a raw document node."""
-    if isinstance(node, dict):
-        return set().union(*map(service_refs, node.values()))
-    if isinstance(node, list):
-        return set().union(*map(service_refs, node))
-    return set(SERVICE_PLACEHOLDER.findall(node)) if isinstance(node, str) else set()
+    return matches(node, SERVICE_PLACEHOLDER)
 
 
 def check_refs(servers: dict[str, Any], services: dict[str, ServiceConfig], source: str) -> None:
@@ -114,7 +110,7 @@ def check_refs(servers: dict[str, Any], services: dict[str, ServiceConfig], sour
     dotted placeholder that is no service placeholder (`{service.db.dsn}`)."""
     for name, doc in servers.items():
         key = f"servers.{name}"
-        for dotted in _dotted(doc):
+        for dotted in matches(doc, _DOTTED):
             if not SERVICE_PLACEHOLDER.fullmatch("{" + dotted + "}"):
                 raise fail(
                     source,
@@ -138,14 +134,6 @@ def check_refs(servers: dict[str, Any], services: dict[str, ServiceConfig], sour
                     f"placeholder {{services.{svc}.{field}}}: a service has no field {field!r}",
                     f"use one of {', '.join(SERVICE_FIELDS)}",
                 )
-
-
-def _dotted(node: Any) -> set[str]:
-    if isinstance(node, dict):
-        return set().union(*map(_dotted, node.values()))
-    if isinstance(node, list):
-        return set().union(*map(_dotted, node))
-    return set(_DOTTED.findall(node)) if isinstance(node, str) else set()
 
 
 def fill(text: str, values: dict[str, dict[str, str]]) -> str:

@@ -24,19 +24,26 @@ _PCT_RE = re.compile(rf"^\s*{_NUM}\s*(%)?\s*$")
 
 DURATION_FORMS = 'a number with a unit: "250us", "20ms", "1.5s", "2m" (a bare number means seconds)'
 RATE_FORMS = 'a number with a unit: "10mbit", "500kbit", "1gbit" (bits/s) or "1mbps" (bytes/s)'
+PCT_FORMS = '0.01 or "1%"'
+
+
+def _number(value: str | float | int, what: str, forms: str, pattern: re.Pattern):
+    """(number, unit or None) of value: a bare int or float has no unit, a string must match
+    `pattern` (its groups: the number, the unit). ValueError naming `what` and `forms`."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a {what}; use {forms}")
+    if isinstance(value, (int, float)):
+        return float(value), None
+    m = pattern.match(str(value))
+    if not m:
+        raise ValueError(f"{value!r} is not a {what}; use {forms}")
+    return float(m.group(1)), m.group(2)
 
 
 def duration_s(value: str | float | int) -> float:
     """Parse a duration to seconds. Bare numbers are seconds. Raises ValueError if negative."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration; use {DURATION_FORMS}")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        m = _DURATION_RE.match(str(value))
-        if not m:
-            raise ValueError(f"{value!r} is not a duration; use {DURATION_FORMS}")
-        seconds = float(m.group(1)) * _DURATION_S[m.group(2) or "s"]
+    number, unit = _number(value, "duration", DURATION_FORMS, _DURATION_RE)
+    seconds = number * _DURATION_S[unit or "s"]
     if seconds < 0:
         raise ValueError(f"{value!r} is negative; durations are >= 0")
     return seconds
@@ -49,15 +56,8 @@ def duration_ms(value: str | float | int) -> float:
 
 def bandwidth_bps(value: str | float | int) -> float:
     """Parse a bandwidth to bits per second. Bare numbers are bits/s."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a bandwidth; use {RATE_FORMS}")
-    if isinstance(value, (int, float)):
-        bps = float(value)
-    else:
-        m = _RATE_RE.match(str(value))
-        if not m:
-            raise ValueError(f"{value!r} is not a bandwidth; use {RATE_FORMS}")
-        bps = float(m.group(1)) * _RATE_BPS[(m.group(2) or "bit").lower()]
+    number, unit = _number(value, "bandwidth", RATE_FORMS, _RATE_RE)
+    bps = number * _RATE_BPS[(unit or "bit").lower()]
     if bps <= 0:
         raise ValueError(f"{value!r} must be > 0")
     return bps
@@ -65,15 +65,8 @@ def bandwidth_bps(value: str | float | int) -> float:
 
 def fraction(value: str | float | int) -> float:
     """Parse a probability: 0.01 or "1%". Must lie in [0, 1]."""
-    if isinstance(value, bool):
-        raise ValueError(f'{value!r} is not a probability; use 0.01 or "1%"')
-    if isinstance(value, (int, float)):
-        p = float(value)
-    else:
-        m = _PCT_RE.match(str(value))
-        if not m:
-            raise ValueError(f'{value!r} is not a probability; use 0.01 or "1%"')
-        p = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+    number, pct = _number(value, "probability", PCT_FORMS, _PCT_RE)
+    p = number / (100.0 if pct else 1.0)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{value!r} is outside [0, 1]")
     return p

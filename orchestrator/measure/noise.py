@@ -60,17 +60,6 @@ MAX_FOREIGN_CPU_PCT = 10.0
 MAX_FOREIGN_SHARE_PCT = 5.0
 MAX_LOADGEN_WAIT_MS_PER_S = 50.0
 
-COLUMNS = [
-    "noise_steal_pct",
-    "noise_foreign_cpu_pct",
-    "noise_server_runqueue_wait_ms_per_s",
-    "noise_loadgen_runqueue_wait_ms_per_s",
-    "noise_runqueue_wait_us_per_request",
-    "noise_server_involuntary_switches_per_s",
-    "noise_loadgen_involuntary_switches_per_s",
-    "noise_loadgen_cpu_others_pct",
-    "noise_cpus",
-]
 OPTIONAL = {"noise_loadgen_cpu_others_pct", "noise_cpus"}  # NaN/empty is not "unmeasured"
 
 
@@ -226,15 +215,22 @@ def _others_on_loadgen_cpus(
     return 100.0 * max(0.0, elapsed_s - not_running_s - loadgen_run_ns / 1e9) / dt_s
 
 
+def columns() -> list[str]:
+    """The noise columns of trials.csv, as results/schema.py (their owner) declares them."""
+    from ..results.schema import NOISE_COLUMNS  # here: results/ loads pandas, a probe needs none
+
+    return NOISE_COLUMNS
+
+
 def not_measured() -> dict:
-    return {c: (math.nan if c != "noise_cpus" else "") for c in COLUMNS}
+    return {c: (math.nan if c != "noise_cpus" else "") for c in columns()}
 
 
 def noise_reasons(row: dict, loadgen_has_own_cpus: bool) -> list[str]:
     """Why the host was not quiet during the trial (empty list: it was)."""
     if not all(
         isinstance(row.get(c), (int, float)) and row[c] == row[c]
-        for c in COLUMNS
+        for c in columns()
         if c not in OPTIONAL
     ):
         return ["host noise not measured"]

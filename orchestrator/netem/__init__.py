@@ -1,5 +1,6 @@
 """Network injection between the load generator and the server, behind one Injector interface
-(injectors.py: prepare, wrap_command, start, probe, check, stop), and the probe that checks it.
+(base.py: prepare, wrap_command, start, probe, check, stop) with one file per backend
+(proxy_injector.py, netem_injector.py, tbf_injector.py), and the probe that checks it.
 
     make_injector(network) -> ProxyInjector | NetemInjector | TbfInjector
     choose_backend(network) -> "proxy" | "netem" | "tbf";  backend_status(name) -> (works, why)

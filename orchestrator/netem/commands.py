@@ -1,4 +1,5 @@
-"""Pure functions that build the ip / tc / perfctl-proxy command lines (unit-tested as text).
+"""Pure functions that build the ip / tc / perfctl-proxy command lines (unit-tested as text),
+and the way those tools spell a duration, a rate and a probability (ms_arg, rate_arg, pct_arg).
 
 Nothing here runs a command. Direction convention everywhere: "up" is client -> server and is
 shaped on the egress of the host-side veth; "down" is server -> client and is shaped on the
@@ -10,9 +11,27 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..experiment.network import GilbertElliott, Network, ms_arg, rate_arg
+from ..experiment.network import GilbertElliott, Network
 
 Cmd = list[str]
+
+
+def ms_arg(ms: float) -> str:
+    """A duration as the proxy and tc accept it, exact to the microsecond: '10ms', '250us'."""
+    us = round(ms * 1000.0)
+    if us % 1000 == 0:
+        return f"{us // 1000}ms"
+    return f"{us}us"
+
+
+def rate_arg(bps: float) -> str:
+    """A bandwidth as the proxy and tc accept it (integer bits/s): '10000000bit'."""
+    return f"{int(round(bps))}bit"
+
+
+def pct_arg(p: float) -> str:
+    """A probability as tc writes it: 0.0125 -> '1.25%'."""
+    return f"{p * 100:.6g}%"
 
 
 def netns_exec(ns: str, argv: list[str]) -> Cmd:
@@ -87,11 +106,6 @@ def netem_args(
     if bandwidth_bps:
         args += ["rate", rate_arg(bandwidth_bps)]
     return args
-
-
-def pct_arg(p: float) -> str:
-    """A probability as tc writes it: 0.0125 -> '1.25%'."""
-    return f"{p * 100:.6g}%"
 
 
 def netem_direction_args(spec: Network, direction: int) -> list[str]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from ..errors import PerfctlError
-from ..proc import process
+from ..proc import process, procfs
 from .commands import netns_setup_commands, netns_teardown_commands, qdisc_probe_command
 
 NS_PREFIX = "perfctl-"
@@ -128,7 +128,7 @@ class Netns:
                     pass
             deadline = time.monotonic() + grace_s
             while time.monotonic() < deadline:
-                pids = [p for p in pids if _alive(p)]
+                pids = [p for p in pids if procfs.alive(p)]
                 if not pids:
                     return
                 time.sleep(0.02)
@@ -150,26 +150,12 @@ class Netns:
         process.forget(self.guardian_key)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours counts as gone
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def cleanup_stale() -> list[str]:
     """Delete perfctl-<pid>-<n> namespaces whose creating process is gone. Returns their names."""
     removed = []
     for name in list_netns():
         m = re.fullmatch(rf"{NS_PREFIX}(\d+)-\d+", name)
-        if m and not _alive(int(m.group(1))):
+        if m and not procfs.alive(int(m.group(1))):
             Netns(name, "", "", "", "", alive=True).kill_processes()
             run(["ip", "netns", "del", name], check=False)
             removed.append(name)

@@ -21,6 +21,11 @@ JITTER_MIN_MS = 0.5  # jitter below this is not checked for shape (host noise do
 ALPHA = 1e-3  # a distribution / loss-rate check fails below this p-value
 
 
+def _verdict(off: bool, detail: str) -> tuple[bool, str]:
+    """Every check's answer, (ok, reason): not off, and the detail marked invalid or ok."""
+    return not off, ("invalid: " if off else "ok: ") + detail
+
+
 def rtt_tolerance_ms(expected_ms: float) -> float:
     return max(RTT_REL_TOL * abs(expected_ms), RTT_ABS_TOL_MS)
 
@@ -33,9 +38,7 @@ def verify(expected_ms: float, measured_ms: float) -> tuple[bool, str]:
         f"added RTT measured {measured_ms:.3f} ms vs expected {expected_ms:.3f} ms "
         f"(error {err:+.3f} ms, tolerance ±{tol:.3f} ms = max(10%, 0.5 ms))"
     )
-    if abs(err) > tol:
-        return False, "invalid: " + detail
-    return True, "ok: " + detail
+    return _verdict(abs(err) > tol, detail)
 
 
 def verify_bandwidth(expected_bps: float, measured_bps: float) -> tuple[bool, str]:
@@ -45,9 +48,7 @@ def verify_bandwidth(expected_bps: float, measured_bps: float) -> tuple[bool, st
         f"throughput measured {measured_bps / 1e6:.3f} Mbit/s vs configured "
         f"{expected_bps / 1e6:.3f} Mbit/s (error {rel * 100:+.1f}%, tolerance ±{BW_REL_TOL * 100:.0f}%)"
     )
-    if abs(rel) > BW_REL_TOL:
-        return False, "invalid: " + detail
-    return True, "ok: " + detail
+    return _verdict(abs(rel) > BW_REL_TOL, detail)
 
 
 def verify_jitter(added_ms: list[float], model_ms: np.ndarray) -> tuple[bool, str]:
@@ -62,9 +63,7 @@ def verify_jitter(added_ms: list[float], model_ms: np.ndarray) -> tuple[bool, st
         f"{m[0]:.3f}..{m[1]:.3f} ms (KS D={res.statistic:.2f}, p={res.pvalue:.2g}, "
         f"n={len(added_ms)}, off below p={ALPHA:g})"
     )
-    if res.pvalue < ALPHA:
-        return False, "invalid: " + detail
-    return True, "ok: " + detail
+    return _verdict(res.pvalue < ALPHA, detail)
 
 
 def held_threshold_ms(no_loss_model_ms: np.ndarray, rto_ms: float) -> float:
@@ -85,6 +84,4 @@ def verify_loss(
         f"round trips held back an rto: {k}/{n} = {k / max(n, 1) * 100:.1f}% vs expected "
         f"{expected_share * 100:.2f}% (binomial p={p:.2g}, off below p={ALPHA:g})"
     )
-    if p < ALPHA:
-        return False, "invalid: " + detail
-    return True, "ok: " + detail
+    return _verdict(p < ALPHA, detail)

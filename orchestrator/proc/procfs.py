@@ -39,8 +39,14 @@ def pgid(pid: int) -> int | None:
 
 
 def alive(pid: int, start: int | None = None) -> bool:
-    """The process exists, is no zombie, and (when start is given) is the one that started
-    then, not a later process that got the same pid."""
+    """True while process `pid` runs: it exists, and (when start is given) is the one that
+    started then, not a later process that got the same pid.
+
+    A zombie is not alive: it has exited, and only its exit status waits for its parent to
+    collect it (state Z, or X while being reaped). So a child that exited reads as gone before
+    anyone waits for it, and the same holds for any process, ours or another user's: /proc
+    answers for all of them, where kill(pid, 0) would need permission and count a zombie as
+    running. The one answer perfctl uses everywhere (leftovers, namespaces, bridges)."""
     fields = _stat_fields(pid)
     if not fields or fields[0] in ("Z", "X"):
         return False

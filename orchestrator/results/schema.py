@@ -111,14 +111,8 @@ MEASUREMENT_COLUMNS = [
     "tcp_accept_queue_max",
     "tcp_counters_scope",  # namespace (the server's own) | host (shared: counts all traffic)
 ]
-SELF_CHECK_COLUMNS = [
-    "loop_lag_p99_ms",
-    "loadgen_cpu_pct",
-    "gc_pause_max_ms",
-    "send_lateness_p99_ms",
-    "send_lateness_max_ms",
-    "release_spread_ms_max",
-    # host noise over the measured window (measure/noise.py says how each is read and judged)
+# host noise over the measured window (measure/noise.py says how each is read and judged)
+NOISE_COLUMNS = [
     "noise_steal_pct",
     "noise_foreign_cpu_pct",
     "noise_server_runqueue_wait_ms_per_s",
@@ -128,6 +122,15 @@ SELF_CHECK_COLUMNS = [
     "noise_loadgen_involuntary_switches_per_s",
     "noise_loadgen_cpu_others_pct",
     "noise_cpus",
+]
+SELF_CHECK_COLUMNS = [
+    "loop_lag_p99_ms",
+    "loadgen_cpu_pct",
+    "gc_pause_max_ms",
+    "send_lateness_p99_ms",
+    "send_lateness_max_ms",
+    "release_spread_ms_max",
+    *NOISE_COLUMNS,
     # with `precision:`: the cell's precision after this trial (run/precision.py)
     "precision_metric",
     "precision_target_pct",

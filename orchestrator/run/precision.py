@@ -14,14 +14,6 @@ import numpy as np
 
 from loadgen.stats import median_ci
 
-COLUMNS = [
-    "precision_metric",
-    "precision_target_pct",
-    "precision_trials",
-    "precision_half_width_pct",
-    "precision_reached",
-]
-
 
 def usable(row: dict) -> bool:
     """A trial that counts: valid, and quiet (rows written before `quiet` existed count)."""

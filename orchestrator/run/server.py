@@ -19,6 +19,19 @@ from ..proc.process import spawn, tail, terminate
 from . import bundled
 
 READY_POLL_S = 0.05
+ACCEPT_CHECK_TIMEOUT_S = 2.0
+
+
+def stopped_accepting(host: str, port: int) -> bool:
+    """True when nothing accepts on host:port any more (a refused connect; a slow or full
+    backlog is not proof, so a timeout is not counted)."""
+    try:
+        with socket.create_connection((host, port), timeout=ACCEPT_CHECK_TIMEOUT_S):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
 
 
 class ServerProcess:
@@ -160,6 +173,13 @@ class ServerProcess:
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
+
+    def serving(self) -> tuple[bool, bool]:
+        """(alive, refuses) at the load's end: the server's process still runs, and, when it
+        does, nothing accepts on its port any more (a server that stopped serving but lives on
+        behind a wrapper)."""
+        alive = self.proc is not None and self.proc.poll() is None
+        return alive, alive and stopped_accepting(self.host, self.port)
 
     def stop(self) -> int | None:
         if self.proc is None:

@@ -1,5 +1,5 @@
-"""One trial: a fresh server (and network injector), the load generator in its own process,
-teardown, and the trial's row for trials.csv (columns: results/schema.py).
+"""One trial on this host: a fresh server (and network injector), the load generator in its own
+process, teardown, and what the trial produced handed to run/row.py for its row in trials.csv.
 
 The orchestrator is never in the measurement path: the load generator is a separate process
 (`python -m loadgen spec.json dir`) that writes its raw columns to files.
@@ -8,150 +8,36 @@ The orchestrator is never in the measurement path: the load generator is a separ
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-import socket
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
-import pandas as pd
-
 from loadgen import contract
-from loadgen import digest as ldigest
-from loadgen import hdr as lhdr
-from loadgen import stats as lstats
-from loadgen.records import stream_batches
 from loadgen.spec import EXIT_CANNOT_WRITE
 
-from ..experiment.load import to_load_spec, trial_seed
-from ..experiment.network import Network
+from ..experiment.load import to_load_spec
 from ..experiment.plan import Cell, Plan
 from ..experiment.servers import BundledServer
 from ..measure import kernel_tcp, live, noise, profiler
 from ..measure.sampler import ResourceSampler
 from ..netem import make_injector
 from ..proc.process import spawn, tail, terminate
-from ..results import read_summary, trial_dir, write_json
+from ..results import read_summary
 from ..results.store import unwritable
 from . import driver
 from .bundled import ROOT
+from .row import ServerEnd, TrialOutcome, load_generator_failed, network_row, trial_row
 from .server import ServerProcess
 from .services import ServiceSet
 
 LOADGEN_GRACE_S = 30.0
-ACCEPT_CHECK_TIMEOUT_S = 2.0
 # with a network schedule the load starts at an agreed instant this far ahead (the load
 # generator's start-up fits in it, also on a busy host), which is t = 0 of the schedule and of
 # the timeline
 SCHEDULE_LEAD_NS = 3_000_000_000
 WATCH_S = 0.25  # how often the live view looks at the load generator's live file
-
-
-def describe(cell: Cell) -> dict:
-    """Config-derived columns every trial row carries (models and plots use them)."""
-    s = cell.server
-    bundled_ = isinstance(s, BundledServer)
-    cpus = cell.placement.server_cpu_list
-    return {
-        "server_impl": s.impl if bundled_ else "cmd",
-        "concurrency_model": s.concurrency_model if bundled_ else "",
-        "server_threads": s.threads if bundled_ else (s.threads or math.nan),
-        "server_backlog": s.backlog if bundled_ else math.nan,
-        "server_cores": len(cpus) if cpus else len(os.sched_getaffinity(0)),
-        "load_mode": cell.load.mode,
-        "load_driver": cell.load.driver_label,
-        "connections": cell.load.connections,
-        "think_time_s": cell.load.think_time_s,
-        "window_s": cell.load.window_s,
-        "work_spin_us": cell.workload.spin_us,
-        "work_sleep_us": cell.workload.sleep_us,
-    }
-
-
-def network_row(net: Network, injector, probes: list) -> tuple[dict, list[str]]:
-    """trials.csv columns about the injected network, and reasons to distrust the trial.
-    probes: [(when, ProbeResult, the network state it was taken in)]."""
-    row = {
-        "network_backend": injector.backend if injector else "none",
-        "rtt_expected_ms": net.expected_rtt_p50_ms() if injector else 0.0,
-        "rtt_measured_ms": math.nan,
-        "rtt_measured_before_ms": math.nan,
-        "rtt_measured_after_ms": math.nan,
-    }
-    reasons = []
-    for when, probe, state in probes:
-        row[f"rtt_measured_{when}_ms"] = probe.added_p50_ms
-        if state is not net:
-            row[f"rtt_expected_{when}_ms"] = state.expected_rtt_p50_ms()
-        if probe.throughput_bps:
-            row[f"bandwidth_measured_{when}_mbit"] = probe.throughput_bps / 1e6
-        if probe.released:
-            row[f"release_error_p50_{when}_us"] = probe.release_err_p50_us
-            row[f"release_error_p99_{when}_us"] = probe.release_err_p99_us
-        ok, why = injector.check(probe, state)
-        if not ok:
-            reasons.append(f"network injection off {when} the load: {why}")
-    measured = [p.added_p50_ms for _, p, _ in probes]
-    if measured:
-        row["rtt_measured_ms"] = float(sum(measured) / len(measured))
-    stats = getattr(injector, "stats", None) or {}
-    if stats.get("released"):
-        row["release_error_p50_us"] = stats["release_err_p50_ns"] / 1e3
-        row["release_error_p99_us"] = stats["release_err_p99_ns"] / 1e3
-    if net.schedule and injector is not None:
-        row["network_changes"] = len(injector.changes())
-        if row["network_changes"] < len(net.schedule):
-            reasons.append(
-                f"network schedule: {row['network_changes']} of {len(net.schedule)} "
-                "steps took effect before the trial ended (an `at:` beyond the load?)"
-            )
-    return row, reasons
-
-
-def network_changes(net: Network, changes: list[dict], start_ns: int) -> list[dict]:
-    """The applied schedule steps relative to the load's start instant (timeline t_s = 0):
-    [{step, at_s (asked), due_s, applied_s, network}]."""
-    return [
-        {
-            "step": c["step"],
-            "at_s": net.schedule[c["step"] - 1].at_s,
-            "due_s": (c["due_ns"] - start_ns) / 1e9,
-            "applied_s": (c["applied_ns"] - start_ns) / 1e9,
-            "network": net.schedule[c["step"] - 1].state.describe(),
-        }
-        for c in changes
-    ]
-
-
-def timeline_with_changes(
-    timeline: pd.DataFrame, changes: list[dict], bin_s: float = 1.0
-) -> pd.DataFrame:
-    """The per-second timeline plus `network_step` (the schedule step in force at the end of
-    the bin, 0 = the network block itself) and `network_change_s` (when a step took effect,
-    in the bin it did; NaN in the others)."""
-    timeline = timeline.copy()
-    ends = timeline["t_s"].to_numpy() + bin_s
-    timeline["network_step"] = 0
-    timeline["network_change_s"] = math.nan
-    for c in changes:
-        timeline.loc[ends > c["applied_s"], "network_step"] = c["step"]
-        k = int(c["applied_s"] // bin_s)
-        if 0 <= k < len(timeline):
-            timeline.loc[timeline.index[k], "network_change_s"] = c["applied_s"]
-    return timeline
-
-
-def stopped_accepting(host: str, port: int) -> bool:
-    """True when nothing accepts on host:port any more (a refused connect; a slow or full
-    backlog is not proof, so a timeout is not counted)."""
-    try:
-        with socket.create_connection((host, port), timeout=ACCEPT_CHECK_TIMEOUT_S):
-            return False
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False
 
 
 def _watched_cpus(
@@ -197,46 +83,6 @@ def _noise_row(
     return row
 
 
-def summarize_trial(tdir: Path, summary: dict, spec, max_error_rate: float | None):
-    """The trial's metrics and timeline from the load generator's digest.json and
-    latency.hlog, streamed: nothing here grows with the number of requests. With every
-    request kept (`records: all`), one more pass over requests.parquet makes the percentiles
-    exact order statistics; otherwise they come from the HdrHistograms (within 0.1%)."""
-    if not (tdir / "digest.json").is_file():
-        _digest_from_rows(tdir, summary, spec.timeout_s)
-    doc = ldigest.read(tdir / "digest.json")
-    every = summary.get("records", "all") == "all" and (tdir / "requests.parquet").is_file()
-    metrics = lstats.summarize_digest(
-        doc,
-        summary,
-        spec.mode,
-        target_rate_rps=spec.rate_rps or None,
-        max_error_rate=max_error_rate,
-        requests_path=tdir / "requests.parquet" if every else None,
-    )
-    timeline = lstats.timeline_of_digest(doc, summary, lhdr.iter_log(tdir / "latency.hlog"))
-    return metrics, timeline
-
-
-def _digest_from_rows(tdir: Path, summary: dict, timeout_s: float) -> None:
-    """A driver other than the HTTP generator writes rows, not a digest (loadgen/DRIVER.md):
-    stream its requests.parquet through one, a batch at a time."""
-    d = ldigest.Digest(timeout_s)
-    d.begin(
-        int(summary.get("start_ns", summary["measure_start_ns"])),
-        int(summary["measure_start_ns"]),
-        int(summary["measure_end_ns"]),
-    )
-    for batch in stream_batches(tdir / "requests.parquet"):
-        d.add(
-            {
-                name: batch.column(i).to_numpy(zero_copy_only=False)
-                for i, name in enumerate(batch.schema.names)
-            }
-        )
-    d.write(tdir)
-
-
 def _wait(proc: subprocess.Popen, limit_s: float, watch=None) -> int | None:
     """proc's exit code, or None when it has not ended within limit_s; every WATCH_S while
     waiting, watch() (the live view)."""
@@ -264,13 +110,14 @@ def execute_trial(
     on_second=None,
 ) -> dict:
     """One trial: fresh server (and network injector, and the `scope: trial` services), load,
-    teardown. Returns its row. services: the plan's services (run-scope ones already up).
-    on_second(LiveSecond): called about once a second while the load runs (measure/live.py)."""
+    teardown. Returns its row (run/row.py). services: the plan's services (run-scope ones
+    already up). on_second(LiveSecond): called about once a second while the load runs
+    (measure/live.py)."""
     services = services if services is not None else ServiceSet({}, plan.source)
-    tdir = trial_dir(run_dir, cell.cell_id, trial)
-    tdir.mkdir(parents=True, exist_ok=True)
-    net = cell.network
-    seed = trial_seed(cell.cell_id, trial, cell.load.seed)
+    out = TrialOutcome.begin(
+        cell, trial, run_dir, cell.placement.server_cpu_list or sorted(os.sched_getaffinity(0))
+    )
+    tdir, seed, net = out.tdir, out.seed, cell.network
     injector = (
         make_injector(net, seed=seed, cpus=cell.placement.injector_cpus) if net.shapes else None
     )
@@ -296,7 +143,7 @@ def execute_trial(
             services=services.endpoints(),
         )
         server.start()
-        startup_s = server.wait_ready()
+        out.startup_s = server.wait_ready()
         host, port = server.host, server.port
         if injector is not None:
             host, port = injector.start(server.host, server.port)
@@ -316,6 +163,8 @@ def execute_trial(
             spec = dataclasses.replace(spec, start_at_ns=time.perf_counter_ns() + SCHEDULE_LEAD_NS)
             injector.start_schedule(spec.start_at_ns)
         (tdir / "spec.json").write_text(spec.to_json())
+        out.spec = spec
+        out.max_error_rate = plan.experiment.validity.error_limit(spec.mode)
         cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus, bool(services.pids()))
         counters = kernel_tcp.TrialCounters(server.pid, server.port).start()
         if plan.experiment.profile:
@@ -352,9 +201,8 @@ def execute_trial(
         if prof is not None:
             prof.stop()
             prof = None
-        alive = server.proc is not None and server.proc.poll() is None
-        services_dead = services.dead()
-        refuses = alive and stopped_accepting(server.host, server.port)
+        alive, refuses = server.serving()
+        out.service_reasons = services.dead()
         if injector is not None and alive:
             state = injector.state_now()
             probes.append(("after", injector.probe(), state))
@@ -373,76 +221,55 @@ def execute_trial(
             injector.stop()
     if code == EXIT_CANNOT_WRITE:  # disk full, dir removed, permission lost: stop the run
         raise unwritable(run_dir, tdir)
-    row = {
-        "cell_id": cell.cell_id,
-        "trial": trial,
-        **cell.values,
-        **describe(cell),
-        "seed": seed,
-        "startup_s": startup_s,
-    }
-    net_row, reasons = network_row(net, injector, probes)
-    row.update(net_row)
-    summary = None
+    out.server = ServerEnd(alive, refuses, server_code, server.port, tdir / "server.log")
+    out.network, out.network_reasons = network_row(net, injector, probes)
+    if net.schedule and injector is not None:
+        out.applied_steps = injector.changes()
+    out.columns = counters.row()
+    _load_and_samples(out, code, sampler, cpus, loadgen_own_cpus)
+    return trial_row(out)
+
+
+def _load_and_samples(
+    out: TrialOutcome,
+    code: int | None,
+    sampler: ResourceSampler,
+    cpus: set[int],
+    loadgen_own_cpus: bool,
+) -> None:
+    """What the load generator (exit code `code`) left in the trial directory, and what the
+    sampler saw of the server and the host over its measured window, into `out`; the
+    sampler's resources.parquet written beside them."""
+    out.summary, out.load_failure = _load_output(out.tdir, code, out.cell)
+    window = (
+        (int(out.summary["measure_start_ns"]), int(out.summary["measure_end_ns"]))
+        if out.summary
+        else None
+    )
+    out.resources = sampler.summary(window)
+    sampler.frame().to_parquet(out.tdir / "resources.parquet", index=False)
+    out.tree_reasons = sampler.watch.reasons(
+        out.summary["start_ns"] if out.summary else sampler.noise[0].t_ns
+    )
+    out.noise = partial(
+        _noise_row,
+        sampler,
+        out.summary,
+        window_s=out.cell.load.window_s,
+        cpus=cpus,
+        loadgen_has_own_cpus=loadgen_own_cpus,
+    )
+
+
+def _load_output(tdir: Path, code: int | None, cell: Cell) -> tuple[dict | None, str | None]:
+    """The load generator's summary.json when its output is usable, else why not: it timed
+    out, exited non-zero, or wrote files that break loadgen/DRIVER.md."""
     who = (
         "load generator" if cell.load.driver == "http" else f"load driver {cell.load.driver_label}"
     )
-    broken = contract.check_output(tdir, spec.mode) if code == 0 else []
-    if code != 0 or broken:
-        why = "timed out" if code is None else f"exited {code}"
-        reasons.append(
-            f"{who} wrote output that breaks loadgen/DRIVER.md: {'; '.join(broken)}"
-            if code == 0
-            else f"{who} {why}: {tail(tdir / 'loadgen.log', 3)}"
-        )
-        row.update({"requests": 0, "errors": 0, "throughput_rps": 0.0})
-    else:
-        summary = read_summary(tdir)
-        metrics, timeline = summarize_trial(
-            tdir, summary, spec, plan.experiment.validity.error_limit(spec.mode)
-        )
-        if "ramp_steps" in summary:
-            write_json(tdir / "ramp.json", {"steps": summary["ramp_steps"], "slo": summary["slo"]})
-        if metrics["invalid_reasons"]:
-            reasons.append(metrics["invalid_reasons"])
-        row.update({k: v for k, v in metrics.items() if k not in ("valid", "invalid_reasons")})
-        if net.schedule and injector is not None:
-            changes = network_changes(net, injector.changes(), int(summary["start_ns"]))
-            write_json(tdir / "network_changes.json", {"changes": changes})
-            timeline = timeline_with_changes(timeline, changes)
-        timeline.to_parquet(tdir / "timeline.parquet", index=False)
-    reasons += services_dead
-    if not alive:
-        reasons.append(
-            f"server died during the trial (exit {server_code}); see {tdir / 'server.log'}"
-        )
-    elif refuses:
-        reasons.append(
-            f"server stopped accepting connections on port {server.port}; see {tdir / 'server.log'}"
-        )
-    if counters is not None:
-        row.update(counters.row())
-    if sampler is not None:
-        row.update(
-            sampler.summary(
-                (int(summary["measure_start_ns"]), int(summary["measure_end_ns"]))
-                if summary
-                else None
-            )
-        )
-        sampler.frame().to_parquet(tdir / "resources.parquet", index=False)
-        load_start_ns = summary["start_ns"] if summary else sampler.noise[0].t_ns
-        reasons += sampler.watch.reasons(load_start_ns)
-    row["valid"] = not reasons
-    row["invalid_reasons"] = "; ".join(reasons)
-    row.update(
-        _noise_row(
-            sampler,
-            summary,
-            int(row.get("requests") or 0),
-            cell.load.window_s,
-            cpus,
-            loadgen_own_cpus,
-        )
-    )
-    return row
+    if code != 0:
+        return None, load_generator_failed(who, code, tail(tdir / "loadgen.log", 3))
+    broken = contract.check_output(tdir, cell.load.mode)
+    if broken:
+        return None, f"{who} wrote output that breaks loadgen/DRIVER.md: {'; '.join(broken)}"
+    return read_summary(tdir), None

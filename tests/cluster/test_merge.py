@@ -1,74 +1,29 @@
 """Shards into one trial (cluster/merge.py) and the host-side helpers that need no cluster."""
 
-import json
 import math
 import socket
 import threading
 import types
 
 import numpy as np
-import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from cluster_kit import loadgen_output
 
-from loadgen import digest as ldigest
 from loadgen import hdr
 from loadgen import stats as lstats
 from orchestrator.cluster import hosts, merge, tasks
-from orchestrator.run.trial import summarize_trial
-
-WARMUP_NS = 1_000_000_000
-WINDOW_NS = 2_000_000_000
-
-
-def _shard(d, n: int, start_ns: int, seed: int, records: bool = True, scale_ns: float = 2e6):
-    """A shard's output directory as `python -m loadgen` leaves it: n requests spread over
-    the warm-up and the window of its own clock (start_ns), lognormal latencies."""
-    d.mkdir(parents=True)
-    rng = np.random.default_rng(seed)
-    intended = start_ns + np.sort(rng.integers(0, WARMUP_NS + WINDOW_NS, n)).astype(np.int64)
-    lat = np.rint(rng.lognormal(np.log(scale_ns), 0.8, n)).astype(np.int64) + 1
-    cols = {
-        "intended_ns": intended,
-        "sent_ns": intended + 10,
-        "first_byte_ns": np.where(np.arange(n) == 0, 0, intended + 500),
-        "done_ns": intended + lat,
-        "status": np.full(n, 200, np.int16),
-        "error": np.zeros(n, np.int8),
-        "bytes": np.full(n, 10, np.int32),
-    }
-    dig = ldigest.Digest(5.0)
-    dig.begin(start_ns, start_ns + WARMUP_NS, start_ns + WARMUP_NS + WINDOW_NS)
-    for lo in range(0, n, 997):  # in chunks, as the sink hands them over
-        dig.add({k: v[lo : lo + 997] for k, v in cols.items()})
-    dig.write(d)
-    if records:
-        pd.DataFrame(cols).to_parquet(d / "requests.parquet", index=False, row_group_size=1000)
-    inside = (intended >= start_ns + WARMUP_NS) & (intended < start_ns + WARMUP_NS + WINDOW_NS)
-    summary = {
-        "start_ns": start_ns,
-        "measure_start_ns": start_ns + WARMUP_NS,
-        "measure_end_ns": start_ns + WARMUP_NS + WINDOW_NS,
-        "scheduled_in_window": int(inside.sum()),
-        "dropped": 0,
-        "requests_recorded": n,
-        "gc_pauses": 0,
-        "records": "all" if records else "none",
-        "records_written": n if records else 0,
-        "send_lateness_p99_ms": 0.1 * seed,
-        "loop_lag_p99_ms": 0.2,
-    }
-    (d / "summary.json").write_text(json.dumps(summary))
-    return lat[inside], summary
-
+from orchestrator.run.row import summarize_trial
 
 SPEC = types.SimpleNamespace(mode="closed", rate_rps=0, timeout_s=5.0)
 
 
 def test_merge_streams_every_row_with_its_host_and_each_latency_exactly(tmp_path, monkeypatch):
     monkeypatch.setattr(merge, "BATCH_ROWS", 700)  # several batches per shard
-    lat_a, _ = _shard(tmp_path / "h2", 6000, 5_000_000_000, 1)
-    lat_b, _ = _shard(tmp_path / "h3", 4000, 9_000_000_123, 2, scale_ns=5e6)  # another clock
+    lat_a, _ = loadgen_output(tmp_path / "h2", 6000, 5_000_000_000, 1)
+    lat_b, _ = loadgen_output(
+        tmp_path / "h3", 4000, 9_000_000_123, 2, scale_ns=5e6
+    )  # another clock
     out = tmp_path / "trial"
     out.mkdir()
     summary, shifts = merge.merge_shards([("h2", tmp_path / "h2"), ("h3", tmp_path / "h3")], out)
@@ -100,8 +55,8 @@ def test_merge_streams_every_row_with_its_host_and_each_latency_exactly(tmp_path
 
 
 def test_merge_without_records_keeps_percentiles_within_the_histogram_error(tmp_path):
-    lat_a, _ = _shard(tmp_path / "h2", 5000, 7_000_000_000, 3, records=False)
-    lat_b, _ = _shard(tmp_path / "h3", 5000, 1_000_000_000, 4, records=False, scale_ns=8e6)
+    lat_a, _ = loadgen_output(tmp_path / "h2", 5000, 7_000_000_000, 3, records=False)
+    lat_b, _ = loadgen_output(tmp_path / "h3", 5000, 1_000_000_000, 4, records=False, scale_ns=8e6)
     out = tmp_path / "trial"
     out.mkdir()
     summary, _ = merge.merge_shards([("h2", tmp_path / "h2"), ("h3", tmp_path / "h3")], out)

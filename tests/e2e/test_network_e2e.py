@@ -58,8 +58,9 @@ def test_delay_axis_is_injected_and_verified(write_yaml, perfctl_env, tmp_path):
 
 def test_injection_that_misses_marks_the_trial_invalid():
     from orchestrator.experiment.network import Network
+    from orchestrator.netem.expected import expected_rtt_p50_ms
     from orchestrator.netem.probe import ProbeResult
-    from orchestrator.run.trial import network_row
+    from orchestrator.run.row import network_row
 
     class Fake:
         backend = "proxy"
@@ -68,7 +69,7 @@ def test_injection_that_misses_marks_the_trial_invalid():
         def check(self, probe, state=None):
             from orchestrator.netem import verify
 
-            return verify((state or self.spec).expected_rtt_p50_ms(), probe.added_p50_ms)
+            return verify(expected_rtt_p50_ms(state or self.spec), probe.added_p50_ms)
 
     off = ProbeResult(method="echo-rtt", rtt_ms=[30.0] * 5, baseline_ms=0.1)
     row, reasons = network_row(Fake.spec, Fake(), [("before", off, Fake.spec)])

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.experiment.load import trial_seed
-from orchestrator.measure.noise import COLUMNS as NOISE_COLUMNS
+from orchestrator.results.schema import NOISE_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from orchestrator.errors import PerfctlError
 from orchestrator.experiment.network import Network
 from orchestrator.netem import choose_backend, injectors, verify, verify_bandwidth
+from orchestrator.netem.expected import expected_rtt_p50_ms, loss_sampling_interval
 
 
 def test_netem_spec_units_and_defaults():
@@ -78,16 +79,14 @@ def test_netem_expected_rtt():
 
 
 def test_netem_expected_rtt_p50():
-    assert Network(delay="10ms").expected_rtt_p50_ms() == 20.0
-    assert Network(delay="10ms", jitter="2ms").expected_rtt_p50_ms() == pytest.approx(
-        20.0, abs=0.02
-    )
+    assert expected_rtt_p50_ms(Network(delay="10ms")) == 20.0
+    assert expected_rtt_p50_ms(Network(delay="10ms", jitter="2ms")) == pytest.approx(20.0, abs=0.02)
     # pareto median is below its mean
     par = Network(delay="10ms", jitter="2ms", distribution="pareto")
-    assert 20.0 < par.expected_rtt_p50_ms() < par.expected_rtt_ms()
+    assert 20.0 < expected_rtt_p50_ms(par) < par.expected_rtt_ms()
     # loss 40 %: more than half the round trips carry a hold-back
     lossy = Network(delay="1ms", loss=0.4, rto="20ms")
-    assert lossy.expected_rtt_p50_ms() == pytest.approx(22.0, abs=0.01)
+    assert expected_rtt_p50_ms(lossy) == pytest.approx(22.0, abs=0.01)
 
 
 def test_netem_describe():
@@ -177,13 +176,13 @@ def test_netem_gilbert_elliott_sampling_interval_holds_the_long_run_value_and_it
     from orchestrator.experiment.network import GilbertElliott
 
     ge = GilbertElliott(p=0.02, r=0.25, loss_bad=0.9, loss_good=0.005)
-    (r_lo, r_hi), (b_lo, b_hi) = ge.sampling_interval(3000, reps=2000)
+    (r_lo, r_hi), (b_lo, b_hi) = loss_sampling_interval(ge, 3000, reps=2000)
     assert r_lo < ge.loss_rate() < r_hi and b_lo < ge.mean_burst() < b_hi
     assert 0.15 < (r_hi - r_lo) / ge.loss_rate() < 1.5  # bursty: wide at n=3000
     rng = np.random.default_rng(7)
     inside = sum(r_lo <= _simulate_ge(ge, 3000, rng).mean() <= r_hi for _ in range(200))
     assert inside >= 190
-    (w_lo, w_hi), _ = ge.sampling_interval(30000, reps=500)
+    (w_lo, w_hi), _ = loss_sampling_interval(ge, 30000, reps=500)
     assert (w_hi - w_lo) < 0.5 * (r_hi - r_lo)
 
 
@@ -283,11 +282,11 @@ def test_netem_schedule_steps_replace_what_they_name():
 
 def test_netem_expected_p50_counts_reordering_and_burst_loss():
     s = Network.from_config({"delay": "10ms", "reorder": "60%"})
-    assert s.expected_rtt_p50_ms() < 20.0  # most round trips skip one direction's delay
+    assert expected_rtt_p50_ms(s) < 20.0  # most round trips skip one direction's delay
     lossy = Network.from_config(
         {"delay": "1ms", "loss_burst": {"p": 0.5, "r": 0.1}, "rto": "100ms"}
     )
-    assert lossy.expected_rtt_p50_ms() > 100.0  # most chunks held back
+    assert expected_rtt_p50_ms(lossy) > 100.0  # most chunks held back
 
 
 def test_netem_auto_backend_keeps_proxy_only_faults_on_the_proxy(monkeypatch):

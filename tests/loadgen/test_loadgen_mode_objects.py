@@ -2,7 +2,10 @@
 decides without a server: connection reuse, the inline fast path, process shares, ramp steps."""
 
 import asyncio
+import dataclasses
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from loadgen import spec as lspec
@@ -126,3 +129,41 @@ def test_open_mode_records_arrivals_a_late_loop_never_dispatched(monkeypatch):
     extra = mode.summary_extra(worker)
     assert extra["scheduled_in_window"] == 1000
     assert extra["send_lateness_max_ms"] == extra["send_lateness_p99_ms"] == 0.0
+
+
+def _open_mode_schedule_ns(spec: LoadSpec) -> np.ndarray:
+    """Every intended send offset the HTTP generator's open mode makes for `spec` (one
+    process, start instant 0): its first chunk plus the rest of its chunk iterator."""
+    worker = SimpleNamespace(start_ns=0, measure_start_ns=0, end_ns=0, conns=[], at=lambda *a: None)
+    mode = OpenMode(spec)
+    mode.start(worker)
+    return np.concatenate([mode.sched_ns, *mode.chunks])
+
+
+@pytest.mark.parametrize("arrivals", ["poisson", "uniform", "constant"])
+def test_the_open_mode_sends_the_schedule_the_driver_contract_writes_for_the_same_seed(
+    arrivals, tmp_path, monkeypatch
+):
+    from loadgen import contract, schedule
+
+    monkeypatch.setattr(schedule, "CHUNK", 101)  # several chunks, joined
+    spec = LoadSpec(
+        mode="open",
+        rate_rps=900,
+        duration_s=1.0,
+        warmup_s=0.3,
+        seed=5,
+        arrivals=arrivals,
+        max_requests=1000,
+        keepalive=False,
+    )
+    sent = _open_mode_schedule_ns(spec)
+    contract.write_schedule(spec, tmp_path / contract.SCHEDULE_FILE)
+    written = contract.read_schedule(tmp_path / contract.SCHEDULE_FILE)
+    assert len(sent) == 1000  # max_requests caps the warm-up's 270 + the window's 900
+    assert np.array_equal(sent, written)
+    assert np.array_equal(sent, contract.schedule_offsets_ns(spec))
+    if arrivals != "constant":  # the seed is what both paths draw from
+        other = dataclasses.replace(spec, seed=6)
+        assert not np.array_equal(_open_mode_schedule_ns(other), sent)
+        assert np.array_equal(_open_mode_schedule_ns(other), contract.schedule_offsets_ns(other))

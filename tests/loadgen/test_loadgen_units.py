@@ -14,17 +14,17 @@ from loadgen.worker import build_request
 
 
 def test_schedules_replay_exactly_and_stay_in_horizon():
-    a = schedule.arrival_offsets_s("poisson", 1000, 2.0, seed=7)
-    b = schedule.arrival_offsets_s("poisson", 1000, 2.0, seed=7)
-    c = schedule.arrival_offsets_s("poisson", 1000, 2.0, seed=8)
+    a = schedule.Schedule("poisson", 1000, 2.0, seed=7).offsets_s()
+    b = schedule.Schedule("poisson", 1000, 2.0, seed=7).offsets_s()
+    c = schedule.Schedule("poisson", 1000, 2.0, seed=8).offsets_s()
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     assert (np.diff(a) > 0).all() and a[-1] < 2.0
-    const = schedule.arrival_offsets_s("constant", 100, 1.0, seed=1)
+    const = schedule.Schedule("constant", 100, 1.0, seed=1).offsets_s()
     assert len(const) == 100 and np.allclose(np.diff(const), 0.01)
 
 
 def test_poisson_gaps_are_exponential():
-    t = schedule.arrival_offsets_s("poisson", 2000, 5.0, seed=3)
+    t = schedule.Schedule("poisson", 2000, 5.0, seed=3).offsets_s()
     gaps = np.diff(t)
     assert sps.kstest(gaps, "expon", args=(0, 1 / 2000)).pvalue > 0.01
     assert len(t) == 10000
@@ -36,7 +36,7 @@ def test_open_load_offers_rate_times_window(arrivals):
     arrivals (10% short), and every cell shared that shortfall. Now each segment holds
     rate x length arrivals, rounded, whatever the seed and rate."""
     for rate, seed in ((200, 1001), (200, 7), (37.3, 1), (1000, 99), (0.9, 5)):
-        t = schedule.arrival_offsets_s(arrivals, rate, 5.0, seed, warmup_s=1.0)
+        t = schedule.Schedule(arrivals, rate, 5.0, seed, warmup_s=1.0).offsets_s()
         in_window = np.count_nonzero((t >= 1.0) & (t < 5.0))
         assert in_window == schedule.segment_count(rate, 4.0) == int(rate * 4 + 0.5), (rate, seed)
         assert np.count_nonzero(t < 1.0) == int(rate * 1 + 0.5)
@@ -46,14 +46,14 @@ def test_open_load_offers_rate_times_window(arrivals):
 def test_poisson_arrivals_conditioned_on_their_count_are_uniform_in_the_window():
     """Fixing the count keeps the Poisson shape: given n arrivals in a window, their times
     are n sorted uniforms, so the gaps stay exponential in distribution."""
-    t = schedule.arrival_offsets_s("poisson", 500, 21.0, seed=11, warmup_s=1.0)
+    t = schedule.Schedule("poisson", 500, 21.0, seed=11, warmup_s=1.0).offsets_s()
     window = t[t >= 1.0]
     assert sps.kstest(window, "uniform", args=(1.0, 20.0)).pvalue > 0.01
     assert sps.kstest(np.diff(window), "expon", args=(0, 1 / 500)).pvalue > 0.01
 
 
 def test_shards_of_a_schedule_add_up_to_it_exactly():
-    whole = schedule.arrival_offsets_s("poisson", 300, 3.0, seed=4, warmup_s=0.5)
+    whole = schedule.Schedule("poisson", 300, 3.0, seed=4, warmup_s=0.5).offsets_s()
     for count in (1, 2, 3, 7):
         parts = [schedule.shard(whole, i, count) for i in range(count)]
         assert sum(len(p) for p in parts) == len(whole)
@@ -62,7 +62,7 @@ def test_shards_of_a_schedule_add_up_to_it_exactly():
 
 
 def test_uniform_gaps_keep_the_mean():
-    t = schedule.arrival_offsets_s("uniform", 500, 10.0, seed=3)
+    t = schedule.Schedule("uniform", 500, 10.0, seed=3).offsets_s()
     assert np.diff(t).mean() == pytest.approx(1 / 500, rel=0.03)
 
 

@@ -58,7 +58,7 @@ def test_chunks_join_into_the_one_array_schedule_bit_for_bit(arrivals):
 
 
 def test_sharded_chunks_are_the_shards_of_the_whole():
-    whole = schedule.arrival_offsets_s("poisson", 3000, 3.0, seed=4, warmup_s=0.5)
+    whole = schedule.Schedule("poisson", 3000, 3.0, seed=4, warmup_s=0.5).offsets_s()
     s = schedule.Schedule("poisson", 3000, 3.0, 4, warmup_s=0.5, chunk=333)
     for count in (1, 2, 3, 7):
         for i in range(count):
@@ -88,7 +88,7 @@ def test_long_poisson_schedule_is_uniform_given_its_count_and_gaps_stay_exponent
     """Chunks must not leave a trace: the window's times are sorted uniforms, the gaps
     exponential, and so are the gaps that straddle chunk joins."""
     rate, warmup, horizon, chunk = 50_000, 1.0, 21.0, 4096
-    t = schedule.arrival_offsets_s("poisson", rate, horizon, 11, warmup_s=warmup, chunk=chunk)
+    t = schedule.Schedule("poisson", rate, horizon, 11, warmup_s=warmup, chunk=chunk).offsets_s()
     window = t[t >= warmup]
     assert sps.kstest(window, "uniform", args=(warmup, horizon - warmup)).pvalue > 0.001
     gaps = np.diff(window)

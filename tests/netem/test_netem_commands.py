@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from orchestrator.experiment.network import Network, ms_arg, rate_arg
+from orchestrator.experiment.network import Network
 from orchestrator.netem.commands import (
+    ms_arg,
     netem_args,
     netem_limit,
     netem_qdisc_commands,
@@ -12,6 +13,7 @@ from orchestrator.netem.commands import (
     netns_teardown_commands,
     proxy_argv,
     qdisc_probe_command,
+    rate_arg,
     tbf_args,
     tbf_qdisc_commands,
 )

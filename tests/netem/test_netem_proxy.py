@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from orchestrator.experiment.network import jitter_samples_ms
+from orchestrator.netem.expected import jitter_samples_ms
 from orchestrator.netem.probe import echo_rtt_samples, echo_throughput_bps, interleaved_rtt_ms
 
 
