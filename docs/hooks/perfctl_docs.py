@@ -112,7 +112,9 @@ def trials_columns_markdown(schema_py: Path) -> str:
         "CONFIGURATION_COLUMNS": "Configuration (the same in every trial of a cell; the matrix "
         "axes come first)",
         "MEASUREMENT_COLUMNS": "Measurement",
-        "SELF_CHECK_COLUMNS": "Self-check (last in each row)",
+        "NOISE_COLUMNS": "Host noise (self-checks too: among the last columns of each row)",
+        "SELF_CHECK_COLUMNS": "Self-check (last in each row; the host noise columns above "
+        "stand after release_spread_ms_max)",
     }
     rows: dict[str, list[tuple[str, str]]] = {g: [] for g in groups}
     current, note = None, ""
