@@ -3,13 +3,13 @@ experiments/README.md passes `perfctl plan`, and the README's nginx server (its 
 `files: {nginx.conf: ...}`) serves a real trial."""
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import setup_kit
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", ROOT / "experiments" / "README.md"]
@@ -67,10 +67,8 @@ load: {mode: closed, connections: 1, duration: 1s, warmup: 0s}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    shutil.which("nginx") is None, reason="nginx-light is not installed (make apt installs it)"
-)
 def test_readme_nginx_example_runs_for_real(tmp_path, perfctl_env):
+    setup_kit.require_tools("nginx", package="nginx-light")
     [(_, text)] = [b for b in yaml_blocks() if b[0] == "README.md#1"]
     f = tmp_path / "readme.yaml"
     f.write_text(text)

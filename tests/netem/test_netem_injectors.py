@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from signal_kit import wait_for
 
 from orchestrator.errors import PerfctlError
 from orchestrator.experiment.network import Network
@@ -189,7 +190,6 @@ def test_netem_tbf_injector_end_to_end():
     finally:
         inj.stop()
     inj.stop()
-    time.sleep(0.05)
     assert server.wait(5) is not None  # stop() ended what ran in the namespace
     server.stdout.close()
     assert list_netns() == before
@@ -249,8 +249,7 @@ def test_netem_proxy_injector_schedule_and_pinning(echo_port):
         assert inj.state_now() is spec and inj.changes() == []
         anchor = time.perf_counter_ns()
         inj.start_schedule(anchor)
-        time.sleep(0.35)
-        (change,) = inj.changes()
+        (change,) = wait_for(inj.changes, "the proxy's log line of the schedule's change")
         assert change["step"] == 1 and change["due_ns"] == anchor + 200_000_000
         assert inj.state_now() is spec.schedule[0].state
         res = inj.probe(samples=20)
