@@ -85,7 +85,8 @@ def build(impl: str, **kw) -> None:
     try:
         bundled.build(impl, **kw)
     except PerfctlError as e:
-        build_failed(f"the bundled {impl} server ({kw or 'default build'})", str(e))
+        options = ", ".join(f"{k}={v}" for k, v in kw.items())
+        build_failed(f"the bundled {impl} server" + (f" ({options})" if options else ""), str(e))
 
 
 def build_failed(what: str, error: str) -> None:

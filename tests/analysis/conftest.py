@@ -91,11 +91,16 @@ NOISE_READINGS = [
 ]
 
 
+def _trials(run_dir: Path) -> pd.DataFrame:
+    reasons = {"invalid_reasons": str, "noise_reasons": str}
+    return pd.read_csv(run_dir / "trials.csv", dtype=reasons).fillna(dict.fromkeys(reasons, ""))
+
+
 def host_busy_trials(run_dir: Path) -> pd.DataFrame:
     """The trials of run_dir that are invalid only because the host was busy (every one of
     their reasons a HOST_BUSY_REASONS one)."""
-    trials = pd.read_csv(run_dir / "trials.csv")
-    reasons = trials["invalid_reasons"].fillna("").astype(str)
+    trials = _trials(run_dir)
+    reasons = trials["invalid_reasons"]
     only_host = reasons.map(
         lambda r: bool(r) and all(HOST_BUSY_REASONS.search(x) for x in r.split("; "))
     )
@@ -105,18 +110,14 @@ def host_busy_trials(run_dir: Path) -> pd.DataFrame:
 def noise_readings(run_dir: Path) -> str:
     """One line per trial of run_dir: valid and why not, quiet and why not, and the readings
     of the load generator's own checks and of the noise probe."""
-    trials = pd.read_csv(run_dir / "trials.csv")
     lines = [f"{run_dir.name}:"]
-    for _, t in trials.iterrows():
+    for _, t in _trials(run_dir).iterrows():
         readings = ", ".join(
             f"{c} {t[c]:.3g}" for c in NOISE_READINGS if c in t.index and pd.notna(t[c])
         )
         lines.append(
-            f"  trial {t['trial']}: valid={bool(t['valid'])} "
-            f"({t.get('invalid_reasons', '') if pd.notna(t.get('invalid_reasons')) else ''}); "
-            f"quiet={t.get('quiet')} "
-            f"({t.get('noise_reasons', '') if pd.notna(t.get('noise_reasons')) else ''}); "
-            f"{readings}"
+            f"  trial {t['trial']}: valid={bool(t['valid'])} ({t['invalid_reasons']}); "
+            f"quiet={t.get('quiet')} ({t.get('noise_reasons', '')}); {readings}"
         )
     return "\n".join(lines)
 

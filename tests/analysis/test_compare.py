@@ -240,6 +240,51 @@ def test_compare_needs_run_dirs(tmp_path, analysis):
     assert r.code == 2 and "run.json" in r.output
 
 
+def test_a_run_the_host_made_invalid_fails_with_its_readings(tmp_path):
+    """What a needs_quiet test does when the host stays busy: fail (not skip), with each
+    trial's reasons and readings. A trial invalid for another reason is not the host's."""
+    rows = _rows("a", P50, valid=[True, True, True, True, True])
+    rows[1].update(
+        valid=False,
+        invalid_reasons="load-generator event-loop lag p99 9.1 ms > 5.0 ms (host busy or load "
+        "generator saturated)",
+        loop_lag_p99_ms=9.1,
+        noise_steal_pct=0.0,
+        noise_foreign_cpu_pct=61.0,
+    )
+    busy = synthetic_run(tmp_path / "busy", rows)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        fail_when_host_busy(busy)
+    message = str(failed.value)
+    assert "too busy" in message and "trial 2: valid=False (load-generator event-loop" in message
+    assert "loop_lag_p99_ms 9.1" in message and "noise_foreign_cpu_pct 61" in message
+    errors = synthetic_run(tmp_path / "errors", _rows("a", P50, valid=[1, 0, 1, 1, 1]))
+    fail_when_host_busy(errors)  # error rate 50%: the test's own assertion judges it
+
+
+def test_a_run_the_host_made_invalid_is_run_again_a_bounded_number_of_times(tmp_path, monkeypatch):
+    from . import conftest
+
+    made = []
+
+    def fake_run(yaml_text, tmp, name, *extra):
+        made.append(name)
+        rows = _rows("a", P50)
+        if len(made) < 3:  # busy twice, then quiet
+            rows[0].update(
+                valid=False, invalid_reasons="the load generator fell behind its schedule"
+            )
+        return synthetic_run(tmp / name, rows)
+
+    monkeypatch.setattr(conftest, "perfctl_run", fake_run)
+    out = conftest.perfctl_run_quiet("yaml", tmp_path, "base")
+    assert made == ["base", "base-2", "base-3"] and out.name == "base-3"
+    made.clear()
+    monkeypatch.setattr(conftest, "QUIET_ATTEMPTS", 2)
+    out = conftest.perfctl_run_quiet("yaml", tmp_path / "again", "base")
+    assert made == ["base", "base-2"] and out.name == "base-2"  # still busy: the test fails
+
+
 def too_busy(result, *run_dirs):
     """An inconclusive comparison (exit 3) on runs that still have trials invalid only
     because the host was busy fails with the noise readings; inconclusive for any other
