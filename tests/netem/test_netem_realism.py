@@ -118,51 +118,80 @@ def sink():
     s.close()
 
 
-def test_netem_gilbert_elliott_loss_rate_and_bursts(run_proxy, sink):
-    """Lost chunks (held one rto) come in bursts whose rate and mean length match the chain;
-    independent loss at the same rate does not burst."""
-    ge = GilbertElliott(p=0.05, r=0.3, loss_bad=0.9, loss_good=0.01)
-    p = run_proxy(
-        sink.port,
-        "--delay",
-        "1ms",
-        "--rto",
-        "12ms",
-        "--threads",
-        "1",
-        "--seed",
-        "11",
-        "--gemodel",
-        "0.05,0.3,0.9,0.01",
+LOSS_DELAY_MS, LOSS_RTO_MS = 1.0, 12.0
+# a held chunk arrives no sooner than delay + rto (the proxy never releases early); a chunk
+# not held is taken for a lost one only if the host delays it by about an rto
+LOST_OVER_MS = LOSS_DELAY_MS + LOSS_RTO_MS - 0.5
+LOSS_ATTEMPTS = 3
+
+
+def _lossy_path(run_proxy, n: int, *loss_flags: str) -> dict:
+    """n frames, 14.5 ms apart, through a lossy proxy (delay 1 ms, rto 12 ms, loss_flags) and,
+    alternately, through a plain one (delay 1 ms): which frames the lossy path held back,
+    how many the proxy says it held, and how many of the plain path's frames this host
+    delayed past LOST_OVER_MS on its own (each such stall on the lossy path would be taken
+    for a loss)."""
+    plain, lossy = Sink(), Sink()
+    a = run_proxy(plain.port, "--delay", "1ms", "--threads", "1")
+    b = run_proxy(lossy.port, "--delay", "1ms", "--rto", "12ms", "--threads", "1",
+                  "--seed", "11", *loss_flags)  # fmt: skip
+    own, owd = one_way_ms_pair((a.port, plain), (b.port, lossy), n, 0.0145)
+    plain.close()
+    lossy.close()
+    return {
+        "lost": owd > LOST_OVER_MS,
+        "held_up": b.live_stats()["held_up"],
+        "host_stalls": int((own > LOST_OVER_MS).sum()),
+    }
+
+
+def _quiet_lossy_path(run_proxy, n: int, *loss_flags: str) -> dict:
+    """_lossy_path, taken again (LOSS_ATTEMPTS in all) while this host stalled more than 1% of
+    the plain path's frames by an rto; then the test fails with each run's readings."""
+    runs = []
+    for _ in range(LOSS_ATTEMPTS):
+        run = _lossy_path(run_proxy, n, *loss_flags)
+        if run["host_stalls"] <= 0.01 * n:
+            return run
+        runs.append(
+            {k: v for k, v in run.items() if k != "lost"} | {"lost": int(run["lost"].sum())}
+        )
+    pytest.fail(
+        f"this host delayed more than 1% of {n} frames on a plain path past {LOST_OVER_MS} ms "
+        f"in each of {LOSS_ATTEMPTS} runs: {runs}",
+        pytrace=False,
     )
+
+
+@pytest.mark.needs_quiet
+def test_netem_gilbert_elliott_loss_rate_and_bursts(run_proxy):
+    """Lost chunks (held one rto) come in bursts whose rate and mean length match the chain;
+    independent loss at the same rate does not burst. A frame counts as lost when it arrives
+    later than delay + rto - 0.5 ms: a held one never arrives sooner.
+
+    Needs quiet: this host delaying at most 1% of the frames of a plain path sent alongside
+    by an rto (each such stall on the lossy path looks like a loss); a run with more is taken
+    again (LOSS_ATTEMPTS in all), then the test fails with the readings. The proxy's own count
+    of held chunks may differ from the frames seen late by those stalls, and 3%."""
+    ge = GilbertElliott(p=0.05, r=0.3, loss_bad=0.9, loss_good=0.01)
     n = 500
-    owd = one_way_ms(p.port, sink, n, 0.0145)
-    lost = owd > 1 + 6.0
+    run = _quiet_lossy_path(run_proxy, n, "--gemodel", "0.05,0.3,0.9,0.01")
+    lost = run["lost"]
     rate, bursts = lost.mean(), runs_of(lost)
     assert rate == pytest.approx(ge.loss_rate(), rel=0.4), (rate, ge.loss_rate())
     assert np.mean(bursts) == pytest.approx(ge.mean_burst(), rel=0.5), (
         np.mean(bursts),
         ge.mean_burst(),
     )
-    # the proxy's own count agrees (a host stall > 6 ms mislabels a few on a busy host)
-    assert abs(p.live_stats()["held_up"] - int(lost.sum())) <= 0.03 * n
+    # the proxy's own count agrees
+    assert abs(run["held_up"] - int(lost.sum())) <= 0.03 * n + run["host_stalls"], run
 
 
-def test_netem_independent_loss_does_not_burst(run_proxy, sink):
-    p = run_proxy(
-        sink.port,
-        "--delay",
-        "1ms",
-        "--rto",
-        "12ms",
-        "--threads",
-        "1",
-        "--seed",
-        "11",
-        "--loss",
-        "0.15",
-    )
-    lost = one_way_ms(p.port, sink, 400, 0.0145) > 1 + 6.0
+@pytest.mark.needs_quiet
+def test_netem_independent_loss_does_not_burst(run_proxy):
+    """Needs quiet: as test_netem_gilbert_elliott_loss_rate_and_bursts (at most 1% of a plain
+    path's frames delayed by an rto)."""
+    lost = _quiet_lossy_path(run_proxy, 400, "--loss", "0.15")["lost"]
     assert lost.mean() == pytest.approx(0.15, rel=0.4)
     assert np.mean(runs_of(lost)) < 1.5  # 1 / (1 - 0.15) = 1.18 expected
 
@@ -200,6 +229,8 @@ def _jitter_laws(run_proxy) -> dict[str, dict[str, float]]:
             "rank_correlation": float(stats.spearmanr(owd[:-1], owd[1:])[0]),
             "spread_ms": _spread_ms(owd),
             "own_spread_ms": _spread_ms(own),
+            # how late the jittered proxy itself released (its timer on this host)
+            "release_late_p50_ms": b.live_stats()["release_err_p50_ns"] / 1e6,
         }
     return results
 
@@ -213,18 +244,22 @@ def test_netem_correlated_jitter_keeps_its_law(run_proxy):
     time through a path without jitter: sqrt(1.5^2 + own^2).
 
     Needs quiet: this host's own spread of one-way delays (the path without jitter, beside
-    each setting) under QUIET_SPREAD_MS, a third of the law checked; a noisier run is taken
-    again (JITTER_ATTEMPTS in all), then the test fails with every run's readings."""
+    each setting) and the jittered proxy's median release lateness both under QUIET_SPREAD_MS, a
+    third of the law checked; a noisier run is taken again (JITTER_ATTEMPTS in all), then the
+    test fails with every run's readings."""
     runs = []
     for _ in range(JITTER_ATTEMPTS):
         results = _jitter_laws(run_proxy)
         runs.append(results)
-        if all(r["own_spread_ms"] <= QUIET_SPREAD_MS for r in results.values()):
+        if all(
+            r["own_spread_ms"] <= QUIET_SPREAD_MS and r["release_late_p50_ms"] <= QUIET_SPREAD_MS
+            for r in results.values()
+        ):
             break
     else:
         pytest.fail(
-            f"this host's own one-way delay spread exceeded {QUIET_SPREAD_MS} ms in each of "
-            f"{JITTER_ATTEMPTS} runs: {runs}",
+            f"this host's own one-way delay spread or the proxy's release lateness exceeded "
+            f"{QUIET_SPREAD_MS} ms in each of {JITTER_ATTEMPTS} runs: {runs}",
             pytrace=False,
         )
     flat, corr = results["0"], results["0.9"]
@@ -444,11 +479,44 @@ def test_netem_idle_poll_only_after_io_and_within_its_budget(run_proxy, echo_por
     assert on.live_stats()["poll_ns"] == after
 
 
+class OwnTimerLateness:
+    """A thread of this process sleeping 1 ms at a time, recording how late each wake-up
+    came (ns): what this host does to a timer, measured over the same window as the proxy's
+    (use as a context manager)."""
+
+    def __init__(self) -> None:
+        self.late_ns: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t = time.perf_counter_ns()
+            time.sleep(0.001)
+            self.late_ns.append(time.perf_counter_ns() - t - 1_000_000)
+
+    def __enter__(self) -> OwnTimerLateness:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def p50_ns(self) -> int:
+        return int(np.median(self.late_ns)) if self.late_ns else 0
+
+
 def test_netem_release_error_histogram_reports_lateness(run_proxy, echo_port):
     """Every held chunk lands in the histogram; none is released early; the window resets
-    with each stats line."""
+    with each stats line. The median lateness is judged loosely here (2 ms, plus the median
+    lateness of this process's own 1 ms timer over the same window: a busy host delays both);
+    the bar on an idle host is in the benchmark."""
     p = run_proxy(echo_port, "--delay", "3ms", echo=True)
-    with socket.create_connection(("127.0.0.1", p.echo_port), timeout=10) as s:
+    with (
+        OwnTimerLateness() as own,
+        socket.create_connection(("127.0.0.1", p.echo_port), timeout=10) as s,
+    ):
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for _ in range(30):
             s.sendall(b"x" * 16)
@@ -464,7 +532,7 @@ def test_netem_release_error_histogram_reports_lateness(run_proxy, echo_port):
     st = p.live_stats()
     assert st["released"] >= 60 and st["win_released"] == st["released"], st
     assert 0 <= st["release_err_p50_ns"] <= st["release_err_p99_ns"], st
-    assert st["release_err_p50_ns"] < 2_000_000, st  # loose here; the bar is in the benchmark
+    assert st["release_err_p50_ns"] < 2_000_000 + own.p50_ns(), (st, own.p50_ns())
     assert p.live_stats()["win_released"] == 0
 
 
