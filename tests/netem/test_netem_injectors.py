@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+import setup_kit
 from signal_kit import wait_for
 
 from orchestrator.errors import PerfctlError
@@ -91,11 +92,18 @@ def test_netem_netem_unavailable_skip_with_reason():
     assert isinstance(make_injector(Network(delay="1ms")), ProxyInjector)
 
 
+def qdisc_or_skip(kind: str) -> None:
+    """A qdisc the kernel lacks skips with the reason (no kernel module is make setup's to
+    give); `ip` and `tc` missing fail (make setup installs iproute2)."""
+    setup_kit.require_tools("ip", "tc", package="iproute2")
+    ok, why = backend_status(kind)
+    if not ok:
+        pytest.skip(f"{kind} not available on this host: {why}")
+
+
 @root_only
 def test_netem_netem_live_when_available(echo_port):
-    ok, why = backend_status("netem")
-    if not ok:
-        pytest.skip(f"netem not available on this host: {why}")
+    qdisc_or_skip("netem")
     before = list_netns()
     with NetemInjector(Network(delay="5ms")) as inj:
         inj.prepare()
@@ -154,9 +162,7 @@ def test_netem_stale_namespace_cleanup():
 
 @root_only
 def test_netem_tbf_injector_end_to_end():
-    ok, why = backend_status("tbf")
-    if not ok:
-        pytest.skip(f"tbf not available: {why}")
+    qdisc_or_skip("tbf")
     before = list_netns()
     spec = Network.from_config({"backend": "tbf", "bandwidth": "20mbit"})
     inj = make_injector(spec)
