@@ -31,6 +31,12 @@ def _links() -> str:
     return subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
 
 
+def _our_netns() -> list[str]:
+    """The network namespaces this test process made (perfctl-<our pid>-<n>): other sessions
+    on a shared host make and remove their own meanwhile."""
+    return [n for n in list_netns() if n.startswith(f"perfctl-{os.getpid()}-")]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -104,17 +110,17 @@ def qdisc_or_skip(kind: str) -> None:
 @root_only
 def test_netem_netem_live_when_available(echo_port):
     qdisc_or_skip("netem")
-    before = list_netns()
+    before = _our_netns()
     with NetemInjector(Network(delay="5ms")) as inj:
         inj.prepare()
         res = inj.probe(samples=10)
         assert abs(res.added_p50_ms - 10.0) < 1.0
-    assert list_netns() == before
+    assert _our_netns() == before
 
 
 @root_only
 def test_netem_namespace_setup_teardown_leaves_nothing():
-    before_ns, before_links = list_netns(), _links()
+    before_ns = _our_netns()
     ns = Netns.create()
     try:
         assert ns.name in list_netns()
@@ -142,9 +148,9 @@ def test_netem_namespace_setup_teardown_leaves_nothing():
     finally:
         ns.delete()
     ns.delete()  # idempotent
-    assert list_netns() == before_ns
-    assert ns.host_if not in _links()
-    assert _links().count("pc") == before_links.count("pc")
+    assert _our_netns() == before_ns
+    links = _links()  # the veth pair, both ends (other sessions' veths are theirs)
+    assert ns.host_if not in links and ns.ns_if not in links
 
 
 @root_only
@@ -163,7 +169,7 @@ def test_netem_stale_namespace_cleanup():
 @root_only
 def test_netem_tbf_injector_end_to_end():
     qdisc_or_skip("tbf")
-    before = list_netns()
+    before = _our_netns()
     spec = Network.from_config({"backend": "tbf", "bandwidth": "20mbit"})
     inj = make_injector(spec)
     assert isinstance(inj, TbfInjector)
@@ -198,7 +204,7 @@ def test_netem_tbf_injector_end_to_end():
     inj.stop()
     assert server.wait(5) is not None  # stop() ended what ran in the namespace
     server.stdout.close()
-    assert list_netns() == before
+    assert _our_netns() == before
 
 
 def test_netem_probe_checks_jitter_and_loss_and_reports_release_error(echo_port):
