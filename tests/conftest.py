@@ -1,11 +1,34 @@
-"""Shared fixtures: the repo root, the venv's perfctl, tiny experiment files."""
+"""Shared fixtures: the repo root, the venv's perfctl, tiny experiment files; tests/ on
+sys.path for the kits every directory uses (setup_kit: what `make setup` provides, a failure
+when missing; signal_kit: waiting for an event under a deadline); and the `needs_quiet`
+marker's contract, checked at collection."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+NEEDS_QUIET_DOC = "Needs quiet:"
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test marked needs_quiet says in its docstring what quiet it needs (a line starting
+    "Needs quiet:"), so the reader of a failure knows what the host must give it."""
+    bare = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("needs_quiet")
+        and NEEDS_QUIET_DOC not in (getattr(getattr(item, "function", None), "__doc__", "") or "")
+    ]
+    if bare:
+        raise pytest.UsageError(
+            f"tests marked needs_quiet without a {NEEDS_QUIET_DOC!r} line in their docstring: "
+            + ", ".join(bare)
+        )
 
 
 @pytest.fixture

@@ -10,13 +10,13 @@ keys, is checked the same way). Nothing else is skipped.
 """
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import setup_kit
 import yaml
 
 from orchestrator.errors import PerfctlError
@@ -166,10 +166,8 @@ load: {mode: closed, connections: 1, duration: 1s, warmup: 0s}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    shutil.which("nginx") is None, reason="nginx-light is not installed (make apt installs it)"
-)
 def test_the_experiment_file_pages_nginx_example_runs_for_real(tmp_path, perfctl_env):
+    setup_kit.require_tools("nginx", package="nginx-light")
     [(_, text)] = [b for b in yaml_blocks() if b[0] == NGINX_BLOCK]
     f = tmp_path / "readme.yaml"
     f.write_text(text)

@@ -5,6 +5,7 @@ import shutil
 import subprocess
 
 import pytest
+import setup_kit
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -43,8 +44,8 @@ def test_report_is_self_contained(report_html, small_run):
     assert "valid" in page
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_report_renders_in_headless_chromium(report_html, tmp_path):
+    setup_kit.require(CHROMIUM is not None, "chromium", "chromium")
     proc = subprocess.run(
         [
             CHROMIUM,

@@ -5,15 +5,20 @@ experiments/<study>.yaml) against that study's quick run in tests/studies/."""
 import os
 from pathlib import Path
 
+import nbclient
+import nbformat
 import pytest
 
 from .conftest import ROOT
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
 ALL = sorted((ROOT / "notebooks").glob("*.ipynb"))
 STUDIES = [p for p in ALL if (ROOT / "experiments" / f"{p.stem}.yaml").is_file()]
 NOTEBOOKS = [p for p in ALL if p not in STUDIES]
+
+
+def test_both_kinds_of_notebook_are_found():
+    """An empty parameter list would turn the two tests below into a skip."""
+    assert STUDIES and (ROOT / "notebooks" / "analysis.ipynb") in NOTEBOOKS, ALL
 
 
 @pytest.mark.parametrize("path", STUDIES, ids=[p.name for p in STUDIES])

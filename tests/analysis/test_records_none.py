@@ -44,7 +44,12 @@ def runs(tmp_path_factory) -> dict[str, object]:
 
 
 def trial_dirs(run_dir):
-    return sorted(run_dir.glob("cells/*/trial-*"))
+    """Every trial directory of run_dir: one per row of its trials.csv (2 cells x 3 repeats),
+    so a loop over them cannot pass by looping over nothing."""
+    dirs = sorted(run_dir.glob("cells/*/trial-*"))
+    rows = len(pd.read_csv(run_dir / "trials.csv"))
+    assert rows == 6 and len(dirs) == rows, (run_dir, rows, dirs)
+    return dirs
 
 
 def test_no_rows_kept_but_every_trial_summarised(runs):
@@ -62,7 +67,7 @@ def test_no_rows_kept_but_every_trial_summarised(runs):
 
 def test_all_rows_give_exact_percentiles_and_the_histograms_agree(runs):
     run = results.load(runs["all"])
-    assert (run.trials["latency_percentiles_from"] == "exact").all()
+    assert len(run.trials) == 6 and (run.trials["latency_percentiles_from"] == "exact").all()
     for _, t in run.trials.iterrows():
         w = histograms.trial_window(run, t["cell_id"], t["trial"])
         for name, q in (("p50", 50.0), ("p99", 99.0)):

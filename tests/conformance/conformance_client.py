@@ -18,6 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from setup_kit import build_failed, require_jdk
+from signal_kit import wait_for
+
 from orchestrator.experiment.catalogue import CONCURRENCY_MODELS, RMI_MODELS
 from orchestrator.run import bundled
 
@@ -194,13 +197,20 @@ class Conn:
 
 def settle(c: Conn, timeout: float = 5.0) -> dict:
     """Poll /stats on `c` until the server has no other connection and nothing queued (work
-    left behind by earlier tests has finished); returns the last /stats."""
-    deadline = time.monotonic() + timeout
-    while True:
-        s = c.request("/stats").json()
-        if (s["connections"] <= 1 and s["queue_length"] == 0) or time.monotonic() > deadline:
-            return s
-        time.sleep(0.02)
+    left behind by earlier tests has finished); returns that /stats. Fails the test if the
+    server does not settle within `timeout` (what the caller counts next would be off)."""
+    last: dict = {}
+
+    def idle() -> dict | None:
+        last.update(c.request("/stats").json())
+        return dict(last) if last["connections"] <= 1 and last["queue_length"] == 0 else None
+
+    return wait_for(
+        idle,
+        "the server settling (no connection but this one, nothing queued)",
+        timeout,
+        reading=lambda: last,
+    )
 
 
 def build(
@@ -250,7 +260,7 @@ _build_errors: dict[str, str | None] = {}
 
 def build_error(impl: str, model: str | None = None) -> str | None:
     """None if `impl` (and a model on a real stack, servlet or spring) is built (tried once per
-    session), else why not."""
+    session, so a broken build fails every test that needs it at once), else why not."""
     from orchestrator.errors import PerfctlError
     from orchestrator.experiment.catalogue import STACK_MODELS
 
@@ -262,24 +272,21 @@ def build_error(impl: str, model: str | None = None) -> str | None:
         except PerfctlError as e:
             lines = str(e).splitlines()
             _build_errors[key] = " | ".join([lines[0]] + lines[-2:]) if lines else str(e)
-        except Exception as e:  # e.g. make missing
+        except Exception as e:  # e.g. make missing: a failure all the same
             _build_errors[key] = f"{type(e).__name__}: {e}"
     return _build_errors[key]
 
 
 def server_argv(impl: str, model: str, **kw) -> list[str]:
-    """Build and return the argv for (impl, model) on --port 0, or pytest.skip why not."""
-    import pytest
-
-    from orchestrator.errors import PerfctlError
-
+    """Build and return the argv for (impl, model) on --port 0. A failed build, or a binary or
+    classes missing after it, fails the test (make setup builds every bundled server); only a
+    JDK that make setup does not install (>= 21, for `virtual`) skips, with the reason."""
+    if impl == "java":
+        require_jdk(21 if model == "virtual" else 17)
     err = build_error(impl, model)
     if err:
-        pytest.skip(f"{impl} server not built: {err}")
-    try:
-        argv = bundled.command(impl, model, 0, **{"threads": THREADS, "backlog": BACKLOG, **kw})
-    except PerfctlError as e:
-        pytest.skip(f"{impl}/{model}: {e}")
+        build_failed(f"the bundled {impl} server (for {impl}/{model})", err)
+    argv = bundled.command(impl, model, 0, **{"threads": THREADS, "backlog": BACKLOG, **kw})
     missing = [
         p
         for p in (
@@ -289,7 +296,7 @@ def server_argv(impl: str, model: str, **kw) -> list[str]:
         if not Path(p).exists()
     ]
     if missing:
-        pytest.skip(f"{impl}/{model}: missing {missing[0]}")
+        build_failed(f"the bundled {impl} server (for {impl}/{model})", f"{missing[0]} is missing")
     return argv
 
 

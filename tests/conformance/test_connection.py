@@ -8,6 +8,7 @@ import time
 import pytest
 from conformance_client import Conn, build, exchange, get, settle, slow_enabled
 from conformance_vectors import CONTAINER_MODELS, DRIP_S, MALFORMED, STALLS
+from signal_kit import wait_server_read
 
 
 def test_keepalive_reuse(srv):
@@ -67,10 +68,14 @@ def test_pipelining_then_error(srv):
 
 
 def test_request_split_into_bytes(srv):
+    """Each byte goes out only once the server has read the one before, so it really gets
+    the request a byte per read."""
     raw = build("GET", "/work?size=3&bucket=1", headers={"X-A": "b"})
     with Conn(srv.port) as c:
-        for i in range(len(raw)):
+        for i in range(len(raw) - 1):
             c.send(raw[i : i + 1])
+            wait_server_read(c.sock, f"the server reading byte {i} of the request")
+        c.send(raw[-1:])
         r = c.read_response()
         assert (r.status, r.body) == (200, b"xxx")
 
@@ -81,9 +86,9 @@ def test_body_split_across_writes(srv):
     head = b"POST /register HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
     with Conn(srv.port) as c:
         c.send(head)
-        time.sleep(0.05)
+        wait_server_read(c.sock, "the server reading the request head before its body")
         c.send(body[:7])
-        time.sleep(0.05)
+        wait_server_read(c.sock, "the server reading the first 7 bytes of the body")
         c.send(body[7:] + build("GET", "/health"))
         r, h = c.read_response(), c.read_response()
         assert (r.status, r.body, h.status) == (201, b"created\n", 200)
@@ -107,9 +112,11 @@ def test_slowloris_does_not_block_others(srv):
             "single serves one connection at a time: a stalled client holds it until "
             "the 10 s idle timeout (test_idle_timeout, PERFCTL_CONFORMANCE_SLOW=1)"
         )
+    with Conn(srv.port) as stats:
+        settle(stats)
     with Conn(srv.port) as stalled:
         stalled.send(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: a")
-        time.sleep(0.1)
+        wait_server_read(stalled.sock, "the server reading the stalled partial request")
         for i in range(5):
             t0 = time.monotonic()
             r = get(srv.port, f"/work?size={i}", timeout=3)

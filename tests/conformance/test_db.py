@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from conformance_client import Conn, Server, build_error, get, server_argv
+from setup_kit import build_failed, require
 
 from orchestrator.experiment.catalogue import CONCURRENCY_MODELS, RMI_MODELS, STACK_MODELS, has_db
 from orchestrator.experiment.services import PostgresService
@@ -37,8 +38,7 @@ BAD = [
 @pytest.fixture(scope="module")
 def database(tmp_path_factory):
     """One PostgreSQL with 300 participants for the module (the service perfctl runs)."""
-    if find_pg_bin() is None:
-        pytest.skip("PostgreSQL is not installed (make setup installs it)")
+    require_postgresql()
     runner = PostgresRunner(
         "db", PostgresService(kind="postgresql", data={"participants": 300}), "test_db.py"
     )
@@ -48,12 +48,17 @@ def database(tmp_path_factory):
     process.stop_all()
 
 
+def require_postgresql() -> None:
+    """PostgreSQL's binaries (make setup installs them): missing is a failure."""
+    require(find_pg_bin() is not None, "PostgreSQL (initdb, postgres)", "postgresql")
+
+
 def _server(impl: str, model: str, *extra: str) -> Server:
     if impl == "java":
         # the plain Java models take the PostgreSQL JDBC driver from the stacks build
         err = build_error("java", "servlet")
         if err:
-            pytest.skip(f"the Java stacks (and the JDBC driver jar) did not build: {err}")
+            build_failed("the Java stacks (they bring the JDBC driver jar)", err)
     try:
         return Server(impl, model, server_argv(impl, model) + list(extra), startup_timeout=60)
     except RuntimeError as e:
@@ -108,8 +113,7 @@ def test_db_queries_against_postgresql(impl, model, database):
 
 def test_a_database_that_stops_and_comes_back_is_503_then_200(tmp_path):
     """The reason reaches the client, and the server reconnects by itself (C, Python, Java)."""
-    if find_pg_bin() is None:
-        pytest.skip("PostgreSQL is not installed (make setup installs it)")
+    require_postgresql()
     config = PostgresService(kind="postgresql", data={"participants": 50})
     first = PostgresRunner("db", config, "test_db.py")
     first.start(tmp_path / "a")

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import setup_kit
 
 from orchestrator.proc import ports, process
 from orchestrator.run import bundled
@@ -25,7 +26,7 @@ def _wait_port(port: int, proc, timeout: float = 20.0) -> None:
                 return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError("server did not start")
+    raise RuntimeError(f"server did not listen on port {port} within {timeout} s")
 
 
 class Running:
@@ -43,7 +44,7 @@ class Running:
 
 
 def _bundled(impl, model, **kw):
-    bundled.build(impl)
+    setup_kit.build(impl)  # a failed build fails the test: make setup builds it
     return Running(bundled.command(impl, model, "{port}", **kw), cpus=[0])
 
 
@@ -56,10 +57,7 @@ def py_server():
 
 @pytest.fixture(scope="module")
 def c_server():
-    try:
-        s = _bundled("c", "epoll", threads=1)
-    except Exception as e:  # noqa: BLE001 - the C server may not be built on this machine
-        pytest.skip(f"bundled C server unavailable: {e}")
+    s = _bundled("c", "epoll", threads=1)
     yield s
     s.stop()
 
@@ -83,8 +81,7 @@ def odd_server():
 @pytest.fixture(scope="module")
 def nginx_server(tmp_path_factory):
     exe = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not Path(exe).exists():
-        pytest.skip("nginx is not installed (make setup installs nginx-light)")
+    setup_kit.require(Path(exe).exists(), "nginx", "nginx-light")
     d = tmp_path_factory.mktemp("nginx")
     (d / "www").mkdir()
     (d / "www" / "index.html").write_text("ok")

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+import setup_kit
 
 from loadgen import contract
 from loadgen.records import COLUMNS, TIMEOUT, UNFINISHED
@@ -87,10 +88,7 @@ def perfctl_run(tmp_path: Path, text: str, name: str) -> tuple[Path, pd.DataFram
 @pytest.fixture(scope="module", params=["http", "rmi"])
 def driver_run(request, tmp_path_factory):
     if request.param == "rmi":
-        from orchestrator.run import bundled
-
-        if bundled.find_jdk(17) is None:
-            pytest.skip("no JDK >= 17: the rmi driver and server need one")
+        setup_kit.require_jdk(17)  # the rmi driver and server need one; make setup installs it
     tmp = tmp_path_factory.mktemp(f"contract-{request.param}")
     text = CONTRACT.format(driver=request.param, server=SERVERS[request.param])
     out, trials = perfctl_run(tmp, text, "run")

@@ -65,7 +65,9 @@ def test_no_switch_on_the_mode_name_outside_the_mode_objects(name):
 
 def test_modes_use_only_the_workers_public_names():
     private = []
-    for path in sorted((PACKAGE / "modes").glob("*.py")):
+    modes = sorted((PACKAGE / "modes").glob("*.py"))
+    assert len(modes) > 1, f"no mode modules under {PACKAGE / 'modes'}"  # __init__ and modes
+    for path in modes:
         for node in ast.walk(_tree(path)):
             if (
                 isinstance(node, ast.Attribute)

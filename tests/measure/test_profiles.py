@@ -9,11 +9,11 @@ from collections import Counter
 
 import pandas as pd
 import pytest
+import setup_kit
 
 from orchestrator.analysis import flamegraph
 from orchestrator.measure import profiler
 from orchestrator.proc.build import ROOT
-from orchestrator.run import bundled
 
 PERF_SCRIPT = """perfctl-server 4242 [000] 123.456:   10101010 cpu-clock:
 \tffffffff81000000 handle_request+0x1a (/srv/perfctl-server)
@@ -129,11 +129,9 @@ profile: true
 
 @pytest.mark.slow
 def test_a_profile_svg_exists_for_each_language(tmp_path, perfctl_env):
-    text = THREE
-    if not bundled.find_jdks():
-        text = text.replace("  java: {impl: java, model: pool, threads: 2}\n", "")
+    setup_kit.require_jdk(17)  # the Java server's profile (JFR): make setup installs the JDK
     exp = tmp_path / "p.yaml"
-    exp.write_text(text)
+    exp.write_text(THREE)
     out = tmp_path / "run"
     p = subprocess.run(
         [
@@ -167,9 +165,7 @@ def test_a_profile_svg_exists_for_each_language(tmp_path, perfctl_env):
         assert svg.count("<rect") > 5, t["server"]
         if info["tool"] != "jfr":
             assert info["profiler_cpu_s"] >= 0 and info["profiler_cpu_pct_of_one_cpu"] is not None
-    assert tools.get("py") == "py-spy" and tools.get("c") == "perf"
-    if bundled.find_jdks():
-        assert tools.get("java") == "jfr"
+    assert tools == {"py": "py-spy", "c": "perf", "java": "jfr"}, tools
     report = subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", "report", str(out)],
         cwd=ROOT,

@@ -12,6 +12,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
+from signal_kit import wait_for
 
 from orchestrator.netem.probe import ECHO_SERVER_CODE
 
@@ -64,13 +65,32 @@ class Proxy:
         return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def live_stats(self) -> dict[str, int]:
-        """SIGUSR1 -> the proxy prints its counters; parse the latest line."""
+        """SIGUSR1 -> the proxy prints its counters; parse that new line (a proxy that never
+        prints it fails the test, rather than handing back the previous line)."""
         before = self.stderr().count("stats:")
         self.proc.send_signal(signal.SIGUSR1)
-        deadline = time.monotonic() + 5
-        while self.stderr().count("stats:") == before and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(
+            lambda: self.stderr().count("stats:") > before,
+            "the proxy's stats line after SIGUSR1",
+            timeout_s=5,
+            reading=lambda: self.stderr()[-500:],
+        )
         return _parse_stats(self.stderr())
+
+    def wait_line(self, word: str, count: int = 1, timeout_s: float = 10.0) -> list[str]:
+        """Wait until `count` stderr lines contain `word` (the proxy's log of an event);
+        returns them."""
+
+        def lines() -> list[str] | None:
+            got = [ln for ln in self.stderr().splitlines() if word in ln]
+            return got if len(got) >= count else None
+
+        return wait_for(
+            lines,
+            f"{count} proxy log line(s) with {word!r}",
+            timeout_s,
+            reading=lambda: self.stderr()[-500:],
+        )
 
     def stop(self) -> int:
         if self.rc is None:

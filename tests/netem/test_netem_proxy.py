@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 from scipy import stats
+from signal_kit import wait_for
 
 from orchestrator.netem.expected import jitter_samples_ms
 from orchestrator.netem.probe import echo_rtt_samples, echo_throughput_bps, interleaved_rtt_ms
@@ -214,13 +215,7 @@ def test_netem_thousands_of_connections(run_proxy, echo_port):
     assert st["conns"] == n
     assert st["conns_peak"] >= n * 0.9, st
     # all closed again (FIN both ways)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        st = p.live_stats()
-        if st["conns_open"] == 0:
-            break
-        time.sleep(0.1)
-    assert st["conns_open"] == 0, st
+    wait_for(lambda: p.live_stats()["conns_open"] == 0, "every proxied connection closing")
 
 
 def test_netem_half_close_propagates(run_proxy, echo_port):
@@ -239,11 +234,12 @@ def test_netem_half_close_propagates(run_proxy, echo_port):
 
 
 def _one_shot_server(action: str):
-    """A server that accepts one connection and does `action`; returns (port, thread, result)."""
+    """A server that accepts one connection and does `action`; returns (port, thread, result).
+    result["received"] is set once the first bytes came in."""
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(1)
-    result = {}
+    result = {"received": threading.Event()}
 
     def serve():
         ls.settimeout(10)
@@ -257,7 +253,7 @@ def _one_shot_server(action: str):
             else:  # observe what the client does
                 try:
                     while c.recv(4096):
-                        pass
+                        result["received"].set()
                     result["outcome"] = "eof"
                 except ConnectionResetError:
                     result["outcome"] = "reset"
@@ -287,7 +283,8 @@ def test_netem_reset_client_to_server(run_proxy):
     p = run_proxy(port, "--delay", "2ms")
     s = socket.create_connection(("127.0.0.1", p.port), timeout=5)
     s.sendall(b"hi")
-    time.sleep(0.05)
+    # the reset must follow the bytes over an open upstream connection: wait until they are in
+    assert result["received"].wait(5), "the server never got the bytes through the proxy"
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
     t.join(5)

@@ -19,6 +19,7 @@ from orchestrator.experiment.network import GilbertElliott, Network
 from orchestrator.netem.probe import echo_rtt_samples
 
 FRAME = struct.Struct("!qq")  # sequence number, send time (perf_counter_ns)
+FIRST_FRAMES = 10  # frames judged right after a schedule change
 
 
 class Sink:
@@ -79,6 +80,23 @@ def one_way_ms(port: int, sink: Sink, n: int, gap_s: float) -> np.ndarray:
     return np.array([sink.owd[i] for i in range(n)])
 
 
+def one_way_ms_pair(a: tuple[int, Sink], b: tuple[int, Sink], n: int, gap_s: float):
+    """one_way_ms on two paths at once, (port, sink) each: frame i goes to a, then at once to
+    b, so both see the same moments of this host. Their delays (ms), a's then b's."""
+    conns = []
+    for port, _ in (a, b):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conns.append(s)
+    for i in range(n):
+        for s in conns:
+            s.sendall(FRAME.pack(i, time.perf_counter_ns()))
+        time.sleep(gap_s)
+    for s, (_, sink) in zip(conns, (a, b)):
+        _await_frames(sink, s, n)
+    return tuple(np.array([sink.owd[i] for i in range(n)]) for _, sink in (a, b))
+
+
 def runs_of(flags: np.ndarray) -> list[int]:
     """Lengths of the runs of consecutive True."""
     out, k = [], 0
@@ -100,87 +118,156 @@ def sink():
     s.close()
 
 
-def test_netem_gilbert_elliott_loss_rate_and_bursts(run_proxy, sink):
-    """Lost chunks (held one rto) come in bursts whose rate and mean length match the chain;
-    independent loss at the same rate does not burst."""
-    ge = GilbertElliott(p=0.05, r=0.3, loss_bad=0.9, loss_good=0.01)
-    p = run_proxy(
-        sink.port,
-        "--delay",
-        "1ms",
-        "--rto",
-        "12ms",
-        "--threads",
-        "1",
-        "--seed",
-        "11",
-        "--gemodel",
-        "0.05,0.3,0.9,0.01",
+LOSS_DELAY_MS, LOSS_RTO_MS = 1.0, 12.0
+# a held chunk arrives no sooner than delay + rto (the proxy never releases early); a chunk
+# not held is taken for a lost one only if the host delays it by about an rto
+LOST_OVER_MS = LOSS_DELAY_MS + LOSS_RTO_MS - 0.5
+LOSS_ATTEMPTS = 3
+
+
+def _lossy_path(run_proxy, n: int, *loss_flags: str) -> dict:
+    """n frames, 14.5 ms apart, through a lossy proxy (delay 1 ms, rto 12 ms, loss_flags) and,
+    alternately, through a plain one (delay 1 ms): which frames the lossy path held back,
+    how many the proxy says it held, and how many of the plain path's frames this host
+    delayed past LOST_OVER_MS on its own (each such stall on the lossy path would be taken
+    for a loss)."""
+    plain, lossy = Sink(), Sink()
+    a = run_proxy(plain.port, "--delay", "1ms", "--threads", "1")
+    b = run_proxy(lossy.port, "--delay", "1ms", "--rto", "12ms", "--threads", "1",
+                  "--seed", "11", *loss_flags)  # fmt: skip
+    own, owd = one_way_ms_pair((a.port, plain), (b.port, lossy), n, 0.0145)
+    plain.close()
+    lossy.close()
+    return {
+        "lost": owd > LOST_OVER_MS,
+        "held_up": b.live_stats()["held_up"],
+        "host_stalls": int((own > LOST_OVER_MS).sum()),
+    }
+
+
+def _quiet_lossy_path(run_proxy, n: int, *loss_flags: str) -> dict:
+    """_lossy_path, taken again (LOSS_ATTEMPTS in all) while this host stalled more than 1% of
+    the plain path's frames by an rto; then the test fails with each run's readings."""
+    runs = []
+    for _ in range(LOSS_ATTEMPTS):
+        run = _lossy_path(run_proxy, n, *loss_flags)
+        if run["host_stalls"] <= 0.01 * n:
+            return run
+        runs.append(
+            {k: v for k, v in run.items() if k != "lost"} | {"lost": int(run["lost"].sum())}
+        )
+    pytest.fail(
+        f"this host delayed more than 1% of {n} frames on a plain path past {LOST_OVER_MS} ms "
+        f"in each of {LOSS_ATTEMPTS} runs: {runs}",
+        pytrace=False,
     )
+
+
+@pytest.mark.needs_quiet
+def test_netem_gilbert_elliott_loss_rate_and_bursts(run_proxy):
+    """Lost chunks (held one rto) come in bursts whose rate and mean length match the chain;
+    independent loss at the same rate does not burst. A frame counts as lost when it arrives
+    later than delay + rto - 0.5 ms: a held one never arrives sooner.
+
+    Needs quiet: this host delaying at most 1% of the frames of a plain path sent alongside
+    by an rto (each such stall on the lossy path looks like a loss); a run with more is taken
+    again (LOSS_ATTEMPTS in all), then the test fails with the readings. The proxy's own count
+    of held chunks may differ from the frames seen late by those stalls, and 3%."""
+    ge = GilbertElliott(p=0.05, r=0.3, loss_bad=0.9, loss_good=0.01)
     n = 500
-    owd = one_way_ms(p.port, sink, n, 0.0145)
-    lost = owd > 1 + 6.0
+    run = _quiet_lossy_path(run_proxy, n, "--gemodel", "0.05,0.3,0.9,0.01")
+    lost = run["lost"]
     rate, bursts = lost.mean(), runs_of(lost)
     assert rate == pytest.approx(ge.loss_rate(), rel=0.4), (rate, ge.loss_rate())
     assert np.mean(bursts) == pytest.approx(ge.mean_burst(), rel=0.5), (
         np.mean(bursts),
         ge.mean_burst(),
     )
-    # the proxy's own count agrees (a host stall > 6 ms mislabels a few on a busy host)
-    assert abs(p.live_stats()["held_up"] - int(lost.sum())) <= 0.03 * n
+    # the proxy's own count agrees
+    assert abs(run["held_up"] - int(lost.sum())) <= 0.03 * n + run["host_stalls"], run
 
 
-def test_netem_independent_loss_does_not_burst(run_proxy, sink):
-    p = run_proxy(
-        sink.port,
-        "--delay",
-        "1ms",
-        "--rto",
-        "12ms",
-        "--threads",
-        "1",
-        "--seed",
-        "11",
-        "--loss",
-        "0.15",
-    )
-    lost = one_way_ms(p.port, sink, 400, 0.0145) > 1 + 6.0
+@pytest.mark.needs_quiet
+def test_netem_independent_loss_does_not_burst(run_proxy):
+    """Needs quiet: as test_netem_gilbert_elliott_loss_rate_and_bursts (at most 1% of a plain
+    path's frames delayed by an rto)."""
+    lost = _quiet_lossy_path(run_proxy, 400, "--loss", "0.15")["lost"]
     assert lost.mean() == pytest.approx(0.15, rel=0.4)
     assert np.mean(runs_of(lost)) < 1.5  # 1 / (1 - 0.15) = 1.18 expected
 
 
-def test_netem_correlated_jitter_keeps_its_law(run_proxy, sink):
-    """jitter-correlation 0.9: consecutive delays correlate, the marginal stays N(d, j).
-    Rank correlation and the IQR, so a few host stalls of several ms do not decide it; with
-    rho 0.9 the 250 draws are worth ~13 independent ones, hence the wider bar there."""
+QUIET_SPREAD_MS = 0.5  # this host's own one-way delay spread must stay under a third of 1.5 ms
+JITTER_ATTEMPTS = 3
+
+
+def _spread_ms(owd: np.ndarray) -> float:
+    """The spread of one-way delays as a normal law's sigma, from the IQR (robust to a few
+    host stalls of several ms)."""
+    q75, q25 = np.percentile(owd, [75, 25])
+    return float((q75 - q25) / 1.349)
+
+
+def _jitter_laws(run_proxy) -> dict[str, dict[str, float]]:
+    """For jitter-correlation 0 and 0.9 (1.5 ms of normal jitter on a 6 ms path): the rank
+    correlation of consecutive delays, their spread (ms), and the spread of a path without
+    jitter measured at the same time (frames sent alternately to both): this host's own."""
     from scipy import stats
+
+    def proxy(sink, *flags):
+        return run_proxy(sink.port, "--delay", "6ms", *flags, "--threads", "1", "--seed", "5")
 
     results = {}
     for corr in ("0", "0.9"):
-        s = Sink()
-        p = run_proxy(
-            s.port,
-            "--delay",
-            "6ms",
-            "--jitter",
-            "1.5ms",
-            "--distribution",
-            "normal",
-            "--jitter-correlation",
-            corr,
-            "--threads",
-            "1",
-            "--seed",
-            "5",
+        plain, jittered = Sink(), Sink()
+        a = proxy(plain)
+        b = proxy(jittered, "--jitter", "1.5ms", "--distribution", "normal",
+                  "--jitter-correlation", corr)  # fmt: skip
+        own, owd = one_way_ms_pair((a.port, plain), (b.port, jittered), 250, 0.014)
+        plain.close()
+        jittered.close()
+        results[corr] = {
+            "rank_correlation": float(stats.spearmanr(owd[:-1], owd[1:])[0]),
+            "spread_ms": _spread_ms(owd),
+            "own_spread_ms": _spread_ms(own),
+            # how late the jittered proxy itself released (its timer on this host)
+            "release_late_p50_ms": b.live_stats()["release_err_p50_ns"] / 1e6,
+        }
+    return results
+
+
+@pytest.mark.needs_quiet
+def test_netem_correlated_jitter_keeps_its_law(run_proxy):
+    """jitter-correlation 0.9: consecutive delays correlate, the marginal stays N(d, j).
+    Rank correlation and the IQR, so a few host stalls of several ms do not decide it; with
+    rho 0.9 the 250 draws are worth ~13 independent ones, hence the wider bar there. The
+    spread expected is the law's 1.5 ms together with this host's own, measured at the same
+    time through a path without jitter: sqrt(1.5^2 + own^2).
+
+    Needs quiet: this host's own spread of one-way delays (the path without jitter, beside
+    each setting) and the jittered proxy's median release lateness both under QUIET_SPREAD_MS, a
+    third of the law checked; a noisier run is taken again (JITTER_ATTEMPTS in all), then the
+    test fails with every run's readings."""
+    runs = []
+    for _ in range(JITTER_ATTEMPTS):
+        results = _jitter_laws(run_proxy)
+        runs.append(results)
+        if all(
+            r["own_spread_ms"] <= QUIET_SPREAD_MS and r["release_late_p50_ms"] <= QUIET_SPREAD_MS
+            for r in results.values()
+        ):
+            break
+    else:
+        pytest.fail(
+            f"this host's own one-way delay spread or the proxy's release lateness exceeded "
+            f"{QUIET_SPREAD_MS} ms in each of {JITTER_ATTEMPTS} runs: {runs}",
+            pytrace=False,
         )
-        owd = one_way_ms(p.port, s, 250, 0.014)
-        s.close()
-        q75, q25 = np.percentile(owd, [75, 25])
-        results[corr] = (stats.spearmanr(owd[:-1], owd[1:])[0], (q75 - q25) / 1.349)
-    assert results["0.9"][0] > 0.5, results
-    assert results["0"][0] < 0.3, results
-    assert results["0"][1] == pytest.approx(1.5, rel=0.3), results
-    assert results["0.9"][1] == pytest.approx(1.5, rel=0.5), results
+    flat, corr = results["0"], results["0.9"]
+    assert corr["rank_correlation"] > 0.5, results
+    assert flat["rank_correlation"] < 0.3, results
+    expected = {k: float(np.hypot(1.5, r["own_spread_ms"])) for k, r in results.items()}
+    assert flat["spread_ms"] == pytest.approx(expected["0"], rel=0.3), (expected, results)
+    assert corr["spread_ms"] == pytest.approx(expected["0.9"], rel=0.5), (expected, results)
 
 
 def test_netem_reorder_skips_the_delay_but_keeps_byte_order(run_proxy, sink, echo_port):
@@ -237,9 +324,26 @@ def _stderr_lines(p, word):
     return [ln for ln in p.stderr().splitlines() if word in ln]
 
 
+def _wait_line_timing_own_wakeups(p, word: str, timeout_s: float = 5.0) -> tuple[str, int]:
+    """Wait for the proxy's first stderr line with `word`, in 1 ms sleeps; returns the line
+    and the worst lateness (ns) of this process's own wake-ups meanwhile: what this host did
+    to a timer in the same window as the proxy's."""
+    worst_ns = 0
+    deadline = time.monotonic() + timeout_s
+    while not (lines := _stderr_lines(p, word)):
+        assert time.monotonic() < deadline, f"no {word!r} line within {timeout_s} s: {p.stderr()}"
+        t = time.perf_counter_ns()
+        time.sleep(0.001)
+        worst_ns = max(worst_ns, time.perf_counter_ns() - t - 1_000_000)
+    return lines[0], worst_ns
+
+
 def test_netem_schedule_changes_delay_at_its_time(run_proxy, echo_port):
-    """`--at 400ms --delay 25ms`, anchored on stdin: the change line comes within 100 ms of
-    its due time and round trips after it cross the new delay."""
+    """`--at 400ms --delay 25ms`, anchored on stdin: nothing changes before the anchor; after
+    it the change line comes at its due time, and round trips after that line cross the new
+    delay. The lateness allowed to the change is 100 ms plus the worst lateness of this
+    process's own 1 ms timer wake-ups while it waited for the line (a busy host delays both
+    timers alike); on an idle host that is 100 ms and a little."""
     p = run_proxy(
         echo_port,
         "--delay",
@@ -253,19 +357,21 @@ def test_netem_schedule_changes_delay_at_its_time(run_proxy, echo_port):
         echo=True,
         stdin=True,
     )
-    time.sleep(0.3)
-    assert not _stderr_lines(p, "change")  # nothing happens before the anchor
+    # Not anchored, nothing changes, also well past `--at` counted from the proxy's start:
+    # 600 ms, 200 ms past that due time (an observation window: the event is an absence)
+    time.sleep(max(0.0, 0.6 - (time.perf_counter_ns() - p.started_ns) / 1e9))
+    before = echo_rtt_samples("127.0.0.1", p.echo_port, samples=10)
+    assert not _stderr_lines(p, "change"), p.stderr()
     anchor = time.perf_counter_ns()
     p.proc.stdin.write(f"start {anchor}\n")
     p.proc.stdin.flush()
-    before = echo_rtt_samples("127.0.0.1", p.echo_port, samples=10)
-    time.sleep(max(0.0, 0.45 - (time.perf_counter_ns() - anchor) / 1e9))
-    after = echo_rtt_samples("127.0.0.1", p.echo_port, samples=5)
-    line = _stderr_lines(p, "perfctl-proxy change")
-    assert len(line) == 1, p.stderr()
-    fields = dict(kv.split("=") for kv in line[0].split()[2:])
+    line, own_late_ns = _wait_line_timing_own_wakeups(p, "perfctl-proxy change")
+    after = echo_rtt_samples("127.0.0.1", p.echo_port, samples=5)  # after the change: 2 x 25
+    assert len(_stderr_lines(p, "perfctl-proxy change")) == 1, p.stderr()
+    fields = dict(kv.split("=") for kv in line.split()[2:])
     assert int(fields["due_ns"]) == anchor + 400_000_000
-    assert 0 <= int(fields["applied_ns"]) - int(fields["due_ns"]) <= 100_000_000
+    late_ns = int(fields["applied_ns"]) - int(fields["due_ns"])
+    assert 0 <= late_ns <= 100_000_000 + own_late_ns, (late_ns, own_late_ns)
     assert np.median(before) < 10 and min(after) >= 50 * 0.95, (before, after)
 
 
@@ -321,16 +427,22 @@ def test_netem_schedule_steps_up_and_down_hold_nothing_past_its_due_time(run_pro
     up = (sent > applied[0] + 0.001) & (sent < down_s - 0.001)
     assert owd[up].min() >= 20 * 0.95, owd[up]
     assert np.median(owd[up]) <= 20 + np.median(base) + 1.0, owd[up]
-    first = up & (sent < applied[0] + 0.05)
-    assert first.sum() >= 5 and owd[first].max() <= 20 + slack, owd[first]
+    # the frames right after a change are counted, not timed: the first FIRST_FRAMES sent
+    # after it, however long a busy host took to send them
+    first = np.flatnonzero(up)[:FIRST_FRAMES]
+    assert len(first) == FIRST_FRAMES and owd[first].max() <= 20 + slack, owd[first]
     # after the step down: due at most when the last frame sent before the change was (byte
-    # order: a frame may wait for those ahead of it), never later
+    # order: a frame may wait for those ahead of it), never later. Judged: every frame sent
+    # until 30 ms past that, and at least the first FIRST_FRAMES after the change
     last_held = sent[sent < applied[1] - 0.001]
     held_until = last_held.max() + 0.020 if len(last_held) else applied[1]
-    after = (sent > applied[1] + 0.001) & (sent < held_until + 0.03)
+    since = np.flatnonzero(sent > applied[1] + 0.001)
+    after = since[: max(FIRST_FRAMES, int((sent[since] < held_until + 0.03).sum()))]
     bound = np.maximum(held_until - sent[after], 0.0) * 1e3 + slack
     over = owd[after] > bound
-    assert after.sum() >= 5 and not over.any(), list(zip(sent[after][over], owd[after][over]))
+    assert len(after) >= FIRST_FRAMES and not over.any(), list(
+        zip(sent[after][over], owd[after][over])
+    )
     drained = sent > held_until + 0.005
     assert len(owd[drained]) > 50 and np.median(owd[drained]) <= np.median(base) + 1.0
 
@@ -367,16 +479,60 @@ def test_netem_idle_poll_only_after_io_and_within_its_budget(run_proxy, echo_por
     assert on.live_stats()["poll_ns"] == after
 
 
+class OwnTimerLateness:
+    """A thread of this process sleeping 1 ms at a time, recording how late each wake-up
+    came (ns): what this host does to a timer, measured over the same window as the proxy's
+    (use as a context manager)."""
+
+    def __init__(self) -> None:
+        self.late_ns: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t = time.perf_counter_ns()
+            time.sleep(0.001)
+            self.late_ns.append(time.perf_counter_ns() - t - 1_000_000)
+
+    def __enter__(self) -> OwnTimerLateness:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def p50_ns(self) -> int:
+        return int(np.median(self.late_ns)) if self.late_ns else 0
+
+
 def test_netem_release_error_histogram_reports_lateness(run_proxy, echo_port):
     """Every held chunk lands in the histogram; none is released early; the window resets
-    with each stats line."""
+    with each stats line. The median lateness is judged loosely here (2 ms, plus the median
+    lateness of this process's own 1 ms timer over the same window: a busy host delays both);
+    the bar on an idle host is in the benchmark."""
     p = run_proxy(echo_port, "--delay", "3ms", echo=True)
-    echo_rtt_samples("127.0.0.1", p.echo_port, samples=30, warmup=0)
-    time.sleep(0.1)  # the close (a FIN each way) is released through the path too
+    with (
+        OwnTimerLateness() as own,
+        socket.create_connection(("127.0.0.1", p.echo_port), timeout=10) as s,
+    ):
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(30):
+            s.sendall(b"x" * 16)
+            got = b""
+            while len(got) < 16:
+                chunk = s.recv(16 - len(got))
+                assert chunk, "the echo path closed early"
+                got += chunk
+        # the close (a FIN each way) is released through the path too: half-close, and
+        # wait for the FIN that comes back once both were released
+        s.shutdown(socket.SHUT_WR)
+        assert s.recv(16) == b"", "the echo path answered a half-close with bytes"
     st = p.live_stats()
     assert st["released"] >= 60 and st["win_released"] == st["released"], st
     assert 0 <= st["release_err_p50_ns"] <= st["release_err_p99_ns"], st
-    assert st["release_err_p50_ns"] < 2_000_000, st  # loose here; the bar is in the benchmark
+    assert st["release_err_p50_ns"] < 2_000_000 + own.p50_ns(), (st, own.p50_ns())
     assert p.live_stats()["win_released"] == 0
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
+import setup_kit
 from fault_kit import mark_of, poll_until
 
 from orchestrator import experiment, results
@@ -22,12 +23,14 @@ from orchestrator.proc import process
 from orchestrator.run.execute import execute_plan, run_info
 from orchestrator.run.services import find_pg_bin
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        find_pg_bin() is None, reason="PostgreSQL is not installed (make setup installs it)"
-    ),
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_installed():
+    """PostgreSQL's binaries: make setup installs them, so missing is a failure."""
+    setup_kit.require(find_pg_bin() is not None, "PostgreSQL (initdb, postgres)", "postgresql")
+
 
 EXPERIMENT = """
 name: db
@@ -133,10 +136,7 @@ include:
 def test_db_cells_of_the_plain_java_server_and_of_rmi(write_yaml, tmp_path):
     """The plain Java HTTP server and the RMI server (driven by the rmi driver) answer /db from
     the same PostgreSQL over JDBC; RMI carries the db time back (db_ms) like Server-Timing."""
-    from orchestrator.run import bundled
-
-    if bundled.find_jdk(17) is None:
-        pytest.skip("no JDK >= 17")
+    setup_kit.require_jdk(17)
     plan = experiment.load_plan(write_yaml(JAVA_EXPERIMENT))
     run_dir = _run_dir(plan, tmp_path)
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import selectors
-import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import setup_kit
 
 ROOT = Path(__file__).resolve().parents[2]
 C_DIR = ROOT / "servers" / "c"
@@ -36,10 +36,6 @@ SANITIZER_MARKERS = (
 )
 
 
-def have_tools(*tools: str) -> bool:
-    return all(shutil.which(t) for t in tools)
-
-
 def make(target: str, timeout: float = 120, **variables: str) -> subprocess.CompletedProcess:
     cmd = ["make", "-s", "-C", str(C_DIR), target] + [f"{k}={v}" for k, v in variables.items()]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -48,8 +44,8 @@ def make(target: str, timeout: float = 120, **variables: str) -> subprocess.Comp
 @pytest.fixture(scope="session")
 def c_binaries() -> dict[str, Path]:
     """Builds the normal and the ASan server once per session."""
-    if not have_tools("make", "gcc"):
-        pytest.skip("gcc and make are needed to build servers/c (apt: gcc make)")
+    setup_kit.require_tools("gcc", package="gcc")
+    setup_kit.require_tools("make", package="make")
     out = {}
     for target, name in (("all", "perfctl-server"), ("asan", "perfctl-server-asan")):
         proc = make(target)

@@ -10,6 +10,7 @@ import struct
 import time
 
 import pytest
+from signal_kit import wait_server_read
 
 MODELS = ["single", "thread", "pool", "epoll"]
 
@@ -207,7 +208,7 @@ def _abuse(http, port):
     ):
         s = http.connect(port)
         s.sendall(raw)
-        time.sleep(0.05)
+        wait_server_read(s, f"the server reading {raw[:30]!r} before the reset")
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
     # clients that vanish with a partial request (FIN)

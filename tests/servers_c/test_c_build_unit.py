@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import setup_kit
 
 C_DIR = Path(__file__).resolve().parents[2] / "servers" / "c"
 
@@ -20,8 +21,8 @@ def _make(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 
 @pytest.fixture(autouse=True)
 def _need_gcc():
-    if not (shutil.which("gcc") and shutil.which("make")):
-        pytest.skip("gcc and make are needed (apt: gcc make)")
+    setup_kit.require_tools("gcc", package="gcc")
+    setup_kit.require_tools("make", package="make")
 
 
 def test_c_werror_build_from_scratch(tmp_path):
@@ -59,7 +60,10 @@ def test_c_sources_layout():
 
 
 def test_c_sources_formatted():
-    if not (shutil.which("clang-format") or shutil.which("clang-format-14")):
-        pytest.skip("clang-format is not installed (apt: clang-format)")
+    setup_kit.require(
+        bool(shutil.which("clang-format") or shutil.which("clang-format-14")),
+        "clang-format",
+        "clang-format",
+    )
     proc = _make("-s", "format-check")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -6,19 +6,22 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+import setup_kit
 
 C_DIR = Path(__file__).resolve().parents[2] / "servers" / "c"
 
 
 def test_c_fuzz_http_parser(tmp_path):
-    if not shutil.which("clang"):
-        pytest.skip("clang is not installed (apt: clang libclang-rt-14-dev); no libFuzzer")
+    setup_kit.require_tools("clang", package="clang")
     build = subprocess.run(
         ["make", "-s", "-C", str(C_DIR), "fuzz"], capture_output=True, text=True, timeout=180
     )
-    if build.returncode != 0 and "libclang_rt.fuzzer" in build.stderr:
-        pytest.skip("libFuzzer runtime missing (apt: libclang-rt-14-dev)")
+    setup_kit.require(
+        not (build.returncode != 0 and "libclang_rt.fuzzer" in build.stderr),
+        "the libFuzzer runtime",
+        "libclang-rt-14-dev",
+        build.stderr[-500:],
+    )
     assert build.returncode == 0, build.stdout + build.stderr
     corpus = tmp_path / "corpus"  # libFuzzer adds inputs here, not to the source tree
     shutil.copytree(C_DIR / "fuzz" / "seeds", corpus)

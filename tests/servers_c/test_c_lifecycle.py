@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from signal_kit import wait_for, wait_server_read
 
 
 @pytest.mark.parametrize(
@@ -55,7 +56,7 @@ def test_c_listening_line_and_sigint(c_server, http, model):
     idle = http.connect(srv.port)
     busy = http.connect(srv.port)
     busy.sendall(b"GET /work?sleep_us=5000000 HTTP/1.1\r\n\r\n")
-    time.sleep(0.2)
+    wait_server_read(busy, f"{model}: the server reading the 5 s request before SIGINT")
     t0 = time.monotonic()
     srv.proc.send_signal(signal.SIGINT)
     rc = srv.proc.wait(timeout=3)
@@ -84,7 +85,8 @@ def test_c_slowloris_idle_timeout(c_server, http):
         c = http.connect(s.port, timeout=15)
         c.sendall(b"GET /health HTTP/1.1\r\nX-Slow: ")
         stalls[s.model] = c
-    time.sleep(0.3)
+    for model, c in stalls.items():
+        wait_server_read(c, f"{model}: the server reading the stalled partial request")
     # epoll keeps serving others meanwhile
     assert http.get(epoll.port, "/health").status == 200
     # single is busy with the staller: a second client waits (connect succeeds via backlog)
@@ -92,7 +94,8 @@ def test_c_slowloris_idle_timeout(c_server, http):
     got = {}
 
     def other():
-        got["r"] = http.get(single.port, "/health")
+        # it waits out the staller's 10 s idle timeout: a client timeout well past that
+        got["r"] = http.exchange(single.port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n", 20)[0]
         got["t"] = time.monotonic()
         done.set()
 
@@ -100,7 +103,6 @@ def test_c_slowloris_idle_timeout(c_server, http):
     threading.Thread(target=other, daemon=True).start()
     for model, c in stalls.items():
         c.settimeout(14)
-        time.monotonic()
         try:
             data = c.recv(100)
         except ConnectionResetError:
@@ -112,7 +114,10 @@ def test_c_slowloris_idle_timeout(c_server, http):
     assert done.wait(5), "single never served the second client"
     assert got["r"].status == 200 and got["t"] - t0 > 8.5
     for s in (single, epoll):
-        deadline = time.monotonic() + 3
-        while s.fd_count() > base[s.model] and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(
+            lambda s=s: s.fd_count() <= base[s.model],
+            f"{s.model}: its descriptors back to the {base[s.model]} it had before",
+            timeout_s=3,
+            reading=s.fd_count,
+        )
         assert s.fd_count() == base[s.model]

@@ -7,6 +7,7 @@ import subprocess
 import time
 
 import pytest
+import setup_kit
 
 
 def _run(jkit, *flags, java=None, timeout=30):
@@ -89,9 +90,15 @@ def test_java_bad_flags_exit_2(jkit, flags, names):
     assert len(lines) == 1 and names in lines[0], p.stderr
 
 
+def require_jdk17(jkit) -> None:
+    """The JDK 17 these tests run on is make setup's: missing is a failure."""
+    setup_kit.require(
+        jkit.JDK17_JAVA.exists(), f"the JDK 17 java ({jkit.JDK17_JAVA})", "openjdk-17-jdk-headless"
+    )
+
+
 def test_java_virtual_needs_jdk21(jkit):
-    if not jkit.JDK17_JAVA.exists():
-        pytest.skip(f"{jkit.JDK17_JAVA} not installed")
+    require_jdk17(jkit)
     t = time.monotonic()
     p = _run(jkit, "--port", "0", "--model", "virtual", java=str(jkit.JDK17_JAVA))
     assert p.returncode == 2
@@ -102,8 +109,7 @@ def test_java_virtual_needs_jdk21(jkit):
 
 @pytest.mark.parametrize("model", ["single", "thread", "pool"])
 def test_java_runs_on_jdk17(jkit, model):
-    if not jkit.JDK17_JAVA.exists():
-        pytest.skip(f"{jkit.JDK17_JAVA} not installed")
+    require_jdk17(jkit)
     with jkit.JavaServer(model, java=str(jkit.JDK17_JAVA)) as srv:
         assert srv.get("/work?spin_us=10").status == 200
         assert srv.terminate() == 0

@@ -8,6 +8,7 @@ import subprocess
 import time
 
 import pytest
+import setup_kit
 
 from orchestrator.proc import ports
 from orchestrator.run import bundled
@@ -18,9 +19,8 @@ PROTOCOL_ACK = 0x4E
 
 @pytest.fixture
 def rmi_server(request):
-    if bundled.find_jdk(17) is None:
-        pytest.skip("no JDK >= 17")
-    bundled.build("java")
+    setup_kit.require_jdk(17)
+    setup_kit.build("java")
     procs = []
 
     def start(model: str, threads: int = 4) -> int:

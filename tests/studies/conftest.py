@@ -49,11 +49,10 @@ def run_quick_profile(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def require_java() -> None:
-    """Skip a study that needs the Java server when no JDK is installed."""
-    from orchestrator.run import bundled
+    """A study that needs the Java server fails without a JDK 17 (make setup installs one)."""
+    import setup_kit
 
-    if not bundled.find_jdks():
-        pytest.skip("no JDK: the study needs the Java server")
+    setup_kit.require_jdk(17)
 
 
 @pytest.fixture
