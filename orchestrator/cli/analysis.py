@@ -20,7 +20,8 @@ from ..analysis import queueing
 from ..analysis import report as report_
 from ..analysis.model_figures import draw_models
 from ..errors import PerfctlError
-from .console import console, fmt, pct, step
+from ..numbers import fmt, pct
+from .console import console, step
 
 RunArg = Annotated[
     Path,

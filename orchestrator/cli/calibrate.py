@@ -26,9 +26,10 @@ from ..analysis.views import usable_trials
 from ..errors import PerfctlError
 from ..experiment import compile_document, load_plan
 from ..measure.hostinfo import host_info
+from ..numbers import fmt
 from ..proc import process
 from ..run.execute import execute_plan, run_info
-from .console import console, fmt
+from .console import console
 
 REFERENCE = """
 name: calibrate

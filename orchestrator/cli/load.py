@@ -8,7 +8,6 @@ load for the same settings.
 from __future__ import annotations
 
 import json
-import math
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -22,6 +21,7 @@ from loadgen import digest, generate_to_dir, stats
 
 from ..errors import PerfctlError
 from ..experiment.load import Load, Workload, to_load_spec
+from ..numbers import fmt
 
 
 def _target(url: str) -> tuple[str, int, str, str]:
@@ -174,11 +174,7 @@ def _print_result(r: dict) -> None:
         c.print(
             f"  rate        target {r['target_rate']:,.1f}/s, achieved {r['achieved_rate']:,.1f}/s"
         )
-
-    def fmt(v):
-        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
-
-    c.print("  latency ms  " + "  ".join(f"{k} {fmt(v)}" for k, v in lat.items()))
+    c.print("  latency ms  " + "  ".join(f"{k} {fmt(v, '.3f')}" for k, v in lat.items()))
     if "sustainable_rps" in r:
         c.print(f"  sustainable {r['sustainable_rps']:,.0f} req/s under the SLO")
     if "release_spread_ms_max" in r:

@@ -15,7 +15,8 @@ import typer
 from rich.table import Table
 
 from ..experiment import Plan, load_plan
-from .console import console, fmt_duration, fmt_span
+from ..numbers import fmt_duration, fmt_span
+from .console import console
 
 SCREEN_CELLS = 30  # more cells than this: a summary instead of one line per cell
 FIRST_CELLS = 10  # cells listed in the summary
