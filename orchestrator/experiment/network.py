@@ -33,14 +33,16 @@ timeline) the keys replace those of the step before (`delay` also replaces delay
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import PerfctlError
 from .network_profiles import profile_keys, profile_source
 from .units import bandwidth_bps, duration_ms, duration_s, fraction
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Backend = Literal["auto", "proxy", "netem", "tbf"]
 Distribution = Literal["uniform", "normal", "pareto"]
@@ -109,6 +111,8 @@ class GilbertElliott(BaseModel):
         A bursty chain's estimates converge slowly (n=3000 with p=2%, r=25% has ~55 bad
         spells, a ~20% relative spread of the rate), so a measurement is judged against this
         interval, not against the long-run value with a fixed tolerance."""
+        import numpy as np  # the simulations only: `perfctl plan` never loads numpy
+
         rng = np.random.default_rng(seed)
         bad = rng.random(reps) < self.bad_share
         lost = np.empty((n, reps), bool)
@@ -365,6 +369,8 @@ class Network(BaseModel):
         """Simulated added RTT of n independent request/response round trips on an idle path
         (fixed seed): each direction's delay + jitter (clamped), 0 if reordered, + rto if
         lost. What the probe's samples are checked against."""
+        import numpy as np  # the simulations only: `perfctl plan` never loads numpy
+
         rng = np.random.default_rng(seed)
         total = np.zeros(n)
         for d in self.direction_delays_ms():
@@ -385,6 +391,8 @@ class Network(BaseModel):
         up, down = self.direction_delays_ms()
         if not self.jitter_ms and not self.has_loss and not self.reorder:
             return up + down
+        import numpy as np  # the simulations only: `perfctl plan` never loads numpy
+
         return float(np.median(self.added_rtt_samples_ms()))
 
     def describe(self) -> str:
@@ -458,6 +466,8 @@ def jitter_samples_ms(
     rng: np.random.Generator, n: int, jitter: float, distribution: str
 ) -> np.ndarray:
     """Draws of one direction's jitter term (before the clamp), same law as the proxy."""
+    import numpy as np  # the simulations only: `perfctl plan` never loads numpy
+
     if not jitter:
         return np.zeros(n)
     if distribution == "normal":

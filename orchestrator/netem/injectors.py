@@ -36,8 +36,6 @@ import weakref
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import PerfctlError
 from ..experiment.network import Network
 from ..proc.process import spawn_until_line, terminate
@@ -195,7 +193,7 @@ class Injector(ABC):
             timed = spec.model_copy(update={"rto_ms": held})
             no_loss = timed.model_copy(update={"loss": 0.0, "loss_burst": None})
             thr = held_threshold_ms(no_loss.added_rtt_samples_ms(20_000), held)
-            share = float(np.mean(timed.added_rtt_samples_ms(100_000) > thr))
+            share = float((timed.added_rtt_samples_ms(100_000) > thr).mean())
             add(verify_loss(added, thr, share))
         bw = self.probed_bandwidth_bps(spec)
         if bw and result.throughput_bps:
