@@ -1,6 +1,7 @@
 """The layout's import rules, checked by reading every module's imports with `ast`.
 
     cli        -> anything
+    api        -> anything but cli (the Python API, `import perfctl`; cli calls it)
     run        -> proc, measure, experiment, netem, results, loadgen (spec, stats, contract,
                   digest, hdr, records), errors
     cluster    -> run, proc, measure, experiment, netem, results, loadgen (spec, stats, parallel,
@@ -32,6 +33,21 @@ PACKAGES = ("orchestrator", "loadgen", "models")
 # layer -> the module prefixes it may import (besides itself and third-party modules)
 ALLOWED = {
     "orchestrator.cli": ("orchestrator", "loadgen", "models"),
+    "orchestrator.api": (
+        "orchestrator.api",
+        "orchestrator.run",
+        "orchestrator.cluster",
+        "orchestrator.proc",
+        "orchestrator.measure",
+        "orchestrator.experiment",
+        "orchestrator.netem",
+        "orchestrator.results",
+        "orchestrator.analysis",
+        "orchestrator.numbers",
+        "orchestrator.errors",
+        "loadgen",
+        "models",
+    ),
     "orchestrator.run": (
         "orchestrator.run",
         "orchestrator.proc",

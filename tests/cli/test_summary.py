@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from orchestrator.cli.summary import rate_only_axes, summary_table
+from orchestrator.api.summary import rate_only_axes, summary_table
 from orchestrator.numbers import fmt, fmt_span
 
 AXES = ["mode", "connections", "rate", "server"]

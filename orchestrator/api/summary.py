@@ -1,4 +1,5 @@
-"""The summary table `perfctl run` prints after the last trial, sized to the terminal.
+"""The summary table `perfctl run` (and `perfctl.run()`) prints after the last trial, sized to
+the console.
 
 Numbers are never cut: each number column is as wide as its widest value (numbers.fmt's
 compact form: `1.2k`, `0.412`), and when the table does not fit the console, whole columns are left out,
@@ -113,7 +114,13 @@ def _table(rows: list[tuple[list[str], str | None]], axes: list[str], cols: list
 
 def _natural_width(table: Table) -> int:
     """The table's width with nothing cut or wrapped: rendered on a very wide console."""
-    wide = Console(width=10_000, file=io.StringIO(), color_system=None, legacy_windows=False)
+    wide = Console(
+        width=10_000,
+        file=io.StringIO(),
+        color_system=None,
+        legacy_windows=False,
+        force_jupyter=False,  # a measurement: never an output cell of its own in a notebook
+    )
     with wide.capture() as cap:
         wide.print(table)
     return max((len(line.rstrip()) for line in cap.get().splitlines()), default=0)
