@@ -14,7 +14,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..api.display import step
 from ..errors import PerfctlError
 from ..numbers import fmt, pct
 from .console import console
@@ -44,6 +43,7 @@ def model(
     from .. import results  # pandas, pyarrow: loaded by the command, not at start-up
     from ..analysis import queueing  # scipy, pandas: loaded by the command, not at start-up
     from ..analysis.model_figures import draw_models  # matplotlib: loaded by the command
+    from ..api.display import step  # rich.progress: loaded by the command
 
     with step(console, "fitting queueing models"):
         doc, table = queueing.fit_run(run_dir)
@@ -118,6 +118,7 @@ def report(
 ) -> None:
     """Write one self-contained report.html: summary, thresholds, figures, models, config."""
     from ..analysis import report as report_  # matplotlib, scipy, pandas: not at start-up
+    from ..api.display import step  # rich.progress: loaded by the command
 
     with step(console, "drawing the figures, fitting the models, writing the report"):
         path = report_.build(run_dir, out)

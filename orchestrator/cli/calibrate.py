@@ -19,9 +19,7 @@ import typer
 from rich.table import Table
 
 from ..errors import PerfctlError
-from ..measure.hostinfo import host_info
 from ..numbers import fmt
-from ..proc import process
 from .console import console
 
 REFERENCE = """
@@ -69,6 +67,8 @@ def calibrate(
     from ..analysis import calibration as calib  # scipy: loaded by the command
     from ..analysis.views import usable_trials  # pandas: loaded by the command
     from ..experiment import compile_document, load_plan  # pydantic models: by the command
+    from ..measure.hostinfo import host_info  # /proc and the JDKs: read by the command
+    from ..proc import process  # the servers the runs start: stopped by the command
     from ..run.execute import execute_plan, run_info  # the trial path: loaded by the command
 
     out = calib.DEFAULT_PATH if out is None else out
