@@ -84,4 +84,4 @@ def test_the_guard_sees_a_heavy_import_when_there_is_one(module):
     """The check above can fail: the modules behind perfctl.run, .compare and .load, imported
     after the same commands, show up in it."""
     result = probe([["--version"]], then_import=(module,))
-    assert {"pandas", "numpy"} & set(result["heavy"]) or "numpy" in result["heavy"], result
+    assert "numpy" in result["heavy"], result  # each of them loads numpy at least
