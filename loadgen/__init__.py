@@ -13,7 +13,16 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-from .parallel import generate_to_dir  # noqa: E402
 from .spec import LoadSpec  # noqa: E402
 
 __all__ = ["LoadSpec", "generate_to_dir"]
+
+
+def __getattr__(name: str):
+    """`loadgen.generate_to_dir` on first use: parallel.py loads numpy, pyarrow and uvloop,
+    which `perfctl plan` (reading LoadSpec's helpers through loadgen.spec) never needs."""
+    if name == "generate_to_dir":
+        from .parallel import generate_to_dir  # numpy, pyarrow, uvloop: a load run only
+
+        return generate_to_dir
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,16 +1,18 @@
 """The layout's import rules, checked by reading every module's imports with `ast`.
 
     cli        -> anything
+    api        -> anything but cli (the Python API, `import perfctl`; cli calls it)
     run        -> proc, measure, experiment, netem, results, loadgen (spec, stats, contract,
                   digest, hdr, records), errors
     cluster    -> run, proc, measure, experiment, netem, results, loadgen (spec, stats, parallel,
                   digest, hdr, records), errors
     netem      -> proc, experiment, errors
-    measure    -> proc, results (schema: the columns it fills), errors
+    measure    -> proc, results (schema: the columns it fills), numbers, errors
     proc       -> errors
-    analysis   -> results, models, loadgen (digest, hdr, records), errors
+    analysis   -> results, models, loadgen (digest, hdr, records), numbers, errors
     results    -> errors
     experiment -> loadgen.spec, errors
+    numbers, errors -> nothing
     loadgen, models -> nothing of orchestrator
 
 No import cycles between modules, counting imports inside functions (not those under
@@ -31,6 +33,21 @@ PACKAGES = ("orchestrator", "loadgen", "models")
 # layer -> the module prefixes it may import (besides itself and third-party modules)
 ALLOWED = {
     "orchestrator.cli": ("orchestrator", "loadgen", "models"),
+    "orchestrator.api": (
+        "orchestrator.api",
+        "orchestrator.run",
+        "orchestrator.cluster",
+        "orchestrator.proc",
+        "orchestrator.measure",
+        "orchestrator.experiment",
+        "orchestrator.netem",
+        "orchestrator.results",
+        "orchestrator.analysis",
+        "orchestrator.numbers",
+        "orchestrator.errors",
+        "loadgen",
+        "models",
+    ),
     "orchestrator.run": (
         "orchestrator.run",
         "orchestrator.proc",
@@ -72,12 +89,14 @@ ALLOWED = {
         "orchestrator.measure",
         "orchestrator.proc",
         "orchestrator.results.schema",
+        "orchestrator.numbers",
         "orchestrator.errors",
     ),
     "orchestrator.proc": ("orchestrator.proc", "orchestrator.errors"),
     "orchestrator.analysis": (
         "orchestrator.analysis",
         "orchestrator.results",
+        "orchestrator.numbers",
         "orchestrator.errors",
         "models",
         "loadgen.digest",
@@ -87,6 +106,7 @@ ALLOWED = {
     "orchestrator.results": ("orchestrator.results", "orchestrator.errors"),
     "orchestrator.experiment": ("orchestrator.experiment", "orchestrator.errors", "loadgen.spec"),
     "orchestrator.errors": (),
+    "orchestrator.numbers": (),
     "orchestrator": ("orchestrator",),  # the package's own __init__ (version only)
     "loadgen": ("loadgen",),
     "models": ("models",),

@@ -29,7 +29,7 @@ note never changes the verdict: the calibration measured a reference experiment,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +78,42 @@ class Comparison:
     cells: list[CellComparison]
     notes: list[str]  # cells on one side only, the calibration used
     calibration: Path | None = None
+
+    @property
+    def verdict(self) -> str:
+        """The two runs' verdict, the one `perfctl compare` exits on: "regression" (exit 1)
+        when a cell is significantly slower by more than the tolerance, else "inconclusive"
+        (exit 3) when a cell has too few usable trials to decide, else "no regression"."""
+        if regressed(self.cells):
+            return "regression"
+        return "inconclusive" if inconclusive(self.cells) else "no regression"
+
+    @property
+    def exit_code(self) -> int:
+        return VERDICT_EXIT[self.verdict]
+
+    def table(self) -> pd.DataFrame:
+        """One row per cell and metric: the cell's label and verdict, the usable trials of
+        each side, and the MetricChange's fields (ci split into ci_low and ci_high)."""
+        rows = []
+        for c in self.cells:
+            for name, m in c.metrics.items():
+                row = {
+                    "cell": c.label,
+                    "base_cell_id": c.base_id,
+                    "cand_cell_id": c.cand_id,
+                    "verdict": c.verdict,
+                    "n_base": c.n_base,
+                    "n_cand": c.n_cand,
+                    "metric": name,
+                    **{k: v for k, v in asdict(m).items() if k != "ci"},
+                }
+                row["ci_low"], row["ci_high"] = m.ci
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+
+VERDICT_EXIT = {"no regression": 0, "regression": 1, "inconclusive": 3}
 
 
 def _pairs(base: results.Run, cand: results.Run) -> tuple[list[tuple[str, str, str]], list[str]]:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from .. import results
 from ..errors import PerfctlError
+from ..numbers import fmt
 from . import check, flamegraph, queueing
 from .figures import Figure
 from .model_figures import draw_models
@@ -58,12 +59,13 @@ def _e(v) -> str:
     return html.escape(str(v))
 
 
-def _num(v, fmt: str) -> str:
+def _num(v, spec: str) -> str:
+    """A number as the tables print it (numbers.fmt, infinity as ∞); text stays text."""
     try:
-        f = float(v)
+        float(v)
     except (TypeError, ValueError):
         return _e(v)
-    return "-" if math.isnan(f) else (format(f, fmt) if math.isfinite(f) else "∞")
+    return fmt(v, spec, inf="∞")
 
 
 def _reasons(g: pd.DataFrame, mask: pd.Series, column: str) -> str:

@@ -2,7 +2,8 @@
 
 Exit codes: 0 fine; 1 a threshold breached (check) or a significant regression (compare);
 2 bad input (PerfctlError, mapped by main.py); 3 compare could not decide (too few usable
-trials in a cell, and no regression elsewhere).
+trials in a cell, and no regression elsewhere). scipy, pandas and matplotlib load inside the
+command that runs, never when the CLI starts.
 """
 
 from __future__ import annotations
@@ -13,14 +14,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .. import results
-from ..analysis import check as check_
-from ..analysis import compare as compare_
-from ..analysis import queueing
-from ..analysis import report as report_
-from ..analysis.model_figures import draw_models
 from ..errors import PerfctlError
-from .console import console, fmt, pct, step
+from ..numbers import fmt, pct
+from .console import console
 
 RunArg = Annotated[
     Path,
@@ -37,7 +33,6 @@ NoisyOpt = Annotated[
         help="Use valid trials the host disturbed too (default: valid, quiet trials only).",
     ),
 ]
-INCONCLUSIVE_EXIT = 3
 
 
 def model(
@@ -45,10 +40,15 @@ def model(
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the model figures.")] = False,
 ) -> None:
     """Fit queueing models to a run: predicted vs measured per cell, models.json, figures."""
-    with step("fitting queueing models"):
+    from .. import results  # pandas, pyarrow: loaded by the command, not at start-up
+    from ..analysis import queueing  # scipy, pandas: loaded by the command, not at start-up
+    from ..analysis.model_figures import draw_models  # matplotlib: loaded by the command
+    from ..api.display import step  # rich.progress: loaded by the command
+
+    with step(console, "fitting queueing models"):
         doc, table = queueing.fit_run(run_dir)
     if not no_plots:
-        with step("drawing the model figures"):
+        with step(console, "drawing the model figures"):
             run = results.load(run_dir)
             draw_models(run, table, run.path / "plots")
     cells = doc["cells"]
@@ -117,7 +117,10 @@ def report(
     ] = None,
 ) -> None:
     """Write one self-contained report.html: summary, thresholds, figures, models, config."""
-    with step("drawing the figures, fitting the models, writing the report"):
+    from ..analysis import report as report_  # matplotlib, scipy, pandas: not at start-up
+    from ..api.display import step  # rich.progress: loaded by the command
+
+    with step(console, "drawing the figures, fitting the models, writing the report"):
         path = report_.build(run_dir, out)
     console.print(f"report: {path}")
 
@@ -142,6 +145,8 @@ def check(
 ) -> None:
     """Check thresholds per cell (mean over its valid, quiet trials); exit 1 on any breach,
     2 when there is nothing to check."""
+    from ..analysis import check as check_  # pandas: loaded by the command, not at start-up
+
     verdicts = check_.check_run(run_dir, thresholds, include_noisy)
     if not verdicts:
         source = thresholds or "the run's experiment"
@@ -182,7 +187,8 @@ def check(
         raise typer.Exit(1)
 
 
-def _metric_text(m: compare_.MetricChange) -> str:
+def _metric_text(m) -> str:
+    """One metric of one cell (analysis.compare.MetricChange) as the table's cell."""
     sig = "*" if m.significant else ""
     text = (
         f"{fmt(m.base, '.4g')} -> {fmt(m.cand, '.4g')}\n{pct(m.change)}{sig} "
@@ -217,8 +223,16 @@ def compare(
 ) -> None:
     """Compare two runs cell by cell, each trial one observation; exit 1 on a significant
     regression beyond --tolerance, 3 when a cell has too few usable trials to decide."""
-    result = compare_.compare_runs(
-        base, cand, tolerance, alpha, include_noisy=include_noisy, calibration=calibration
+    from ..analysis.compare import METRICS  # scipy, pandas: loaded by the command only
+    from ..api.compare_runs import compare as compare_runs  # (the same as perfctl.compare)
+
+    result = compare_runs(
+        base,
+        cand,
+        tolerance=tolerance,
+        alpha=alpha,
+        include_noisy=include_noisy,
+        calibration=calibration,
     )
     t = Table(
         title=f"{base} -> {cand}: median of trials, change (95% CI), Holm-adjusted "
@@ -226,7 +240,7 @@ def compare(
     )
     t.add_column("cell")
     t.add_column("trials\nbase/cand", justify="right")
-    for m in compare_.METRICS:
+    for m in METRICS:
         t.add_column(m + (" req/s" if m == "throughput" else " ms"), justify="right")
     t.add_column("verdict")
     t.add_column("notes")
@@ -235,7 +249,7 @@ def compare(
         t.add_row(
             c.label,
             f"{c.n_base}/{c.n_cand}",
-            *[_metric_text(c.metrics[m]) for m in compare_.METRICS],
+            *[_metric_text(c.metrics[m]) for m in METRICS],
             f"[{colour}]{c.verdict}[/]" if colour else c.verdict,
             "\n".join(c.notes),
         )
@@ -247,15 +261,15 @@ def compare(
     )
     for n in result.notes:
         console.print(f"note: {n}")
-    if compare_.regressed(result.cells):
+    if result.verdict == "regression":
         console.print(
             f"[bold red]regression[/]: at least one cell is significantly slower by "
             f"more than {tolerance:.0%}"
         )
-        raise typer.Exit(1)
-    if compare_.inconclusive(result.cells):
+    elif result.verdict == "inconclusive":
         console.print(
             "[yellow]inconclusive[/]: a cell has too few usable trials to decide "
             "(more repeats, a quieter host, or --include-noisy)"
         )
-        raise typer.Exit(INCONCLUSIVE_EXIT)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

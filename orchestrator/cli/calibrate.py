@@ -16,19 +16,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 from rich.table import Table
 
-from .. import results
-from ..analysis import calibration as calib
-from ..analysis import compare as compare_
-from ..analysis.views import usable_trials
 from ..errors import PerfctlError
-from ..experiment import compile_document, load_plan
-from ..measure.hostinfo import host_info
-from ..proc import process
-from ..run.execute import execute_plan, run_info
-from .console import console, fmt
+from ..numbers import fmt
+from .console import console
 
 REFERENCE = """
 name: calibrate
@@ -43,6 +35,8 @@ REPEAT_COUNTS = (3, 5, 10, 20)
 
 
 def _reference(repeats: int) -> dict:
+    import yaml  # the reference experiment is read by the command, not at start-up
+
     doc = yaml.safe_load(REFERENCE)
     doc["repeats"] = repeats
     if len(os.sched_getaffinity(0)) >= 2:
@@ -59,10 +53,25 @@ def calibrate(
         Path | None,
         typer.Option(help="Calibrate with this experiment's first cell instead of the reference."),
     ] = None,
-    out: Annotated[Path, typer.Option(help="Where to save the calibration.")] = calib.DEFAULT_PATH,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where to save the calibration (default: results/.calibration.json, where "
+            "compare looks for it)."
+        ),
+    ] = None,
 ) -> None:
     """Run a reference experiment N times (A/A): this host's run-to-run spread and the smallest
     change compare can resolve; saved for compare."""
+    from .. import results  # pandas, pyarrow: loaded by the command, not at start-up
+    from ..analysis import calibration as calib  # scipy: loaded by the command
+    from ..analysis.views import usable_trials  # pandas: loaded by the command
+    from ..experiment import compile_document, load_plan  # pydantic models: by the command
+    from ..measure.hostinfo import host_info  # /proc and the JDKs: read by the command
+    from ..proc import process  # the servers the runs start: stopped by the command
+    from ..run.execute import execute_plan, run_info  # the trial path: loaded by the command
+
+    out = calib.DEFAULT_PATH if out is None else out
     plan = (
         load_plan(experiment)
         if experiment is not None
@@ -111,10 +120,12 @@ def calibrate(
 def _aa_verdicts(run_dirs: list[Path]) -> list[str]:
     """compare's verdict on each consecutive pair of runs (all identical: any verdict other
     than `no significant change` is a false alarm or a shortage of trials)."""
+    from ..analysis.compare import compare_runs  # scipy, pandas: loaded by the command
+
     out = []
     for a, b in zip(run_dirs[::2], run_dirs[1::2]):
         try:
-            cells = compare_.compare_runs(a, b, calibration=None).cells
+            cells = compare_runs(a, b, calibration=None).cells
             out.append(cells[0].verdict)
         except PerfctlError as e:
             out.append(f"error: {e}")

@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..measure.hostinfo import SETTING_NOTES, host_settings, setting_hint
-from ..netem.injectors import backends_report
 from .console import console
 
 
@@ -17,6 +15,9 @@ def doctor(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """What this host can do: injection backends, and host settings that change results."""
+    from ..measure.hostinfo import SETTING_NOTES, host_settings, setting_hint  # doctor's own
+    from ..netem.injectors import backends_report  # the network models: doctor's own work
+
     backends = backends_report()
     settings = host_settings()
     if json_out:

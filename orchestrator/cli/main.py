@@ -11,7 +11,6 @@ import typer
 
 from .. import __version__
 from ..errors import PerfctlError
-from ..proc import process
 from . import analysis, calibrate, doctor, load, plan, run, serve
 from .console import console, err_console
 from .netem import app as netem_app
@@ -59,6 +58,8 @@ app.add_typer(netem_app, name="netem", help="Network emulation tools (the latenc
 
 
 def _interrupted() -> None:
+    from ..proc import process  # what a command started is stopped; --help started nothing
+
     process.stop_all()
     err_console.print(
         "perfctl: interrupted; every finished trial is kept in trials.csv "

@@ -17,9 +17,6 @@ import sys
 import typer
 
 from ..errors import PerfctlError
-from ..experiment.network import Network
-from ..netem.build import build_proxy
-from ..netem.commands import proxy_argv
 
 app = typer.Typer(
     help="Network emulation: run perfctl-proxy by hand.",
@@ -57,6 +54,9 @@ def build_proxy_command(
     cpus: str | None = None,
 ) -> list[str]:
     """Validate the options through Network (PerfctlError on bad units) and return argv."""
+    from ..experiment.network import Network  # pydantic models: built when the proxy starts
+    from ..netem.commands import proxy_argv  # netem/ and Network: when the proxy starts
+
     raw = {"backend": "proxy", "rto": rto}
     if distribution != "uniform":
         raw["distribution"] = distribution
@@ -159,6 +159,8 @@ def proxy(
         if dry_run:
             typer.echo(" ".join(argv))
             return
+        from ..netem.build import build_proxy  # netem/ loads the network models: not at start-up
+
         binary = str(build_proxy())
     except PerfctlError as e:
         typer.echo(f"error: {e}", err=True)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from ..experiment import Plan, load_plan
-from .console import console, fmt_duration, fmt_span
+from ..numbers import fmt_duration, fmt_span
+from .console import console
+
+if TYPE_CHECKING:
+    from ..experiment import Plan
 
 SCREEN_CELLS = 30  # more cells than this: a summary instead of one line per cell
 FIRST_CELLS = 10  # cells listed in the summary
@@ -78,6 +81,8 @@ def _axes_table(p: Plan) -> Table:
 def plan(file: FileArg, profile: ProfileOpt = None, set_: SetOpt = None) -> None:
     """Print the cells (a summary beyond a screenful), the trial count and the estimated wall
     time. Runs nothing."""
+    from ..experiment import load_plan  # pydantic models of the file: this command's own work
+
     p = load_plan(file.resolve(), profile, set_)
     n = len(p.cells)
     if n <= SCREEN_CELLS:

@@ -9,8 +9,6 @@ import typer
 
 from ..errors import PerfctlError
 from ..experiment.catalogue import CONCURRENCY_MODELS, default_concurrency_model
-from ..proc.ports import port_taken
-from ..run import bundled
 
 
 def serve(
@@ -30,6 +28,9 @@ def serve(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8080,
 ) -> None:
     """Run one bundled server in the foreground (Ctrl-C stops it)."""
+    from ..proc.ports import port_taken  # the command's own work, not start-up's
+    from ..run import bundled  # builds and command lines: the command's own work
+
     bundled.check_impl(impl, model)
     if port_taken(port):
         raise PerfctlError(

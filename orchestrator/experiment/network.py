@@ -36,13 +36,16 @@ and how tc and perfctl-proxy spell it on their command lines is netem/commands.p
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import PerfctlError
 from .network_profiles import profile_keys, profile_source
 from .units import bandwidth_bps, duration_ms, duration_s, fraction
+
+if TYPE_CHECKING:
+    pass
 
 Backend = Literal["auto", "proxy", "netem", "tbf"]
 Distribution = Literal["uniform", "normal", "pareto"]

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..numbers import fmt
 from . import noise
 
 LIVE_GLOB = "live*.jsonl"
@@ -39,23 +40,12 @@ class LiveSecond:
         scale on a working generator (a typical line fits an 80-column terminal with rich's
         indent): `measure 3s quiet 1.02k req/s p50 0.412 p99 2.31ms 0 err cpu 97% late 51µs`."""
         verdict = "noise ?" if self.noisy is None else "NOISY" if self.noisy else "quiet"
-        cpu = "-" if math.isnan(self.server_cpu_pct) else f"{self.server_cpu_pct:.0f}"
         return (
-            f"{self.phase} {self.second}s {verdict} {_short(self.ok)} req/s "
-            f"p50 {_short(self.p50_ms)} p99 {_short(self.p99_ms)}ms "
-            f"{_short(self.errors)} err cpu {cpu}% "
-            f"late {_short(self.lateness_p99_ms * 1000)}µs"
-            + (f": {self.noisy}" if self.noisy else "")
+            f"{self.phase} {self.second}s {verdict} {fmt(self.ok)} req/s "
+            f"p50 {fmt(self.p50_ms)} p99 {fmt(self.p99_ms)}ms "
+            f"{fmt(self.errors)} err cpu {fmt(self.server_cpu_pct, '.0f')}% "
+            f"late {fmt(self.lateness_p99_ms * 1000)}µs" + (f": {self.noisy}" if self.noisy else "")
         )
-
-
-def _short(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    v = float(v)
-    if abs(v) >= 1000:
-        return f"{v / 1000:.3g}k"
-    return f"{v:.3g}" if v != int(v) else str(int(v))
 
 
 class LiveTail:

@@ -10,11 +10,8 @@ import atexit
 import weakref
 from abc import ABC, abstractmethod
 
-import numpy as np
-
 from ..experiment.network import Network
 from . import probe as _probe
-from .expected import added_rtt_samples_ms, expected_rtt_p50_ms
 from .verify import (
     JITTER_MIN_MS,
     held_threshold_ms,
@@ -105,6 +102,10 @@ class Injector(ABC):
         """Every check that applies to `state` (default: the network in force now, state_now()):
         added RTT p50, the jitter distribution, the loss rate, the bandwidth. Returns (ok,
         reasons: the failed checks first)."""
+        import numpy as np  # the probe's checks only: doctor and plan never load numpy
+
+        from .expected import added_rtt_samples_ms, expected_rtt_p50_ms  # numpy, as above
+
         spec = state or self.state_now()
         good: list[str] = []
         bad: list[str] = []
@@ -139,6 +140,8 @@ class Injector(ABC):
 
     def describe(self) -> dict:
         """What to record in run.json about the injected network."""
+        from .expected import expected_rtt_p50_ms  # numpy: doctor and plan never load it
+
         return {
             "backend": self.backend,
             "spec": self.spec.model_dump(),

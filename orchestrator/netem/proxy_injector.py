@@ -23,7 +23,6 @@ from . import probe as _probe
 from .base import Injector, bulk_bytes
 from .build import PROXY_BINARY, build_proxy
 from .commands import proxy_argv
-from .expected import expected_rtt_p50_ms
 
 _LISTEN_RE = re.compile(r"listening on (\S+):(\d+) to \S+(?: echo (\S+):(\d+))?")
 _CHANGE_RE = re.compile(r"perfctl-proxy change step=(\d+) due_ns=(\d+) applied_ns=(\d+)")
@@ -97,6 +96,8 @@ class ProxyInjector(Injector):
         return self.address
 
     def probe(self, samples: int = 20) -> _probe.ProbeResult:
+        from .expected import expected_rtt_p50_ms  # numpy: doctor and plan never load it
+
         if not self.echo_address:
             raise PerfctlError("probe() needs a started ProxyInjector")
         spec = self.state_now()

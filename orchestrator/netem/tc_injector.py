@@ -17,7 +17,6 @@ from ..proc.process import spawn_until_line, terminate
 from . import probe as _probe
 from .base import Injector, bulk_bytes
 from .commands import netns_exec
-from .expected import expected_rtt_p50_ms
 from .namespace import Netns, qdisc_status, run
 
 
@@ -77,6 +76,8 @@ class TcInjector(Injector):
         return self.target
 
     def probe(self, samples: int = 20) -> _probe.ProbeResult:
+        from .expected import expected_rtt_p50_ms  # numpy: doctor and plan never load it
+
         self.prepare()
         spec = self.state_now()
         # a port nothing listens on: the RST answer crosses the path like a SYN-ACK would

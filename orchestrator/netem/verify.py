@@ -12,7 +12,10 @@ Each check returns (ok, reason); the trial is invalid when any is off:
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RTT_REL_TOL = 0.10  # 10 % of the expected added RTT ...
 RTT_ABS_TOL_MS = 0.5  # ... but never tighter than 0.5 ms
@@ -53,6 +56,7 @@ def verify_bandwidth(expected_bps: float, measured_bps: float) -> tuple[bool, st
 
 def verify_jitter(added_ms: list[float], model_ms: np.ndarray) -> tuple[bool, str]:
     """KS test of the probe's added RTTs (RTT - baseline) against the spec's simulated ones."""
+    import numpy as np  # a trial's checks only: `perfctl doctor` never loads numpy
     from scipy import stats  # here: slow to import, only the shape/loss checks need it
 
     res = stats.ks_2samp(np.asarray(added_ms), model_ms)
@@ -68,6 +72,8 @@ def verify_jitter(added_ms: list[float], model_ms: np.ndarray) -> tuple[bool, st
 
 def held_threshold_ms(no_loss_model_ms: np.ndarray, rto_ms: float) -> float:
     """An added RTT above this was held back at least one rto: the no-loss p99.9 + rto/2."""
+    import numpy as np  # a trial's checks only: `perfctl doctor` never loads numpy
+
     return float(np.percentile(no_loss_model_ms, 99.9)) + rto_ms / 2
 
 
@@ -75,6 +81,7 @@ def verify_loss(
     added_ms: list[float], threshold_ms: float, expected_share: float
 ) -> tuple[bool, str]:
     """Binomial test of the share of round trips held back (added RTT > threshold)."""
+    import numpy as np  # a trial's checks only: `perfctl doctor` never loads numpy
     from scipy import stats  # here: slow to import, only the shape/loss checks need it
 
     n = len(added_ms)

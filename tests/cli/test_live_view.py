@@ -151,7 +151,7 @@ def test_off_a_terminal_plain_lines_and_quiet_keeps_only_trial_lines(tmp_path):
 def test_progress_line_at_80_columns_cuts_the_label_never_the_counts_or_times():
     from rich.console import Console
 
-    from orchestrator.cli.trial_display import LiveDisplay
+    from orchestrator.api.display import LiveDisplay
 
     console = Console(width=80, force_terminal=True, record=True, color_system=None)
     d = LiveDisplay(console, 6, 0)

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from orchestrator.cli.console import fmt_span
-from orchestrator.cli.summary import compact, rate_only_axes, summary_table
+from orchestrator.api.summary import rate_only_axes, summary_table
+from orchestrator.numbers import fmt, fmt_span
 
 AXES = ["mode", "connections", "rate", "server"]
 DOC = {
@@ -74,7 +74,7 @@ def render(width: int, trials=None) -> str:
     ],
 )
 def test_compact_numbers(v, text):
-    assert compact(v) == text
+    assert fmt(v) == text
 
 
 def test_summary_at_80_columns_cuts_no_number():
@@ -87,10 +87,10 @@ def test_summary_at_80_columns_cuts_no_number():
         row = next(
             line
             for line in out.splitlines()
-            if line.startswith(g["mode"].iloc[0]) and compact(use["throughput_rps"].mean()) in line
+            if line.startswith(g["mode"].iloc[0]) and fmt(use["throughput_rps"].mean()) in line
         )
         for col in ("throughput_rps", "latency_p50_ms", "latency_p99_ms"):
-            assert re.search(rf"(^|\s){re.escape(compact(use[col].mean()))}(\s|$)", row), (col, row)
+            assert re.search(rf"(^|\s){re.escape(fmt(use[col].mean()))}(\s|$)", row), (col, row)
     assert "left out for width" in out  # and it says which columns went
 
 
@@ -117,7 +117,7 @@ def test_closed_rows_show_no_arrival_rate():
 def test_an_invalid_trial_is_left_out_of_the_means():
     out = render(200)
     row = next(line for line in out.splitlines() if " 850 " in line)
-    assert "1/2" in row and compact(30637.4) in row
+    assert "1/2" in row and fmt(30637.4) in row
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Which directory a `perfctl run` writes into, decided before anything is written.
+"""Which directory a `perfctl run` (or `perfctl.run(out=..., resume=...)`) writes into,
+decided before anything is written.
 
     perfctl run FILE                   results/<name>/<YYYYmmdd-HHMMSS> (-2, -3 in one second)
     perfctl run FILE --out DIR         DIR, when it is new or empty

@@ -1,7 +1,8 @@
-"""The summary table `perfctl run` prints after the last trial, sized to the terminal.
+"""The summary table `perfctl run` (and `perfctl.run()`) prints after the last trial, sized to
+the console.
 
-Numbers are never cut: each number column is as wide as its widest value (compact units:
-`1.2k`, `0.412`), and when the table does not fit the console, whole columns are left out,
+Numbers are never cut: each number column is as wide as its widest value (numbers.fmt's
+compact form: `1.2k`, `0.412`), and when the table does not fit the console, whole columns are left out,
 least important first (the note under the table names them); a wider terminal shows more
 (p90, p99.9, server CPU, listen-queue overflows). An axis that only sets the arrival rate
 (`rate: "{rate}"` under `load:`) shows `-` in closed-load and burst rows, which ignore it.
@@ -10,7 +11,6 @@ least important first (the note under the table names them); a wider terminal sh
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,37 +22,10 @@ from rich.text import Text
 
 from ..analysis.views import flag
 from ..experiment.document import placeholders
+from ..numbers import fmt
 
 RATE_KEYS = ("rate",)  # load: keys only open and ramp load read
 RATELESS_MODES = {"closed", "burst"}
-
-
-def compact(v) -> str:
-    """A number in at most 5 characters: 0, 0.412, 3.14, 42.1, 637, 1.02k, 10.2k, 102k, 1.02M."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return "-"
-    if math.isnan(f):
-        return "-"
-    if math.isinf(f):
-        return "inf"
-    a = abs(f)
-    if f == int(f) and a < 1000:
-        return str(int(f))
-    if a < 0.001:
-        return f"{f:.0e}"
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= scale * 0.9995 and a >= 1000:
-            x = f / scale
-            return f"{x:.3g}{suffix}" if abs(x) < 100 else f"{x:.0f}{suffix}"
-    if a >= 100:
-        return f"{f:.0f}"
-    if a >= 10:
-        return f"{f:.1f}"
-    if a >= 1:
-        return f"{f:.2f}"
-    return f"{f:.3f}"
 
 
 def rate_only_axes(document: dict | None, axes: list[str]) -> set[str]:
@@ -81,7 +54,7 @@ class Column:
 
 
 def _mean(col: str) -> Callable:
-    return lambda g, use: compact(use[col].mean()) if col in use else "-"
+    return lambda g, use: fmt(use[col].mean()) if col in use else "-"
 
 
 def _columns(trials: pd.DataFrame) -> list[Column]:
@@ -93,7 +66,7 @@ def _columns(trials: pd.DataFrame) -> list[Column]:
         Column("p99", _mean("latency_p99_ms"), 0),
         Column("p99.9", _mean("latency_p999_ms"), 21, wide_only=True),
         Column("max", _mean("latency_max_ms"), 8),
-        Column("errors", lambda g, use: compact(g["errors"].sum()) if "errors" in g else "-", 2),
+        Column("errors", lambda g, use: fmt(g["errors"].sum()) if "errors" in g else "-", 2),
         Column("valid", lambda g, use: f"{int(flag(g, 'valid').sum())}/{len(g)}", 4),
         Column("quiet", lambda g, use: _quiet(g), 5),
         Column("cpu%", _mean("server_cpu_pct"), 22, wide_only=True),
@@ -141,7 +114,13 @@ def _table(rows: list[tuple[list[str], str | None]], axes: list[str], cols: list
 
 def _natural_width(table: Table) -> int:
     """The table's width with nothing cut or wrapped: rendered on a very wide console."""
-    wide = Console(width=10_000, file=io.StringIO(), color_system=None, legacy_windows=False)
+    wide = Console(
+        width=10_000,
+        file=io.StringIO(),
+        color_system=None,
+        legacy_windows=False,
+        force_jupyter=False,  # a measurement: never an output cell of its own in a notebook
+    )
     with wide.capture() as cap:
         wide.print(table)
     return max((len(line.rstrip()) for line in cap.get().splitlines()), default=0)

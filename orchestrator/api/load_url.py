@@ -1,0 +1,152 @@
+"""`perfctl.load()`, which `perfctl load URL` calls too: an ad-hoc load run, like wrk, with
+perfctl's honest measurement, returned as one dict of figures (`perfctl load --json`).
+
+The settings are validated by the same models as an experiment's `load:` and `workload:`
+blocks and converted by the same `to_load_spec`, so `perfctl load` and `perfctl run` send the
+same load for the same settings. A bad setting is a PerfctlError naming the command-line flag,
+the paragraph `perfctl load` prints.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+from loadgen import digest, generate_to_dir, stats
+
+from ..errors import PerfctlError
+from ..experiment.load import Load, Workload, to_load_spec
+
+SELFCHECK_KEYS = (
+    "loop_lag_p99_ms",
+    "send_lateness_p99_ms",
+    "loadgen_cpu_pct",
+    "gc_pause_max_ms",
+    "dropped",
+)
+
+
+def _target(url: str) -> tuple[str, int, str, str]:
+    """(host, port, path, query) of an http:// URL."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise PerfctlError(
+            f"URL {url!r} is not an http:// URL with a host. Fix: give one like "
+            "http://127.0.0.1:8080/work?spin_us=100 (https is not supported)."
+        )
+    return parts.hostname, parts.port or 80, parts.path or "/", parts.query
+
+
+def _numbers(value: str | Sequence | None, kind: type) -> list | None:
+    """A comma-separated flag ("0,1") or a sequence, as a list of `kind`; None stays None."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        return [kind(x) for x in items]
+    except (TypeError, ValueError) as e:
+        raise PerfctlError(
+            f"perfctl load: {e}. Fix: give lists comma-separated, e.g. "
+            "--cpus 0,1 or --ramp-rates 1000,2000."
+        ) from None
+
+
+def load(
+    url: str,
+    *,
+    connections: int = 10,
+    duration: str = "10s",
+    warmup: str = "1s",
+    rate: float | None = None,
+    mode: str | None = None,
+    arrivals: str = "poisson",
+    processes: int = 1,
+    cpus: str | Sequence[int] | None = None,
+    think: str = "0s",
+    timeout: str = "5s",
+    keepalive: bool = True,
+    method: str = "GET",
+    body: str = "",
+    bursts: int = 1,
+    burst_interval: str = "1s",
+    ramp_rates: str | Sequence[float] | None = None,
+    slo_p99: str = "10ms",
+    seed: int = 1,
+    out: str | Path | None = None,
+) -> dict:
+    """Load one URL: closed (default), open (`rate`, no coordinated omission), burst or ramp
+    (`ramp_rates`); the keyword arguments are `perfctl load`'s flags (`perfctl load --help`).
+    Returns the figures `perfctl load --json` prints: throughput_rps, requests, errors,
+    errors_by_class, latency_ms {p50, p90, p99, p999, max, mean}, valid, invalid_reasons,
+    selfcheck, and per mode sustainable_rps, ramp_steps, release_spread_ms_max. `out` keeps
+    requests.parquet and summary.json there."""
+    chosen = mode or ("ramp" if ramp_rates else "open" if rate else "closed")
+    host, port, path, query = _target(url)
+    rates = _numbers(ramp_rates, float)
+    cpu_list = tuple(_numbers(cpus, int) or ())
+    fields = {
+        "mode": chosen,
+        "connections": connections,
+        "duration": duration,
+        "warmup": warmup,
+        "rate": rate,
+        "arrivals": arrivals,
+        "processes": processes,
+        "think_time": think,
+        "timeout": timeout,
+        "keepalive": keepalive,
+        "bursts": bursts,
+        "burst_interval": burst_interval,
+        "seed": seed,
+        "ramp": {"rates": rates, "slo": {"p99_ms": slo_p99}} if rates else None,
+    }
+    try:
+        ld = Load.model_validate(fields)
+        workload = Workload(
+            path=path + (f"?{query}" if query else ""), method=method.upper(), body=body
+        )
+    except ValidationError as e:
+        err = e.errors()[0]
+        flag = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "a flag"
+        raise PerfctlError(
+            f"perfctl load: {flag}: {err['msg'].removeprefix('Value error, ')} "
+            f"(got {err.get('input')!r}). Fix: see perfctl load --help; "
+            "durations like 10s or 250ms."
+        ) from None
+    spec = to_load_spec(ld, workload, host, port, seed=seed, cpus=cpu_list)
+    with tempfile.TemporaryDirectory(prefix="perfctl-load-") as tmp:
+        where = Path(out) if out is not None else Path(tmp)
+        summary = generate_to_dir(spec, where)
+        row = stats.summarize_digest(
+            digest.read(where / "digest.json"),
+            summary,
+            chosen,
+            target_rate_rps=rate,
+            requests_path=where / "requests.parquet",
+        )
+    result = {
+        "url": url,
+        "mode": chosen,
+        "connections": connections,
+        "processes": processes,
+        "throughput_rps": row["throughput_rps"],
+        "achieved_rate": row["achieved_rate"],
+        "target_rate": rate,
+        "requests": row["requests"],
+        "errors": row["errors"],
+        "errors_by_class": {k[7:]: v for k, v in row.items() if k.startswith("errors_") and v},
+        "latency_ms": {
+            k: row[f"latency_{k}_ms"] for k in ("p50", "p90", "p99", "p999", "max", "mean")
+        },
+        "valid": row["valid"],
+        "invalid_reasons": row["invalid_reasons"],
+        "selfcheck": {k: summary.get(k) for k in SELFCHECK_KEYS},
+    }
+    for k in ("sustainable_rps", "ramp_steps", "release_spread_ms_max"):
+        if k in summary:
+            result[k] = summary[k]
+    return result

@@ -1,0 +1,217 @@
+"""`perfctl.run()`, which `perfctl run` calls too: every trial of an experiment, then its
+summary, models and plots, and the run as `results.load()` gives it.
+
+The command line parses its flags and calls run() with its console; a notebook calls it with
+none, and a Jupyter-aware console shows the progress bar and the live line in the cell's
+output (display.py). Everything else, from the checks before the first server starts to the
+plots after the last trial, is this one function either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from .. import results
+from ..analysis import flamegraph, queueing
+from ..analysis.model_figures import draw_models
+from ..analysis.run_figures import draw_basic
+from ..cluster.hosts import cleanup_stale_bridges
+from ..errors import PerfctlError
+from ..measure.hostinfo import host_info
+from ..netem.namespace import cleanup_stale
+from ..proc import limits, process
+from ..results.store import check_present, storage_guard
+from ..run.execute import execute_plan, run_info
+from . import display, target
+from .summary import summary_table
+
+
+def run(
+    experiment: str | Path | None = None,
+    set: Mapping[str, Any] | Sequence[str] | None = None,  # the name of perfctl run --set
+    profile: str | None = None,
+    *,
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    plots: bool = True,
+    profile_server: bool = False,
+    quiet: bool = False,
+    console: Console | None = None,
+) -> results.Run:
+    """Run every trial of `experiment` (a YAML file) and return the run, as
+    `results.load(run_dir)` would: `.trials`, `.requests`, `.timeline`, `.path`, ...
+
+    set: overrides, {"load.duration": "2s", "matrix.connections": [1, 4]} (any key of the
+    file, dotted; values keep their Python type), or `perfctl run --set` strings
+    ["load.duration=2s"]. profile: a named profile of the file ("quick"). out: the results
+    directory, new or empty (default results/<name>/<YYYYmmdd-HHMMSS>, and results/latest
+    follows). resume: finish an interrupted run in its directory. plots: draw the plots.
+    profile_server: record a profile of the server in every trial. quiet: one line per
+    trial instead of the progress bar and the live line. console: where to print (default:
+    a new rich Console, which renders in a notebook's cell).
+
+    Bad input raises PerfctlError, before anything is written, with the paragraph
+    `perfctl run` prints; every server and load generator is stopped before run() returns or
+    raises (KeyboardInterrupt included)."""
+    console = console if console is not None else Console()
+    overrides = _overrides(set)
+    if profile_server:
+        overrides.append("profile=true")
+    choice = target.choose(_path(experiment), profile, overrides, _path(out), _path(resume))
+    limits.ensure_fd_limit(choice.plan.cells, choice.plan.source)
+    run_dir = choice.claim()  # every check passed: only now is anything written
+    try:
+        with storage_guard(run_dir):
+            _run(choice.plan, run_dir, choice, plots, quiet, console)
+    finally:
+        process.stop_all()
+        process.record_in(None)  # nothing left running: children.json goes
+    return results.load(run_dir)
+
+
+def _path(p: str | Path | None) -> Path | None:
+    return None if p is None else Path(p)
+
+
+def _overrides(settings: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
+    """`--set` strings from a dict (each value written as JSON, which YAML reads back with its
+    type) or from a list of KEY=VALUE strings."""
+    if settings is None:
+        return []
+    if isinstance(settings, Mapping):
+        return [f"{k}={json.dumps(v, default=str)}" for k, v in settings.items()]
+    if isinstance(settings, Sequence) and not isinstance(settings, str):
+        if all(isinstance(s, str) for s in settings):
+            return list(settings)
+    raise PerfctlError(
+        f"set={settings!r}: expected a dict of dotted keys and values or a list of KEY=VALUE "
+        'strings. Fix: e.g. set={"load.duration": "2s", "matrix.connections": [1, 4]}.'
+    )
+
+
+def _reap_leftovers(run_dir: Path, console: Console) -> None:
+    """Stop what a crashed perfctl left running, and say so in one line."""
+    stopped = process.reap_leftovers(run_dir)
+    removed = []
+    if os.geteuid() == 0 and shutil.which("ip"):
+        removed = cleanup_stale() + cleanup_stale_bridges()
+    what = []
+    if stopped:
+        what.append(f"stopped {len(stopped)} process(es) ({'; '.join(stopped)})")
+    if removed:
+        what.append(f"removed {len(removed)} network namespace(s) ({', '.join(removed)})")
+    if what:
+        console.print(
+            f"perfctl: {' and '.join(what)} left behind by a crashed perfctl run.",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _open_cluster(p, run_dir: Path, console: Console):
+    """Connect to (or start) the experiment's cluster, check the placement against its hosts
+    and record them in run.json. Returns the session and the trial function that uses it.
+    Dask is imported here only: a run without `cluster:` never loads it."""
+    from ..cluster import session as cluster_session  # Dask is loaded with `cluster:` only
+    from ..cluster import trial as cluster_trial  # (and this imports it too)
+
+    console.print(
+        "cluster: "
+        + (
+            f"starting {p.experiment.cluster.local.hosts} local hosts"
+            if p.experiment.cluster.local
+            else f"connecting to {p.experiment.cluster.scheduler}"
+        )
+    )
+    session = cluster_session.Session(p.experiment.cluster, p.source, run_dir / "cluster").open()
+    try:
+        session.check_placement(p)
+        info = results.load(run_dir).info
+        info["cluster"] = session.info()
+        results.write_json(run_dir / "run.json", info)
+    except BaseException:
+        session.close()
+        raise
+    hosts = session.info()["hosts"]
+    console.print(
+        f"cluster: {session.address}, hosts "
+        + ", ".join(f"{n} ({h['ip']}, {len(h['cpus'])} CPUs)" for n, h in hosts.items()),
+        highlight=False,
+    )
+    off = [n for n, h in hosts.items() if h.get("profiler")]
+    if off:
+        console.print(
+            f"[yellow]cluster: the profiler of worker(s) {', '.join(off)} is on; it "
+            "samples the worker's threads every 10 ms (start them with "
+            "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False)[/]"
+        )
+    return session, partial(cluster_trial.execute_cluster_trial, session)
+
+
+def _run(
+    p, run_dir: Path, choice: target.Choice, plots: bool, quiet: bool, console: Console
+) -> None:
+    results.prepare(run_dir)
+    if not choice.resumed:
+        results.write_json(run_dir / "run.json", run_info(p, host_info()))
+    if choice.default:  # results/latest follows default runs only
+        results.point_latest(run_dir, target.RESULTS_ROOT.resolve())
+    _reap_leftovers(run_dir, console)
+    process.record_in(run_dir)
+    console.print(
+        f"[bold]{p.experiment.name}[/]: {len(p.cells)} cells x {p.repeats} repeats -> {run_dir}"
+    )
+    outcome = None
+    done_before = len(results.TrialTable(run_dir).done())
+    with display.make(console, p.trial_count, done_before, quiet) as shown:
+
+        def on_start(cell, k):
+            check_present(run_dir)
+            shown.on_start(cell.label, k)
+
+        session, trial_fn = (
+            _open_cluster(p, run_dir, console) if p.experiment.cluster else (None, None)
+        )
+        try:
+            if session is None:
+                outcome = execute_plan(p, run_dir, shown.on_trial, on_start, shown.on_second)
+            else:
+                outcome = execute_plan(p, run_dir, shown.on_trial, on_start, trial_fn=trial_fn)
+        finally:
+            if session is not None:
+                session.close()
+            process.stop_all()
+    trials = results.read_trials(run_dir)
+    info = results.load(run_dir).info
+    if "network_backend" in trials.columns:
+        info["network_backend"] = sorted(set(trials["network_backend"].astype(str)))
+        results.write_json(run_dir / "run.json", info)
+    console.print(summary_table(trials, p.axes, console.width, p.document))
+    if p.experiment.models:
+        with display.step(console, "fitting queueing models"):
+            _, table = queueing.fit_run(run_dir)
+        if plots:
+            with display.step(console, "drawing the model figures"):
+                draw_models(results.load(run_dir), table, run_dir / "plots")
+        console.print(f"models: {run_dir / 'models.json'} (perfctl model {run_dir} for the table)")
+    if p.experiment.profile:
+        with display.step(console, "drawing the servers' flame graphs"):
+            svgs = flamegraph.draw_run(run_dir)
+        console.print(f"profiles: {len(svgs)} flame graph(s), cells/*/trial-*/profile.svg")
+    if plots:
+        with display.step(console, "drawing the plots"):
+            paths = draw_basic(trials, p.axes, run_dir / "plots")
+        for path in paths:
+            if path.suffix == ".png":
+                console.print(f"plot: {path}")
+    console.print(
+        f"trials: {run_dir / 'trials.csv'} ({outcome.ran} run, {outcome.skipped} already recorded)"
+    )
