@@ -1,7 +1,9 @@
-"""Shared fixtures: the repo root, the venv's perfctl, tiny experiment files; tests/ on
+"""Shared fixtures: the repo root, the venv's perfctl, tiny experiment files; tests/kits/ on
 sys.path for the kits every directory uses (setup_kit: what `make setup` provides, a failure
 when missing; signal_kit: waiting for an event under a deadline); and the `needs_quiet`
-marker's contract, checked at collection."""
+marker's contract, checked at collection. Only tests/kits/, never tests/ itself: tests/loadgen
+and tests/models would shadow the packages of the same names (the editable install finds
+them through an import hook that comes after the path)."""
 
 import os
 import sys
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "kits"))
 
 NEEDS_QUIET_DOC = "Needs quiet:"
 
