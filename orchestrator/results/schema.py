@@ -118,6 +118,10 @@ SELF_CHECK_COLUMNS = [
     "send_lateness_p99_ms",
     "send_lateness_max_ms",
     "release_spread_ms_max",
+    # the load generator's early wake-up before timed sends, and the CPU its polling took
+    # (loadgen/wake.py): how much punctuality cost on this host
+    "send_early_wake_ms",
+    "send_poll_cpu_pct",
     # host noise over the measured window (measure/noise.py says how each is read and judged)
     "noise_steal_pct",
     "noise_foreign_cpu_pct",
