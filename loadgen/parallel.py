@@ -146,6 +146,7 @@ def merge_summaries(parts: list[dict]) -> dict:
         "requests_recorded",
         "gc_pauses",
         "records_written",
+        "send_poll_denied",
     ):
         out[k] = sum(p.get(k, 0) for p in parts)
     for k in (
@@ -157,6 +158,8 @@ def merge_summaries(parts: list[dict]) -> dict:
         "gc_pause_max_ms",
         "loadgen_cpu_pct",
         "release_spread_ms_max",
+        "send_early_wake_ms",
+        "send_poll_cpu_pct",
     ):
         if k in parts[0]:
             out[k] = max(p.get(k, 0.0) for p in parts)

@@ -92,6 +92,7 @@ class LoadSpec:
     shard_count: int = 1  # ... of the whole schedule (schedule.shard)
     schedule_file: str = ""  # open: the schedule as a file, for drivers (DRIVER.md)
     records: str = "all"  # requests.parquet: all | sample:FRACTION | none (keep_fraction)
+    early_wake_ns: int = 0  # timed sends: the first early wake-up (wake.py; 0: its default)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -277,8 +277,10 @@ def window_row(
         "send_lateness_max_ms",
         "release_spread_ms_max",
         "sustainable_rps",
+        "send_early_wake_ms",
+        "send_poll_cpu_pct",
     ):
-        if k in summary or not k.startswith(("release", "sustainable")):
+        if k in summary or not k.startswith(("release", "sustainable", "send_early", "send_poll")):
             row[k] = summary.get(k, math.nan)
     reasons = verdict(
         row, summary, mode, sent=n["sent"], duration_s=duration_s, max_error_rate=max_error_rate

@@ -23,6 +23,7 @@ from . import records
 from .client import Connection
 from .records import TIMEOUT, UNFINISHED, Chunk, Records
 from .spec import LoadSpec
+from .wake import EarlyWake
 
 if TYPE_CHECKING:  # modes/ imports this module; the type is only a hint here
     from .modes.base import Mode
@@ -32,7 +33,6 @@ LAG_TICK_S = 0.010
 SWEEP_S = 0.050
 SPILL_S = 1.0
 START_DELAY_NS = 50_000_000  # time to open the first connections before the start instant
-SPIN_WINDOW_NS = 1_200_000  # closer than this to a timed action: poll instead of a timer
 
 
 def build_request(spec: LoadSpec, seq: int | None = None, keepalive: bool | None = None) -> bytes:
@@ -91,6 +91,7 @@ class Worker:
         self.fast = mode.sends_next_inline
         self._next_ident = 0
         self._lags_ns: list[int] = []
+        self.wake = EarlyWake(spec.early_wake_ns) if spec.early_wake_ns else EarlyWake()
         self._finished = asyncio.Event()
         info = socket.getaddrinfo(spec.host, spec.port, type=socket.SOCK_STREAM)[0]
         self.family, self.addr = info[0], info[4]
@@ -165,15 +166,33 @@ class Worker:
 
     # --- for the mode ------------------------------------------------------------------
     def at(self, when_ns: int, fn, *args) -> None:
-        """Call fn at when_ns, never early: libuv timers have 1 ms resolution and may fire
-        up to a tick early, so the timer aims short and the last stretch is polled."""
-        wait_ns = when_ns - _now()
+        """Call fn at when_ns, never early and, as far as the host's timer allows, not late:
+        the timer is aimed the early wake-up (wake.py) before the instant and the last stretch
+        is polled."""
+        now = _now()
+        wait_ns = when_ns - now
         if wait_ns <= 0:
             fn(*args)
-        elif wait_ns > SPIN_WINDOW_NS:
-            self.loop.call_later((wait_ns - SPIN_WINDOW_NS) / 1e9, self.at, when_ns, fn, *args)
+            return
+        lead_ns = self.wake.lead_ns(now)
+        if wait_ns > lead_ns:
+            aimed_ns = when_ns - lead_ns
+            self.loop.call_later((aimed_ns - now) / 1e9, self._woke, aimed_ns, when_ns, fn, args)
         else:
-            self.loop.call_soon(self.at, when_ns, fn, *args)
+            self.loop.call_soon(self._poll, now, when_ns, fn, args)
+
+    def _woke(self, aimed_ns: int, when_ns: int, fn, args: tuple) -> None:
+        now = _now()
+        self.wake.woke(aimed_ns, now)
+        self._poll(now, when_ns, fn, args)
+
+    def _poll(self, since_ns: int, when_ns: int, fn, args: tuple) -> None:
+        now = _now()
+        if now < when_ns:
+            self.loop.call_soon(self._poll, since_ns, when_ns, fn, args)
+            return
+        self.wake.polled(now - since_ns)
+        fn(*args)
 
     def new_socket(self) -> socket.socket:
         sock = socket.socket(self.family, socket.SOCK_STREAM)
@@ -276,6 +295,7 @@ class Worker:
             "loop_lag_p99_ms": float(np.percentile(lags, 99)) if lags.size else 0.0,
             "loop_lag_max_ms": float(lags.max()) if lags.size else 0.0,
         }
+        out.update(self.wake.summary())
         out.update(self.mode.summary_extra(self))
         return out
 

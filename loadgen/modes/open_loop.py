@@ -20,7 +20,7 @@ from .. import hdr, schedule
 from ..client import Connection
 from ..records import CONNECT, DROPPED, UNFINISHED, Chunk
 from ..spec import LoadSpec
-from ..worker import SPIN_WINDOW_NS, Worker
+from ..worker import Worker
 from .base import RECONNECT_PAUSE_S, Mode
 
 _now = time.perf_counter_ns
@@ -184,11 +184,7 @@ class OpenMode(Mode):
                 self.pending.append((chunk, row))
         self.next_arrival = i
         if i < n:
-            wait_ns = sched[i] - _now()
-            if wait_ns > SPIN_WINDOW_NS:
-                worker.loop.call_later((wait_ns - SPIN_WINDOW_NS) / 1e9, self._dispatch, worker)
-            else:
-                worker.loop.call_soon(self._dispatch, worker)
+            worker.at(int(sched[i]), self._dispatch, worker)
 
     async def _open_and_send(self, worker: Worker, chunk: Chunk, row: int) -> None:
         t0 = _now()

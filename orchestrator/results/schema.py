@@ -130,6 +130,10 @@ SELF_CHECK_COLUMNS = [
     "send_lateness_p99_ms",
     "send_lateness_max_ms",
     "release_spread_ms_max",
+    # the load generator's early wake-up before timed sends, and the CPU its polling took
+    # (loadgen/wake.py): how much punctuality cost on this host
+    "send_early_wake_ms",
+    "send_poll_cpu_pct",
     *NOISE_COLUMNS,
     # with `precision:`: the cell's precision after this trial (run/precision.py)
     "precision_metric",

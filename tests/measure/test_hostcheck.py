@@ -1,0 +1,56 @@
+"""measure/hostcheck.py: the host's timer, wake-up, steal and loopback figures, and the words
+that say what they limit."""
+
+from __future__ import annotations
+
+import math
+
+from orchestrator.measure.hostcheck import HostCheck, measure, verdict
+
+
+def quiet_host(**over) -> HostCheck:
+    base = dict(
+        timer_p50_us=60.0,
+        timer_p99_us=150.0,
+        wake_p50_us=20.0,
+        wake_p99_us=80.0,
+        loopback_rtt_p50_us=25.0,
+        loopback_rtt_p99_us=60.0,
+        steal_pct=0.0,
+        cpus=2,
+        duration_s=2.0,
+    )
+    base.update(over)
+    return HostCheck(**base)
+
+
+def test_a_short_check_measures_every_figure_on_this_host():
+    c = measure(0.45)
+    for name in (
+        "timer_p50_us",
+        "timer_p99_us",
+        "wake_p50_us",
+        "wake_p99_us",
+        "loopback_rtt_p50_us",
+        "loopback_rtt_p99_us",
+    ):
+        v = getattr(c, name)
+        assert math.isfinite(v) and v >= 0, (name, v)  # a sleep never returns early
+    assert c.timer_p99_us >= c.timer_p50_us and c.loopback_rtt_p99_us >= c.loopback_rtt_p50_us
+    assert c.loopback_rtt_p50_us > 0 and c.wake_p50_us > 0
+    assert 0 <= c.steal_pct <= 100 and 0.4 < c.duration_s < 5
+
+
+def test_a_quiet_host_gets_no_warning():
+    assert verdict(quiet_host()) == []
+
+
+def test_a_slow_timer_is_named_with_its_numbers_and_the_latencies_it_limits():
+    [line] = verdict(quiet_host(timer_p99_us=3900.0, timer_p50_us=182.0))
+    assert "3.9 ms late" in line and "p50 182 us" in line
+    assert "under ~78 ms" in line  # 3.9 ms is 5% of 78 ms
+
+
+def test_steal_is_named_with_its_share():
+    [line] = verdict(quiet_host(steal_pct=11.0))
+    assert "steal 11.0%" in line and "not quiet" in line
