@@ -1,6 +1,7 @@
 """How accurate and how lean is the network emulation? One run, one table.
 
     .venv/bin/python benchmarks/netem_accuracy.py [--rounds 5] [--quick] [--only delay0,loss,...]
+        [--compare-binary OLD_BUILD/perfctl-proxy]
 
 Measures, on this host, in one run:
   * the delay seen from outside, over --rounds alternating rounds (0, 1, 10, 50 ms, 0, ...):
@@ -10,6 +11,7 @@ Measures, on this host, in one run:
     (goal: within +/-100 us at 1, 10 and 50 ms), also at the client's kernel receive stamp
     (without the client's own wake-up); the proxy's release-time error p50/p99 (its histogram
     of send time - due time) and receive lag (its wake-up - the kernel's stamp) as diagnostics;
+    with --compare-binary, another proxy build measured in the same rounds (before/after);
   * Gilbert-Elliott loss: one-way delays of spaced frames through the proxy to a sink; the
     frames held back an rto give the loss rate and the mean burst length, vs the chain's;
   * a mid-trial schedule end to end (`perfctl run` of a tiny experiment): when the step took
@@ -314,7 +316,9 @@ def wrk_p50_ms(port: int, seconds: int, gap_ms: int, script: Path) -> float:
     return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)] if m else float("nan")
 
 
-def delay_seen_from_outside(tmp: Path, rounds: int, q: bool, row) -> None:
+def delay_seen_from_outside(
+    tmp: Path, rounds: int, q: bool, row, compare_binary: str | None = None
+) -> None:
     """Delay 0/1/10/50 ms through `perfctl netem proxy` in front of nginx, measured by clients
     that are not perfctl's, against direct requests to the same nginx at the same cadence.
 
@@ -328,7 +332,11 @@ def delay_seen_from_outside(tmp: Path, rounds: int, q: bool, row) -> None:
     cadence (CADENCE_GAP_MS after a reply through the proxy, 2 x D + CADENCE_GAP_MS after a
     direct one). The proxy's own release-error and receive-lag figures (its stats window over
     the round) are diagnostics. Verdicts (issue 32): |p50 over the rounds| <= 100 us at 1, 10
-    and 50 ms."""
+    and 50 ms.
+
+    compare_binary: another perfctl-proxy (e.g. a build of an older commit) measured the same
+    way in the same rounds, its requests interleaved with this checkout's (through this one,
+    direct, through the other, direct): a before/after that the host's load cannot tilt."""
     gap_ms = CADENCE_GAP_MS
     delays = (0, 1, 10, 50)
     samples = {0: 200, 1: 200, 10: 80, 50: 30}
@@ -338,10 +346,9 @@ def delay_seen_from_outside(tmp: Path, rounds: int, q: bool, row) -> None:
     script.write_text(WRK_CADENCE_LUA)
     use_wrk = os.path.exists("/usr/bin/wrk")
     proxies: dict[int, StatsProxy] = {}
-    per = {
-        d: {k: [] for k in ("user", "stamp", "wrk", "rel50", "rel99", "rx50", "rx99")}
-        for d in delays
-    }
+    others: dict[int, StatsProxy] = {}
+    keys = ("user", "stamp", "other_user", "other_stamp", "wrk", "rel50", "rel99", "rx50", "rx99")
+    per = {d: {k: [] for k in keys} for d in delays}
     try:
         # through perfctl's CLI, as a user runs it (this checkout's, wherever we run from)
         os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -351,29 +358,38 @@ def delay_seen_from_outside(tmp: Path, rounds: int, q: bool, row) -> None:
             argv = [sys.executable, "-m", "orchestrator.cli", "netem", "proxy"]
             argv += ["--listen", "127.0.0.1:0", "--to", f"127.0.0.1:{hport}"]
             proxies[d] = StatsProxy(argv + (["--delay", f"{d}ms"] if d else []))
+            if compare_binary:
+                argv = [compare_binary, "--listen", "127.0.0.1:0", "--to", f"127.0.0.1:{hport}"]
+                others[d] = StatsProxy(argv + (["--delay", f"{d}ms"] if d else []))
         for _r in range(rounds):
             for d in delays:
                 n = samples[d] // (3 if q else 1)
                 px = proxies[d]
-                via_c, direct_c = HttpPinger(px.port), HttpPinger(hport)
+                clients = {"": HttpPinger(px.port), "direct": HttpPinger(hport)}
+                if compare_binary:
+                    clients["other_"] = HttpPinger(others[d].port)
+                got: dict[str, list[tuple[int, int]]] = {k: [] for k in clients}
                 try:
-                    for c in (via_c, direct_c):  # warm-up: connections open, nginx warm
+                    for c in clients.values():  # warm-up: connections open, nginx warm
                         c.ping()
                     px.stats()  # opens the proxy's stats window
-                    via, direct = [], []
                     for _ in range(n):
-                        via.append(via_c.ping())
-                        time.sleep(gap_ms / 1e3)
-                        direct.append(direct_c.ping())
-                        time.sleep(gap_ms / 1e3)
+                        for via in (k for k in clients if k != "direct"):
+                            for k in (via, "direct"):
+                                got[k].append(clients[k].ping())
+                                time.sleep(gap_ms / 1e3)
                     st = px.stats()
                 finally:
-                    via_c.close()
-                    direct_c.close()
+                    for c in clients.values():
+                        c.close()
                 two_d_us = 2 * d * 1e3
-                v, dr = np.array(via) / 1e3, np.array(direct) / 1e3  # us: [user, stamp]
-                per[d]["user"].append(np.median(v[:, 0]) - np.median(dr[:, 0]) - two_d_us)
-                per[d]["stamp"].append(np.median(v[:, 1]) - np.median(dr[:, 1]) - two_d_us)
+                dr = np.array(got.pop("direct")) / 1e3  # us: [user, stamp]
+                for via, samples_ns in got.items():
+                    v = np.array(samples_ns) / 1e3
+                    per[d][f"{via}user"].append(np.median(v[:, 0]) - np.median(dr[:, 0]) - two_d_us)
+                    per[d][f"{via}stamp"].append(
+                        np.median(v[:, 1]) - np.median(dr[:, 1]) - two_d_us
+                    )
                 per[d]["rel50"].append(st.get("win_release_err_p50_ns", 0) / 1e3)
                 per[d]["rel99"].append(st.get("win_release_err_p99_ns", 0) / 1e3)
                 per[d]["rx50"].append(st.get("win_rx_lag_p50_ns", float("nan")) / 1e3)
@@ -383,7 +399,7 @@ def delay_seen_from_outside(tmp: Path, rounds: int, q: bool, row) -> None:
                     w_direct = wrk_p50_ms(hport, wrk_s, 2 * d + gap_ms, script)
                     per[d]["wrk"].append((w_via - w_direct) * 1e3 - two_d_us)
     finally:
-        for px in proxies.values():
+        for px in (*proxies.values(), *others.values()):
             px.stop()
         terminate(hproc, grace_s=5.0)
 
@@ -415,6 +431,14 @@ def delay_seen_from_outside(tmp: Path, rounds: int, q: bool, row) -> None:
                 f"{err:+.0f} us (rounds {rounds_of(v['wrk'])})",
                 target,
                 abs(err) <= 100 or not goal,
+            )
+        if v["other_user"]:
+            row(
+                f"delay {d}ms: --compare-binary, raw client / stamp",
+                f"{p50(v['other_user']):+.0f} / {p50(v['other_stamp']):+.0f} us "
+                f"(this build {p50(v['user']):+.0f} / {p50(v['stamp']):+.0f})",
+                "(info: same rounds)",
+                True,
             )
         if goal:
             row(
@@ -624,6 +648,12 @@ def main() -> None:
         help="comma-separated parts to run: precision, jitter, "
         "bandwidth, delay0, loss, schedule (default: all)",
     )
+    ap.add_argument(
+        "--compare-binary",
+        default=None,
+        help="precision part: also measure this perfctl-proxy binary (e.g. a build of an older "
+        "commit), interleaved with this checkout's in the same rounds",
+    )
     args = ap.parse_args()
     parts = set(filter(None, args.only.split(",")))
     unknown = parts - {"precision", "jitter", "bandwidth", "delay0", "loss", "schedule"}
@@ -649,7 +679,7 @@ def main() -> None:
     try:
         # ---- the delay as clients outside perfctl see it, and the proxy's release precision
         if want("precision"):
-            delay_seen_from_outside(tmp, rounds, q, row)
+            delay_seen_from_outside(tmp, rounds, q, row, args.compare_binary)
         # ---- jitter KS
         if want("jitter"):
             n = 60 if q else 200
