@@ -42,7 +42,8 @@
  * the low end is used, so the mapped arrival is never earlier than the true one and later by
  * at most the narrowest bracket seen (tens of ns with a vDSO clock). A bracket that does not
  * overlap the previous ones means the realtime clock was stepped: that read's chunk starts at
- * the read (counted as rx_ts_missing, like a read without a stamp, e.g. the FIN). An arrival
+ * the read (counted as rx_ts_missing, as is a read without a stamp); a FIN (a read of 0 bytes,
+ * no stamp) starts at the wake-up that read it, after the data before it. An arrival
  * is never later than the read, never earlier than the previous arrival of its direction,
  * and never earlier than the moment the proxy resumed reading a direction it had paused for
  * backpressure (bytes the proxy chose not to read yet have not entered the path). The stats
@@ -616,7 +617,8 @@ static size_t queued_for(struct conn *c, int side) {
 
 static void pump(struct dir *d, u64 now);
 
-/* queue a chunk that arrived at `arrival` (<= now) in direction d, or send it straight on */
+/* queue a chunk whose delay starts at `arrival` (the header's "Arrival"; it may be after the
+ * wake-up `now` when the bytes came in between) in direction d, or send it straight on */
 static void enqueue(struct dir *d, const char *data, size_t n, u64 arrival, u64 now, int kind) {
     struct conn *c = d->c;
     struct endpoint *dst = &c->ep[1 - d->idx];
