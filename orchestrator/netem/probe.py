@@ -16,11 +16,18 @@ from __future__ import annotations
 
 import socket
 import statistics
+import struct
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 
 PAYLOAD = b"perfctl-probe-16"
+
+# Linux's SO_TIMESTAMPNS (the asm-generic value; Python's socket module does not export it):
+# each received segment is stamped by the kernel with CLOCK_REALTIME, the clock of
+# time.time_ns(), and recvmsg returns the stamp as an SCM_TIMESTAMPNS control message.
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_TIMESPEC = struct.Struct("qq")
 
 
 @dataclass
@@ -257,3 +264,20 @@ def interleaved_rtt_ms(
                 if i >= warmup:
                     out.append((time.perf_counter_ns() - t0) / 1e6)
     return a, b
+
+
+def enable_rx_stamps(s: socket.socket) -> None:
+    """Have the kernel stamp what `s` receives (set it on a listener: accepted sockets inherit it)."""
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+def recv_stamped(s: socket.socket, bufsize: int) -> tuple[bytes, int | None]:
+    """One recv and the kernel's receive stamp of it: CLOCK_REALTIME ns (comparable with
+    time.time_ns()) of the newest segment the read returned, when the kernel received it, before
+    this process woke up to read it; None without a stamp (enable_rx_stamps not set)."""
+    data, ancillary, _flags, _addr = s.recvmsg(bufsize, socket.CMSG_SPACE(_TIMESPEC.size))
+    for level, kind, raw in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(raw)
+            return data, sec * 1_000_000_000 + nsec
+    return data, None

@@ -26,6 +26,29 @@
  * Per chunk (see shape.h for the models): release = arrival [+ serialisation] + delay +
  * jitter [+ rto if lost] (reordered chunks skip delay and jitter), clamped so a chunk never
  * leaves before the previous one of its direction: byte order is always kept.
+ *
+ * Arrival (where the delay starts): the kernel's receive timestamp of the chunk, not the
+ * instant the proxy woke to read it, so the proxy's own wake-up (and the time the bytes sat in
+ * its socket buffer) is inside the delay instead of on top of it. Every socket has
+ * SO_TIMESTAMPNS (set on the listeners, inherited by accepted sockets, and on the upstream
+ * socket before connect), read from recvmsg's control message. For TCP the kernel reports
+ * the stamp of the last skb the read consumed (skbs coalesced in the receive queue keep the
+ * newest stamp): a read of several segments gets the arrival of the newest, so the older ones
+ * wait a little longer than the delay and none leaves early. The stamp is CLOCK_REALTIME; it is
+ * mapped onto the proxy's CLOCK_MONOTONIC timeline with the offset realtime - monotonic
+ * bracketed at each read by three clock reads (mono, real, mono): the offset lies in
+ * [real - mono2, real - mono1], the brackets of successive reads are intersected (the offset
+ * only changes when the realtime clock is stepped; NTP slewing moves both clocks alike), and
+ * the low end is used, so the mapped arrival is never earlier than the true one and later by
+ * at most the narrowest bracket seen (tens of ns with a vDSO clock). A bracket that does not
+ * overlap the previous ones means the realtime clock was stepped: that read's chunk starts at
+ * the read (counted as rx_ts_missing, as is a read without a stamp); a FIN (a read of 0 bytes,
+ * no stamp) starts at the wake-up that read it, after the data before it. An arrival
+ * is never later than the read, never earlier than the previous arrival of its direction,
+ * and never earlier than the moment the proxy resumed reading a direction it had paused for
+ * backpressure (bytes the proxy chose not to read yet have not entered the path). The stats
+ * line reports rx_lag_* (wake-up that read the chunk minus its arrival: what the delay used
+ * to add on top).
  *   - backpressure: a direction holding more than --queue-limit bytes stops reading its
  *     source until it drains to half; TCP flow control slows the sender.
  *   - FIN is forwarded in order after the data before it, with the same delay; a reset
@@ -131,7 +154,7 @@ static const struct shape *shape_now(void) { return __atomic_load_n(&cur_shape, 
 /* ---------------------------------------------------------------- per-thread state */
 struct stats {
     u64 conns, conns_open, conns_peak, chunks[2], held[2], bytes[2], resets, refused, reordered[2],
-        injected_resets, blackholed, spin_ns, spin_denied, poll_ns;
+        injected_resets, blackholed, spin_ns, spin_denied, poll_ns, rx_ts_missing;
 };
 #define STAT_ADD(field, v) __atomic_store_n(&st.field, st.field + (v), __ATOMIC_RELAXED)
 
@@ -158,7 +181,8 @@ struct dir {
     struct chunk *head, *tail;
     size_t queued;
     u64 last_release;
-    u64 rst_at; /* 0: no reset pending */
+    u64 arrival_floor; /* no later chunk of this direction arrived before this instant */
+    u64 rst_at;        /* 0: no reset pending */
     u64 heap_key;
     int heap_idx; /* -1: not in heap */
     uint8_t idx;  /* 0 up: ep[0]->ep[1]; 1 down: ep[1]->ep[0] */
@@ -185,7 +209,7 @@ struct worker {
     int idx;
     struct listener main_l, echo_l;
     struct stats *st;     /* the thread's own, published for the stats line */
-    struct relhist *rh;
+    struct relhist *rh, *rxh;
     u64 *early_ns;
 };
 
@@ -200,7 +224,10 @@ static __thread struct conn *dead_list;
 static __thread int reserve_fd = -1;
 static __thread char rbuf[READ_MAX];
 static __thread struct stats st;
-static __thread struct relhist rh;
+static __thread struct relhist rh;  /* release error: send time - due time */
+static __thread struct relhist rxh; /* rx lag: wake-up that read a chunk - its arrival */
+static __thread int64_t rt_off_lo, rt_off_hi; /* CLOCK_REALTIME - CLOCK_MONOTONIC is in here */
+static __thread int rt_off_known;
 static __thread struct rng rng;
 
 /* ---------------------------------------------------------------- helpers */
@@ -208,6 +235,43 @@ static u64 now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (u64)ts.tv_sec * 1000000000ull + (u64)ts.tv_nsec;
+}
+
+static int64_t ts_ns(const struct timespec *ts) { return (int64_t)ts->tv_sec * 1000000000ll + ts->tv_nsec; }
+
+/* Ask the kernel to stamp every segment this socket receives (CLOCK_REALTIME, SO_TIMESTAMPNS).
+ * Set on a listener it is inherited by the accepted sockets, and the first call also switches
+ * the kernel's stamping on before any connection exists. */
+static void enable_rx_stamps(int fd) {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+}
+
+/* The CLOCK_MONOTONIC instant a chunk stamped `rx_real_ns` (CLOCK_REALTIME, < 0: no stamp)
+ * arrived, never earlier than the true one (the mapping is in the header comment); *read_ns
+ * gets the monotonic instant just after the read, the latest the arrival can be. Returns 0
+ * when there is no usable stamp (none given, or the realtime clock was stepped). */
+static u64 rx_arrival_ns(int64_t rx_real_ns, u64 *read_ns) {
+    struct timespec m1, r, m2;
+    clock_gettime(CLOCK_MONOTONIC, &m1);
+    clock_gettime(CLOCK_REALTIME, &r);
+    clock_gettime(CLOCK_MONOTONIC, &m2);
+    int64_t lo = ts_ns(&r) - ts_ns(&m2), hi = ts_ns(&r) - ts_ns(&m1);
+    *read_ns = (u64)ts_ns(&m2);
+    int stepped = 0;
+    if (rt_off_known && lo <= rt_off_hi && hi >= rt_off_lo) {
+        if (lo > rt_off_lo) rt_off_lo = lo;
+        if (hi < rt_off_hi) rt_off_hi = hi;
+    } else {
+        stepped = rt_off_known;
+        rt_off_lo = lo;
+        rt_off_hi = hi;
+        rt_off_known = 1;
+    }
+    if (rx_real_ns < 0 || stepped) return 0;
+    int64_t at = rx_real_ns - rt_off_lo;
+    if (at > (int64_t)*read_ns) at = (int64_t)*read_ns;
+    return at > 0 ? (u64)at : 0;
 }
 
 static void die_usage(const char *msg, const char *arg) {
@@ -553,7 +617,9 @@ static size_t queued_for(struct conn *c, int side) {
 
 static void pump(struct dir *d, u64 now);
 
-static void enqueue(struct dir *d, const char *data, size_t n, u64 now, int kind) {
+/* queue a chunk whose delay starts at `arrival` (the header's "Arrival"; it may be after the
+ * wake-up `now` when the bytes came in between) in direction d, or send it straight on */
+static void enqueue(struct dir *d, const char *data, size_t n, u64 arrival, u64 now, int kind) {
     struct conn *c = d->c;
     struct endpoint *dst = &c->ep[1 - d->idx];
     const struct shape *sh = shape_now();
@@ -589,7 +655,7 @@ static void enqueue(struct dir *d, const char *data, size_t n, u64 now, int kind
     if (n - off) memcpy(ch->data, data + off, n - off);
     u64 rel = now;
     if (ch->timed) {
-        struct release r = shape_release(sh, &c->path[d->idx], &rng, d->idx, n, now,
+        struct release r = shape_release(sh, &c->path[d->idx], &rng, d->idx, n, arrival,
                                          kind == K_DATA, &link_free[d->idx]);
         rel = r.at;
         if (r.lost) STAT_ADD(held[d->idx], 1);
@@ -638,14 +704,14 @@ static void pump(struct dir *d, u64 now) {
             if (c->echo && d->idx == 0) {
                 struct dir *back = &c->d[1];
                 back->eof_read = 1;
-                enqueue(back, NULL, 0, now, K_FIN);
+                enqueue(back, NULL, 0, now, now, K_FIN);
             } else if (dst->fd >= 0) {
                 shutdown(dst->fd, SHUT_WR);
             }
             d->fin_sent = 1;
         } else if (c->echo && d->idx == 0) {
             d->queued -= ch->len - ch->off;
-            enqueue(&c->d[1], ch->data + ch->off, ch->len - ch->off, now, K_DATA);
+            enqueue(&c->d[1], ch->data + ch->off, ch->len - ch->off, now, now, K_DATA);
             if (c->dead) return;
         } else if (dst->fd >= 0) {
             ssize_t w = send(dst->fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -669,6 +735,7 @@ static void pump(struct dir *d, u64 now) {
         free(ch);
         if (srcdir->paused && queued_for(c, srcdir->idx) <= cfg.queue_limit / 2) {
             srcdir->paused = 0;
+            if (srcdir->arrival_floor < now) srcdir->arrival_floor = now; /* see the header */
             ep_sync(&c->ep[srcdir->idx]);
         }
     }
@@ -691,15 +758,56 @@ static size_t read_cap(const struct shape *sh) {
     return (size_t)cap;
 }
 
+/* one read of up to cap bytes into rbuf; *rx_real_ns gets the kernel's receive stamp
+ * (CLOCK_REALTIME ns of the last segment read), or -1 without one */
+static ssize_t read_stamped(int fd, size_t cap, int64_t *rx_real_ns) {
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {.iov_base = rbuf, .iov_len = cap};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                        .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
+    *rx_real_ns = -1;
+    if (n <= 0) return n;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(cm), sizeof ts);
+            *rx_real_ns = ts_ns(&ts);
+        }
+    }
+    return n;
+}
+
+/* where the delay of a chunk just read starts (the header's "Arrival"); `now` is the wake-up */
+static u64 chunk_arrival(struct dir *d, int64_t rx_real_ns, u64 now) {
+    u64 read_ns, at = rx_arrival_ns(rx_real_ns, &read_ns);
+    if (!at) {
+        STAT_ADD(rx_ts_missing, 1);
+        at = read_ns;
+    } else {
+        relhist_add(&rxh, (int64_t)(now - at));
+    }
+    if (at < d->arrival_floor) at = d->arrival_floor;
+    d->arrival_floor = at;
+    return at;
+}
+
 static void on_readable(struct conn *c, int side, u64 now) {
     struct dir *d = &c->d[side];
     struct endpoint *e = &c->ep[side];
-    size_t cap = read_cap(shape_now());
+    const struct shape *sh = shape_now();
+    size_t cap = read_cap(sh);
     for (int iter = 0; iter < 4 && !c->dead && e->fd >= 0; iter++) {
-        ssize_t n = recv(e->fd, rbuf, cap, MSG_DONTWAIT);
+        int64_t rx_real_ns;
+        ssize_t n = read_stamped(e->fd, cap, &rx_real_ns);
         if (n > 0) {
             if (c->blackholed) continue; /* swallowed */
-            enqueue(d, rbuf, (size_t)n, now, K_DATA);
+            /* only a held chunk needs its arrival (the straight-through path sends it now) */
+            u64 arrival = sh->shaping[side] ? chunk_arrival(d, rx_real_ns, now) : now;
+            enqueue(d, rbuf, (size_t)n, arrival, now, K_DATA);
             if (c->dead || c->blackholed) return;
             if (queued_for(c, side) > cfg.queue_limit && !d->paused) {
                 d->paused = 1;
@@ -711,7 +819,7 @@ static void on_readable(struct conn *c, int side, u64 now) {
             if (c->blackholed) { kill_conn(c, 0, 0); return; }
             d->eof_read = 1;
             ep_sync(e);
-            enqueue(d, NULL, 0, now, K_FIN);
+            enqueue(d, NULL, 0, now, now, K_FIN);
             return;
         } else {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
@@ -801,6 +909,7 @@ static void on_accept(struct listener *l, u64 now) {
             int ufd = socket(up_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
             if (ufd < 0) { kill_conn(c, 1, 1); continue; }
             set_nodelay(ufd);
+            enable_rx_stamps(ufd);
             c->ep[1].fd = ufd;
             if (connect(ufd, (struct sockaddr *)&up_addr, up_addrlen) < 0) {
                 if (errno != EINPROGRESS) { STAT_ADD(refused, 1); handle_reset(c, 1, now); continue; }
@@ -833,6 +942,7 @@ static void *worker_main(void *arg) {
     }
     rng_seed(&rng, (cfg.seeded ? cfg.seed : (now_ns() ^ ((u64)getpid() << 32))) + 0x1000003ull * (u64)w->idx);
     w->rh = &rh;
+    w->rxh = &rxh;
     w->early_ns = &early_ns;
     __atomic_store_n(&w->st, &st, __ATOMIC_RELEASE);
     spin_win_start = now_ns();
@@ -918,6 +1028,7 @@ static int make_listener(struct sockaddr_storage *ss, socklen_t len, char *out, 
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    enable_rx_stamps(fd);
     if (bind(fd, (struct sockaddr *)ss, len) < 0 || listen(fd, 65535) < 0) {
         char ip[64];
         inet_ntop(AF_INET, &((struct sockaddr_in *)ss)->sin_addr, ip, sizeof ip);
@@ -936,12 +1047,13 @@ static int make_listener(struct sockaddr_storage *ss, socklen_t len, char *out, 
     return fd;
 }
 
-static struct relhist last_window; /* merged histogram at the previous stats line */
+static struct relhist last_window, last_rx_window; /* merged histograms at the previous line */
 
 static void print_stats(void) {
     struct stats sum = {0};
-    static struct relhist all, win;
+    static struct relhist all, win, rx_all, rx_win;
     memset(&all, 0, sizeof all);
+    memset(&rx_all, 0, sizeof rx_all);
     u64 early_max = 0;
     for (int i = 0; i < cfg.threads; i++) {
         struct stats *s = __atomic_load_n(&workers[i].st, __ATOMIC_ACQUIRE);
@@ -949,18 +1061,23 @@ static void print_stats(void) {
         u64 *src = (u64 *)s, *dst = (u64 *)&sum;
         for (size_t k = 0; k < sizeof sum / sizeof(u64); k++) dst[k] += __atomic_load_n(&src[k], __ATOMIC_RELAXED);
         relhist_accumulate(&all, workers[i].rh);
+        relhist_accumulate(&rx_all, workers[i].rxh);
         u64 e = __atomic_load_n(workers[i].early_ns, __ATOMIC_RELAXED);
         if (e > early_max) early_max = e;
     }
     relhist_diff(&win, &all, &last_window);
     last_window = all;
+    relhist_diff(&rx_win, &rx_all, &last_rx_window);
+    last_rx_window = rx_all;
     fprintf(stderr,
             "perfctl-proxy stats: threads=%d conns=%llu conns_open=%llu conns_peak=%llu chunks_up=%llu "
             "chunks_down=%llu held_up=%llu held_down=%llu bytes_up=%llu bytes_down=%llu "
             "resets=%llu refused=%llu reordered_up=%llu reordered_down=%llu injected_resets=%llu "
             "blackholed=%llu timer_early_ns=%llu spin_ns=%llu spin_denied=%llu poll_ns=%llu "
             "released=%llu release_err_p50_ns=%lld release_err_p99_ns=%lld "
-            "win_released=%llu win_release_err_p50_ns=%lld win_release_err_p99_ns=%lld\n",
+            "win_released=%llu win_release_err_p50_ns=%lld win_release_err_p99_ns=%lld "
+            "rx_ts_missing=%llu rx_lag_p50_ns=%lld rx_lag_p99_ns=%lld win_rx_lag_p50_ns=%lld "
+            "win_rx_lag_p99_ns=%lld\n",
             cfg.threads, (unsigned long long)sum.conns, (unsigned long long)sum.conns_open,
             (unsigned long long)sum.conns_peak, (unsigned long long)sum.chunks[0],
             (unsigned long long)sum.chunks[1], (unsigned long long)sum.held[0],
@@ -972,7 +1089,10 @@ static void print_stats(void) {
             (unsigned long long)sum.spin_ns, (unsigned long long)sum.spin_denied,
             (unsigned long long)sum.poll_ns, (unsigned long long)all.total, (long long)relhist_quantile_ns(&all, 0.5),
             (long long)relhist_quantile_ns(&all, 0.99), (unsigned long long)win.total,
-            (long long)relhist_quantile_ns(&win, 0.5), (long long)relhist_quantile_ns(&win, 0.99));
+            (long long)relhist_quantile_ns(&win, 0.5), (long long)relhist_quantile_ns(&win, 0.99),
+            (unsigned long long)sum.rx_ts_missing, (long long)relhist_quantile_ns(&rx_all, 0.5),
+            (long long)relhist_quantile_ns(&rx_all, 0.99), (long long)relhist_quantile_ns(&rx_win, 0.5),
+            (long long)relhist_quantile_ns(&rx_win, 0.99));
     fflush(stderr);
 }
 

@@ -1,7 +1,8 @@
 /*
- * relhist.h: histogram of release-time errors (when a held chunk was handed to send() minus
- * its due time, signed, ns). One writer per histogram (its worker thread); readers on other
- * threads see possibly slightly stale counts (relaxed atomics), never torn ones.
+ * relhist.h: histogram of signed durations in ns, for the proxy's release-time errors (when a
+ * held chunk was handed to send() minus its due time) and receive lags (the wake-up that read
+ * a chunk minus its kernel arrival). One writer per histogram (its worker thread); readers on
+ * other threads see possibly slightly stale counts (relaxed atomics), never torn ones.
  *
  * Buckets: 1 us wide over [-1 ms, +1 ms), 100 us wide over [+1 ms, +100 ms), and one
  * underflow and one overflow bucket. A quantile is the bucket's midpoint (so +/-0.5 us
