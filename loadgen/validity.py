@@ -289,8 +289,8 @@ def verdict(
     if mode != "burst" and lag > lag_limit:
         reasons.append(
             f"load-generator event-loop lag p99 {lag:.1f} ms > {lag_limit:.1f} ms (the p99 "
-            f"latency's precision, at least {MAX_LOOP_LAG_P99_MS:g} ms): the host was busy "
-            f"or the load generator saturated. {FIX_STALL}"
+            f"latency's precision, at least {MAX_LOOP_LAG_P99_MS:g} ms): host busy or load "
+            f"generator saturated. {FIX_STALL}"
         )
     if judged:
         rate_rps = row.get("achieved_rate")
@@ -305,7 +305,7 @@ def verdict(
     # send lateness above is the direct measure. In closed mode CPU is the only witness.
     if mode == "closed" and _num(summary, "loadgen_cpu_pct") > MAX_LOADGEN_CPU_PCT:
         reasons.append(
-            f"load generator at {summary['loadgen_cpu_pct']:.0f}% CPU: it may be "
-            f"the bottleneck. {FIX_CPU}"
+            f"load-generator CPU {summary['loadgen_cpu_pct']:.0f}% > {MAX_LOADGEN_CPU_PCT:g}% "
+            f"of a CPU: it may be the bottleneck. {FIX_CPU}"
         )
     return reasons

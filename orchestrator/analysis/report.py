@@ -236,7 +236,7 @@ def _thresholds(run: results.Run) -> str:
             f'<td class="l">{_e(v.cell_label)}</td><td>{_num(v.measured, ".4g")}</td>'
             f"<td>{v.trials}{f' ({v.excluded} left out)' if v.excluded else ''}</td>"
             f'<td class="{cls}">{"pass" if v.passed else "BREACH"}</td>'
-            f'<td class="l">{_e(v.note)}</td></tr>'
+            f'<td class="l">{_e("; ".join(x for x in (v.note, v.usage) if x))}</td></tr>'
         )
     breaches = sum(not v.passed for v in verdicts)
     badge = (

@@ -11,6 +11,9 @@ excluded), and for latency only the ok ones (`ok_requests`).
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 
@@ -56,6 +59,49 @@ def excluded_trials(trials: pd.DataFrame, include_noisy: bool = False) -> dict[s
             continue
         out.setdefault(t["cell_id"], []).append(why)
     return out
+
+
+def reason_kind(reason: str) -> str:
+    """What a reason is about, in its own first words: "send lateness (p99 2.10 ms) moved..."
+    -> "send lateness", "12 arrivals dropped past..." -> "arrivals dropped past the
+    outstanding-request cap" (the words before the first one holding a number, a bracket, a
+    colon or a comparison)."""
+    words: list[str] = []
+    for w in reason.split():
+        if w.endswith(":") and not re.search(r"[\d(:>=<]", w[:-1]):
+            words.append(w[:-1])  # "... off before the load: why" ends at "load"
+            break
+        if re.search(r"[\d(:>=<]", w):
+            if words:
+                break
+            continue
+        words.append(w.rstrip(".,"))
+    return " ".join(words) or reason.strip()[:40]
+
+
+def usage_note(trials: pd.DataFrame, include_noisy: bool = False) -> str:
+    """How many of a cell's trials a gate used, and why the others were dropped: "3 of 5
+    trials used; 2 invalid (trials 2, 4): send lateness x2; 1 noisy (trial 5): CPU steal"."""
+    valid = flag(trials, "valid", True)
+    quiet = flag(trials, "quiet", True) | include_noisy
+    used = int((valid & quiet).sum())
+    parts = [f"{used} of {len(trials)} trials used"]
+    for label, mask, column in (
+        ("invalid", ~valid, "invalid_reasons"),
+        ("noisy", valid & ~quiet, "noise_reasons"),
+    ):
+        dropped = trials[mask]
+        if dropped.empty:
+            continue
+        kinds: Counter[str] = Counter()
+        for text in dropped.get(column, pd.Series("", index=dropped.index)):
+            text = "" if text is None or text != text else str(text)
+            kinds.update({reason_kind(r) for r in text.split("; ") if r.strip()} or {"no reason"})
+        numbers = ", ".join(str(int(k)) for k in dropped["trial"])
+        which = f"trial{'s' if len(dropped) > 1 else ''} {numbers}"
+        why = ", ".join(f"{k} x{c}" if c > 1 else k for k, c in kinds.most_common())
+        parts.append(f"{len(dropped)} {label} ({which}): {why}")
+    return "; ".join(parts)
 
 
 def analysis_trials(trials: pd.DataFrame) -> tuple[pd.DataFrame, set[str]]:

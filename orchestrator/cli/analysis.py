@@ -172,8 +172,12 @@ def check(
             verdict,
         )
     console.print(t)
+    by_cell = {v.cell_id: v for v in verdicts}
+    for v in by_cell.values():
+        if v.usage:
+            console.print(f"{v.cell_label}: {v.usage}", markup=False)
     breaches = sum(not v.passed for v in verdicts)
-    left_out = sum(v.excluded for v in {v.cell_id: v for v in verdicts}.values())
+    left_out = sum(v.excluded for v in by_cell.values())
     console.print(
         f"{len(verdicts)} checks, {breaches} breached"
         + (f"; {left_out} trial(s) left out (invalid or noisy: see trials.csv)" if left_out else "")
