@@ -30,6 +30,7 @@ import yaml
 
 from .. import results
 from ..errors import PerfctlError
+from ..results.schema import MEASUREMENT_COLUMNS, SELF_CHECK_COLUMNS
 from .views import cell_labels, excluded_trials, usable_trials, usage_note
 
 ALIASES = {f"{p}_ms": f"latency_{p}_ms" for p in ("p50", "p90", "p99", "p999", "mean", "max")}
@@ -156,8 +157,10 @@ def load_file(path: Path) -> list:
 
 
 def thresholds_for(run: results.Run, file: Path | None = None) -> list[Threshold]:
-    """The run's thresholds: from `file` when given, else from run.json's experiment."""
-    cols = list(run.trials.columns)
+    """The run's thresholds: from `file` when given, else from run.json's experiment. A
+    metric may be any trials.csv column perfctl writes, even one this run lacks (its trials
+    all broke before measuring): its cells then have no value, a breach."""
+    cols = list(dict.fromkeys([*run.trials.columns, *MEASUREMENT_COLUMNS, *SELF_CHECK_COLUMNS]))
     if file is not None:
         return parse(load_file(file), str(file), cols)
     entries = run.info.get("document", {}).get("thresholds") or []
@@ -167,6 +170,8 @@ def thresholds_for(run: results.Run, file: Path | None = None) -> list[Threshold
 def _matches(trials: pd.DataFrame, where: dict) -> pd.Series:
     m = pd.Series(True, index=trials.index)
     for k, v in where.items():
+        if k not in trials:  # a column perfctl writes, but this run lacks: matches nothing
+            return pd.Series(False, index=trials.index)
         col = trials[k]
         num = pd.to_numeric(col, errors="coerce")
         try:

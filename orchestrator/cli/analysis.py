@@ -47,6 +47,8 @@ def model(
     """Fit queueing models to a run: predicted vs measured per cell, models.json, figures."""
     with step("fitting queueing models"):
         doc, table = queueing.fit_run(run_dir)
+    for note in doc.get("left_out", []):
+        console.print(f"skipped: {note}", markup=False)
     if not no_plots:
         with step("drawing the model figures"):
             run = results.load(run_dir)
@@ -117,8 +119,11 @@ def report(
     ] = None,
 ) -> None:
     """Write one self-contained report.html: summary, thresholds, figures, models, config."""
+    notes: list[str] = []
     with step("drawing the figures, fitting the models, writing the report"):
-        path = report_.build(run_dir, out)
+        path = report_.build(run_dir, out, notes)
+    for note in dict.fromkeys(notes):
+        console.print(f"skipped: {note}", markup=False)
     console.print(f"report: {path}")
 
 

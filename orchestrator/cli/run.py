@@ -181,7 +181,9 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
     console.print(summary_table(trials, p.axes, console.width, p.document))
     if p.experiment.models:
         with step("fitting queueing models"):
-            _, table = queueing.fit_run(run_dir)
+            doc, table = queueing.fit_run(run_dir)
+        for note in doc.get("left_out", []):
+            console.print(f"skipped: {note}", markup=False)
         if not no_plots:
             with step("drawing the model figures"):
                 draw_models(results.load(run_dir), table, run_dir / "plots")
@@ -191,8 +193,11 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
             svgs = flamegraph.draw_run(run_dir)
         console.print(f"profiles: {len(svgs)} flame graph(s), cells/*/trial-*/profile.svg")
     if not no_plots:
+        notes: list[str] = []
         with step("drawing the plots"):
-            paths = draw_basic(trials, p.axes, run_dir / "plots")
+            paths = draw_basic(trials, p.axes, run_dir / "plots", notes)
+        for note in notes:
+            console.print(f"skipped: {note}", markup=False)
         for path in paths:
             if path.suffix == ".png":
                 console.print(f"plot: {path}")

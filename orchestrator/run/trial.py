@@ -391,7 +391,7 @@ def execute_trial(
     if code != 0 or broken:
         why = "timed out" if code is None else f"exited {code}"
         reasons.append(
-            f"{who} wrote output that breaks loadgen/DRIVER.md: {'; '.join(broken)}"
+            f"{who} wrote output that breaks loadgen/DRIVER.md: {', and '.join(broken)}"
             if code == 0
             else f"{who} {why}: {tail(tdir / 'loadgen.log', 3)}"
         )
