@@ -294,23 +294,21 @@ def window_row(
 def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> validity.Figures | None:
     """latency_p50..p999_ms, the p99's CI, sent_to_done_p99_ms and where they came from;
     returns the window's figures (validity.Figures: each latency statistic beside the same
-    statistic of send-to-done and the low end of its CI), None when nothing completed."""
+    statistic of send-to-done and the low end of its CI), None when nothing completed.
+
+    The figures are exact when the raw values are (see window_row). What the validity rules
+    read besides them (other order statistics, counts below a value, the latency's standard
+    deviation) comes from the window's HdrHistogram in every case, so a trial gets the same
+    verdict from its rows in memory as from its digest and file."""
     n = w.counts["completed"]
     mean, s2d_mean = row["latency_mean_ms"], row["sent_to_done_mean_ms"]
     if exact is not None:
         lat_ms, s2d_ms = (np.sort(np.asarray(a, dtype=np.float64)) for a in exact)
         n = lat_ms.size
 
-        def at_rank(ks: list[int]) -> list[float]:
-            return [float(lat_ms[min(n, max(1, k)) - 1]) for k in ks]
+        def at(hist: str, k: int) -> float:
+            return float((lat_ms if hist == "latency" else s2d_ms)[k - 1])
 
-        def s2d_at(k: int) -> float:
-            return float(s2d_ms[k - 1])
-
-        def count_below(x_ms: float) -> int:
-            return int(np.searchsorted(lat_ms, x_ms, side="right"))
-
-        sd_ms = float(lat_ms.std()) if n else math.nan
         source = "exact"
     else:
         got = ranks or {}
@@ -320,24 +318,22 @@ def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> validity.F
         )
 
         def at(hist: str, k: int) -> float:
-            if complete and k in got[hist]:
+            if complete:
                 return got[hist][k] / 1e6
             return hdr.values_at_ranks_ms(w.hists[hist], [k])[0]
 
-        def at_rank(ks: list[int]) -> list[float]:
-            return [at("latency", k) for k in ks]
-
-        def s2d_at(k: int) -> float:
-            return at("sent_to_done", k)
-
-        def count_below(x_ms: float) -> int:
-            return hdr.count_at_or_below(w.hists["latency"], math.floor(x_ms * 1e6))
-
-        sd_ms = hdr.mean_std_ms(w.hists["latency"])[1] if n else math.nan
         source = "exact" if complete else "hdr"
+    hist = w.hists["latency"]
+
+    def hist_at_ranks(ks: list[int]) -> list[float]:
+        return hdr.values_at_ranks_ms(hist, [min(n, max(1, k)) for k in ks])
+
+    def hist_count_below(x_ms: float) -> int:
+        return hdr.count_at_or_below(hist, math.floor(x_ms * 1e6))
+
     items: dict[str, validity.Figure] = {}
     if n:
-        half = validity.CONFIDENCE_Z * sd_ms / math.sqrt(n)
+        half = validity.CONFIDENCE_Z * hdr.mean_std_ms(hist)[1] / math.sqrt(n)
         items["mean"] = validity.Figure("mean", 0, mean, s2d_mean, mean - half)
     for name, q in PERCENTILES.items():
         if not n:
@@ -345,18 +341,18 @@ def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> validity.F
             continue
         k = hdr.rank(n, q)
         ci = ci_ranks(n, q)
-        value = at_rank([k])[0]
+        value = at("latency", k)
         row[f"latency_{name}_ms"] = value
         items[name] = validity.Figure(
-            name, k, value, s2d_at(k), at_rank([ci[0] + 1])[0] if ci else math.nan
+            name, k, value, at("sent_to_done", k), at("latency", ci[0] + 1) if ci else math.nan
         )
     ci = ci_ranks(n, 99.0)
     row["latency_p99_ci_low_ms"], row["latency_p99_ci_high_ms"] = (
-        tuple(at_rank([ci[0] + 1, ci[1] + 1])) if ci else (math.nan, math.nan)
+        (at("latency", ci[0] + 1), at("latency", ci[1] + 1)) if ci else (math.nan, math.nan)
     )
     row["sent_to_done_p99_ms"] = items["p99"].sent_to_done_ms if n else math.nan
     row["latency_percentiles_from"] = source
-    return validity.Figures(n, items, at_rank, count_below) if n else None
+    return validity.Figures(n, items, hist_at_ranks, hist_count_below) if n else None
 
 
 def timeline(cols, summary: dict):

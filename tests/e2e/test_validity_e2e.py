@@ -66,13 +66,18 @@ def test_200_us_of_lateness_is_valid_at_20_ms_and_invalid_at_no_work(
     assert slow["requests"] == fast["requests"] == 150  # rate x window, every arrival sent
     assert slow["send_lateness_p99_ms"] >= 0.2 and fast["send_lateness_p99_ms"] >= 0.2
     assert slow["latency_p50_ms"] > 20
-    assert slow["valid"], slow["invalid_reasons"]
-    assert slow["lateness_shift_of_precision"] < 1
-    assert 0.5 < slow["lateness_shift_p50_pct"] < 2  # 200 us of ~20.3 ms
     assert not fast["valid"]
     assert "send lateness" in fast["invalid_reasons"] and "Fix:" in fast["invalid_reasons"]
     assert fast["lateness_shift_of_precision"] > 1
     assert fast["lateness_shift_p50_pct"] > 20
+    if slow["send_lateness_p99_ms"] > 1.0:
+        # the host kept the driver from its 200 us (CI saw a load average of 15 on 2 CPUs
+        # make it 8 ms late at p99): then the 20 ms trial's figures did move, and it is
+        # rightly invalid, but the premise of this test is gone
+        pytest.skip(f"host too busy: the driver ran {slow['send_lateness_p99_ms']:.1f} ms late")
+    assert slow["valid"], slow["invalid_reasons"]
+    assert slow["lateness_shift_of_precision"] < 1
+    assert 0.5 < slow["lateness_shift_p50_pct"] < 2  # 200 us of ~20.3 ms
 
 
 def test_the_bundled_generator_reports_the_shift_it_measured(write_yaml, perfctl_env, tmp_path):
