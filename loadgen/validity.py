@@ -21,9 +21,10 @@ sent - intended: the server's own queue when it serves one connection per worker
 bounds come from the dispatcher's own lateness record: no request's D exceeds its maximum, so
 no figure moves further than that; and at most 1% of requests have D above its p99, so a
 percentile moves at most by its distance to the percentile one point lower plus that p99, and
-the mean by that p99 plus 1% of the maximum. The
-shift judged is the smallest of these bounds (`lateness_shift_<figure>_pct`). A 2 ms lateness
-then barely moves a 20 ms p99 and invalidates a 50 us one.
+the mean by that p99 plus 1% of the maximum. The shift judged is the smallest of these bounds
+(`lateness_shift_<figure>_pct`). A 2 ms lateness then barely moves a 20 ms p99 and invalidates
+a 50 us one. What the bounds read besides the figures comes from the window's HdrHistogram
+(within 0.1%).
 
 Stalls (the event loop's lag, garbage-collector pauses). A stall of s ms delays the requests
 sent or answered during it by at most s. GC pauses are timed exactly, and they strike requests
