@@ -4,8 +4,10 @@ otherwise (the schedule perfctl hands over, every row, honest self-checks), so a
 drives shows what a known send lateness does to the figures.
 
 `python late_driver.py LATE_US SPEC OUT`: each arrival at start + offset[k] is sent, on a
-new connection in its own thread, once start + offset[k] + LATE_US has passed (slept to within
-2 ms, then spun), and recorded with intended_ns = start + offset[k].
+new connection by one of WORKERS threads started beforehand (starting a thread per arrival
+made the next send wait for it to start: milliseconds on a busy host), once
+start + offset[k] + LATE_US has passed (slept to within SPIN_S, then spun), and recorded with
+intended_ns = start + offset[k].
 """
 
 import csv
@@ -13,11 +15,15 @@ import gc
 import http.client
 import json
 import os
+import queue
 import resource
 import sys
 import threading
 import time
 from array import array
+
+WORKERS = 16
+SPIN_S = 0.001  # sleep to within this of each send, then spin (a spinning thread is preempted)
 
 
 def main(late_us: str, spec_path: str, out: str) -> int:
@@ -34,8 +40,12 @@ def main(late_us: str, spec_path: str, out: str) -> int:
     start = time.perf_counter_ns() + 50_000_000
     measure_start = start + int(spec["warmup_s"] * 1e9)
     end = measure_start + int(spec["duration_s"] * 1e9)
-    rows, lock, threads = [], threading.Lock(), []
-    lateness = []
+    rows, lock, lateness = [], threading.Lock(), []
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+
+    def worker() -> None:
+        while (job := todo.get()) is not None:
+            exchange(*job)
 
     def exchange(intended: int, sent: int) -> None:
         conn = http.client.HTTPConnection(spec["host"], spec["port"], timeout=spec["timeout_s"])
@@ -52,11 +62,14 @@ def main(late_us: str, spec_path: str, out: str) -> int:
         with lock:
             rows.append(row)
 
+    threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
+    for t in threads:
+        t.start()
     ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     for off in offsets:
         intended = start + off
         due = intended + late_ns
-        wait_s = (due - time.perf_counter_ns()) / 1e9 - 0.002
+        wait_s = (due - time.perf_counter_ns()) / 1e9 - SPIN_S
         if wait_s > 0:
             time.sleep(wait_s)
         while time.perf_counter_ns() < due:
@@ -64,9 +77,9 @@ def main(late_us: str, spec_path: str, out: str) -> int:
         sent = time.perf_counter_ns()
         if measure_start <= intended < end:
             lateness.append((sent - intended) / 1e6)
-        t = threading.Thread(target=exchange, args=(intended, sent))
-        t.start()
-        threads.append(t)
+        todo.put((intended, sent))
+    for _ in threads:
+        todo.put(None)
     for t in threads:
         t.join()
     ru1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - wall0
