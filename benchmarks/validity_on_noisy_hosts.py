@@ -194,10 +194,13 @@ def main() -> None:
         fig = figures(work / t["run"], t["cell_id"], int(t["trial"]))
         rows.append({**t.to_dict(), "fig": fig})
     table = pd.DataFrame(rows)
-    refs = {}
+    refs, basis = {}, []
     for rate, g in table[table["run"] == "quiet"].groupby("rate"):
-        use = g[g["valid"].astype(bool)] if g["valid"].astype(bool).any() else g
+        valid = g["valid"].astype(bool)
+        use = g[valid] if valid.any() else g
         refs[rate] = {name: float(np.median([f[name][0] for f in use["fig"]])) for name in FIGURES}
+        basis.append(f"{rate}/s: {len(use)} {'valid' if valid.any() else 'INVALID (none valid)'}")
+    print("quiet-run reference (median of the cell's trials): " + ", ".join(basis))
     judged = [moved(r["fig"], refs[r["rate"]]) for _, r in table.iterrows()]
     table["moved"] = [b for b, _ in judged]
     table["rel"] = [rel for _, rel in judged]
