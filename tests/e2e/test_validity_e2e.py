@@ -69,7 +69,8 @@ def test_200_us_of_lateness_is_valid_at_20_ms_and_invalid_at_no_work(
     assert not fast["valid"]
     assert "send lateness" in fast["invalid_reasons"] and "Fix:" in fast["invalid_reasons"]
     assert fast["lateness_shift_of_precision"] > 1
-    assert fast["lateness_shift_p50_pct"] > 20
+    # every send is at least 200 us late, so the p50 moved by at least that much of itself
+    assert fast["lateness_shift_p50_pct"] >= 0.99 * 100 * 0.2 / fast["latency_p50_ms"]
     if slow["send_lateness_p99_ms"] > 1.0:
         # the host kept the driver from its 200 us (CI saw a load average of 15 on 2 CPUs
         # make it 8 ms late at p99): then the 20 ms trial's figures did move, and it is
