@@ -148,6 +148,15 @@ def values_at_ranks_ms(h: HdrHistogram, ks: list[int]) -> list[float]:
     return [float(x) / 1e6 for x in high]
 
 
+def count_at_or_below(h: HdrHistogram, value_ns: int) -> int:
+    """How many values lie in the buckets up to the one holding value_ns (so every value
+    <= value_ns, and those sharing its bucket: within 0.1% above it)."""
+    if value_ns < 0:
+        return 0
+    i = int(indexes(h, np.asarray([value_ns]))[0])
+    return int(counts(h)[: i + 1].sum(dtype=np.int64))
+
+
 def percentile_ms(h: HdrHistogram, q: float) -> float:
     return percentiles_ms(h, [q])[0]
 

@@ -1,5 +1,5 @@
-"""Statistics of a load phase: percentiles with confidence intervals, the trial summary row,
-self-check verdicts and the per-second timeline.
+"""Statistics of a load phase: percentiles with confidence intervals, the trial summary row
+(its verdict is validity.py's) and the per-second timeline.
 
 Inputs are either a digest (digest.py: counts and HdrHistograms built chunk by chunk while the
 requests streamed by; `summarize_digest`, `timeline_of_digest`) or the columns of
@@ -19,17 +19,11 @@ import math
 
 import numpy as np
 
-from . import digest, hdr
+from . import digest, hdr, validity
 from .records import COLUMNS, OK, stream_batches
 
 COLUMN_NAMES = tuple(COLUMNS)
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
-# Self-check limits: beyond them the trial is marked invalid with a reason.
-MAX_SEND_LATENESS_P99_MS = 1.0  # open mode; or 10% of the mean gap between arrivals
-MAX_LOOP_LAG_P99_MS = 5.0  # or 25% of the trial's p99 latency, whichever is larger
-MAX_GC_PAUSE_MS = 10.0  # or 25% of the trial's p99 latency
-MAX_LOADGEN_CPU_PCT = 95.0
-MAX_SEND_RATE_MISS = 0.01  # open mode: sends in the window vs target rate x window
 
 
 def _binom():
@@ -167,16 +161,18 @@ def ci_ranks(n: int, q: float, confidence: float = 0.95) -> tuple[int, int] | No
 
 
 def ranks_wanted(w: digest.Window) -> dict[str, list[int]]:
-    """The 1-based ranks a trial row reads, per histogram: the percentiles and the p99 CI of
-    latency, the p99 of send-to-done."""
+    """The 1-based ranks a trial row reads, per histogram: the percentiles of latency and of
+    send-to-done, the low end of each latency percentile's CI (the high end too for the
+    p99, whose CI is a column)."""
     n = w.counts["completed"]
     if n == 0:
         return {}
     lat = [hdr.rank(n, q) for q in PERCENTILES.values()]
-    ci = ci_ranks(n, 99.0)
-    if ci:
-        lat += [ci[0] + 1, ci[1] + 1]
-    return {"latency": lat, "sent_to_done": [hdr.rank(n, 99.0)]}
+    for name, q in PERCENTILES.items():
+        ci = ci_ranks(n, q)
+        if ci:
+            lat += [ci[0] + 1, ci[1] + 1] if name == "p99" else [ci[0] + 1]
+    return {"latency": lat, "sent_to_done": [hdr.rank(n, q) for q in PERCENTILES.values()]}
 
 
 def exact_order_statistics(
@@ -268,7 +264,7 @@ def window_row(
     for name in w.errors:
         row[f"errors_{name}"] = w.errors[name]
     row["errors_http"] = n["errors_http"]
-    _percentile_columns(row, w, exact, ranks)
+    figs = _percentile_columns(row, w, exact, ranks)
     for k in (
         "loop_lag_p99_ms",
         "loadgen_cpu_pct",
@@ -282,123 +278,83 @@ def window_row(
     ):
         if k in summary or not k.startswith(("release", "sustainable", "send_early", "send_poll")):
             row[k] = summary.get(k, math.nan)
-    reasons = verdict(
-        row, summary, mode, sent=n["sent"], duration_s=duration_s, max_error_rate=max_error_rate
+    row.update(validity.shift_columns(figs, summary, mode))
+    reasons = validity.verdict(
+        row,
+        summary,
+        mode,
+        figs,
+        sent=n["sent"],
+        duration_s=duration_s,
+        max_error_rate=max_error_rate,
     )
     row["valid"] = not reasons
     row["invalid_reasons"] = "; ".join(reasons)
     return row
 
 
-def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> None:
-    """latency_p50..p999_ms, the p99's CI, sent_to_done_p99_ms and where they came from."""
+def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> validity.Figures | None:
+    """latency_p50..p999_ms, the p99's CI, sent_to_done_p99_ms and where they came from;
+    returns the window's figures (validity.Figures: each latency statistic beside the same
+    statistic of send-to-done and the low end of its CI), None when nothing completed.
+
+    The figures are exact when the raw values are (see window_row). What the validity rules
+    read besides them (other order statistics, counts below a value, the latency's standard
+    deviation) comes from the window's HdrHistogram in every case, so a trial gets the same
+    verdict from its rows in memory as from its digest and file."""
     n = w.counts["completed"]
-    ci = ci_ranks(n, 99.0)
+    mean, s2d_mean = row["latency_mean_ms"], row["sent_to_done_mean_ms"]
     if exact is not None:
-        lat_ms, s2d_ms = exact
-        for name, q in PERCENTILES.items():
-            row[f"latency_{name}_ms"] = percentile(lat_ms, q)
-        row["latency_p99_ci_low_ms"], row["latency_p99_ci_high_ms"] = percentile_ci(lat_ms, 99.0)
-        row["sent_to_done_p99_ms"] = percentile(s2d_ms, 99.0)
-        row["latency_percentiles_from"] = "exact"
-        return
-    got = ranks or {}
-    wanted = ranks_wanted(w)
-    complete = ranks is not None and all(
-        k in got.get(h, {}) for h, ks in wanted.items() for k in ks
-    )
+        lat_ms, s2d_ms = (np.sort(np.asarray(a, dtype=np.float64)) for a in exact)
+        n = lat_ms.size
 
-    def at(hist: str, k: int) -> float:
-        if complete:
-            return got[hist][k] / 1e6
-        return hdr.values_at_ranks_ms(w.hists[hist], [k])[0]
+        def at(hist: str, k: int) -> float:
+            return float((lat_ms if hist == "latency" else s2d_ms)[k - 1])
 
+        source = "exact"
+    else:
+        got = ranks or {}
+        wanted = ranks_wanted(w)
+        complete = ranks is not None and all(
+            k in got.get(h, {}) for h, ks in wanted.items() for k in ks
+        )
+
+        def at(hist: str, k: int) -> float:
+            if complete:
+                return got[hist][k] / 1e6
+            return hdr.values_at_ranks_ms(w.hists[hist], [k])[0]
+
+        source = "exact" if complete else "hdr"
+    hist = w.hists["latency"]
+
+    def hist_at_ranks(ks: list[int]) -> list[float]:
+        return hdr.values_at_ranks_ms(hist, [min(n, max(1, k)) for k in ks])
+
+    def hist_count_below(x_ms: float) -> int:
+        return hdr.count_at_or_below(hist, math.floor(x_ms * 1e6))
+
+    items: dict[str, validity.Figure] = {}
+    if n:
+        half = validity.CONFIDENCE_Z * hdr.mean_std_ms(hist)[1] / math.sqrt(n)
+        items["mean"] = validity.Figure("mean", 0, mean, s2d_mean, mean - half)
     for name, q in PERCENTILES.items():
-        row[f"latency_{name}_ms"] = at("latency", hdr.rank(n, q)) if n else math.nan
+        if not n:
+            row[f"latency_{name}_ms"] = math.nan
+            continue
+        k = hdr.rank(n, q)
+        ci = ci_ranks(n, q)
+        value = at("latency", k)
+        row[f"latency_{name}_ms"] = value
+        items[name] = validity.Figure(
+            name, k, value, at("sent_to_done", k), at("latency", ci[0] + 1) if ci else math.nan
+        )
+    ci = ci_ranks(n, 99.0)
     row["latency_p99_ci_low_ms"], row["latency_p99_ci_high_ms"] = (
         (at("latency", ci[0] + 1), at("latency", ci[1] + 1)) if ci else (math.nan, math.nan)
     )
-    row["sent_to_done_p99_ms"] = at("sent_to_done", hdr.rank(n, 99.0)) if n else math.nan
-    row["latency_percentiles_from"] = "exact" if complete else "hdr"
-
-
-def send_rate_miss(sent: int, target_rate_rps: float, duration_s: float) -> str:
-    """Why the sends in the window miss target x window by more than MAX_SEND_RATE_MISS
-    (or half an arrival, the rounding of the schedule's count); "" when they do not."""
-    expected = target_rate_rps * duration_s
-    if expected <= 0 or abs(sent - expected) <= max(MAX_SEND_RATE_MISS * expected, 0.5):
-        return ""
-    return (
-        f"achieved send rate {sent / duration_s:.1f}/s misses the target "
-        f"{target_rate_rps:g}/s by {100 * (sent - expected) / expected:+.1f}% "
-        f"(limit ±{100 * MAX_SEND_RATE_MISS:g}%)"
-    )
-
-
-def error_breakdown(row: dict) -> str:
-    """The error classes that occurred, e.g. "refused 1142, http 3"."""
-    parts = [f"{k[len('errors_') :]} {row[k]}" for k in row if k.startswith("errors_") and row[k]]
-    return ", ".join(parts)
-
-
-def verdict(
-    row: dict,
-    summary: dict,
-    mode: str,
-    sent: int | None = None,
-    duration_s: float | None = None,
-    max_error_rate: float | None = None,
-) -> list[str]:
-    """Why this trial cannot be trusted (empty list: it can)."""
-    reasons = []
-    if row["completed"] == 0 and mode != "burst":
-        reasons.append("no request completed in the measured window")
-    rate = row.get("error_rate")
-    if max_error_rate is not None and rate == rate and rate is not None and rate > max_error_rate:
-        reasons.append(
-            f"error rate {100 * rate:.2f}% > {100 * max_error_rate:g}% "
-            f"({error_breakdown(row)}): the server failed requests "
-            "(validity.max_error_rate)"
-        )
-    if mode == "open":
-        target = row.get("target_rate") or 0.0
-        if sent is not None and duration_s and target > 0:
-            miss = send_rate_miss(sent, target, duration_s)
-            if miss:
-                reasons.append(miss)
-        if row["dropped"]:
-            reasons.append(f"{row['dropped']} arrivals dropped past the outstanding-request cap")
-        limit = max(MAX_SEND_LATENESS_P99_MS, 0.1 * 1e3 / target if target > 0 else 0.0)
-        if summary.get("send_lateness_p99_ms", 0.0) > limit:
-            reasons.append(
-                f"send lateness p99 {summary['send_lateness_p99_ms']:.2f} ms > "
-                f"{limit:.2f} ms: the load generator fell behind its schedule"
-            )
-    # A stalled loop stamps responses late: a stall long against the latencies measured
-    # distorts them; one short against them does not.
-    p99 = row.get("latency_p99_ms")
-    p99 = p99 if p99 == p99 and p99 is not None else 0.0
-    lag_limit = max(MAX_LOOP_LAG_P99_MS, 0.25 * p99)
-    # Burst mode stalls the loop on purpose while it opens N sockets in one release; how far
-    # apart the releases really were is reported (release_spread_ms_max) instead.
-    if mode != "burst" and summary.get("loop_lag_p99_ms", 0.0) > lag_limit:
-        reasons.append(
-            f"load-generator event-loop lag p99 {summary['loop_lag_p99_ms']:.1f} ms "
-            f"> {lag_limit:.1f} ms (host busy or load generator saturated)"
-        )
-    gc_limit = max(MAX_GC_PAUSE_MS, 0.25 * p99)
-    if summary.get("gc_pause_max_ms", 0.0) > gc_limit:
-        reasons.append(
-            f"load-generator GC pause {summary['gc_pause_max_ms']:.1f} ms > {gc_limit:.1f} ms"
-        )
-    # In open mode the dispatcher polls between close arrivals, so CPU says little there;
-    # send lateness above is the direct measure. In closed mode CPU is the only witness.
-    if mode == "closed" and summary.get("loadgen_cpu_pct", 0.0) > MAX_LOADGEN_CPU_PCT:
-        reasons.append(
-            f"load generator at {summary['loadgen_cpu_pct']:.0f}% CPU: it may be "
-            "the bottleneck (add processes or cores)"
-        )
-    return reasons
+    row["sent_to_done_p99_ms"] = items["p99"].sent_to_done_ms if n else math.nan
+    row["latency_percentiles_from"] = source
+    return validity.Figures(n, items, hist_at_ranks, hist_count_below) if n else None
 
 
 def timeline(cols, summary: dict):

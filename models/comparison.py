@@ -39,6 +39,7 @@ _PER_TRIAL_PREFIXES = (
     "errors_",
     "rtt_",
     "send_lateness_",
+    "lateness_shift_",
     "gc_",
     "loop_lag_",
     "loadgen_",

@@ -12,8 +12,9 @@ latency_*_ms) mapped to {operator: limit} with operators lt, le, gt, ge.
 
 Each (threshold, metric, operator) is checked on every matching cell against the cell's
 **mean over its usable trials**: valid and quiet (views.usable_trials; with include_noisy,
-valid ones whatever the host did). Each verdict says how many trials it used and which were
-left out. A cell with no usable trial, a metric with no value (NaN), or a threshold whose
+valid ones whatever the host did). Each verdict says how many trials it used and, when it left
+some out, which and why (`usage`: "3 of 5 trials used; 2 invalid (trials 2, 4): send lateness
+x2"). A cell with no usable trial, a metric with no value (NaN), or a threshold whose
 `where` matches no cell is a breach: a gate must not pass on missing data.
 """
 
@@ -29,7 +30,8 @@ import yaml
 
 from .. import results
 from ..errors import PerfctlError, read_user_file
-from .views import cell_labels, excluded_trials, usable_trials
+from ..results.schema import MEASUREMENT_COLUMNS, SELF_CHECK_COLUMNS
+from .views import cell_labels, excluded_trials, usable_trials, usage_note
 
 ALIASES = {f"{p}_ms": f"latency_{p}_ms" for p in ("p50", "p90", "p99", "p999", "mean", "max")}
 OPERATORS = {
@@ -71,6 +73,7 @@ class Verdict:
     passed: bool
     note: str = ""
     excluded: int = 0  # the cell's trials left out (invalid, or noisy)
+    usage: str = ""  # when some were left out: how many were used, which were not and why
 
 
 def parse(entries, source: str, columns: list[str]) -> list[Threshold]:
@@ -150,8 +153,10 @@ def load_file(path: Path) -> list:
 
 
 def thresholds_for(run: results.Run, file: Path | None = None) -> list[Threshold]:
-    """The run's thresholds: from `file` when given, else from run.json's experiment."""
-    cols = list(run.trials.columns)
+    """The run's thresholds: from `file` when given, else from run.json's experiment. A
+    metric may be any trials.csv column perfctl writes, even one this run lacks (its trials
+    all broke before measuring): its cells then have no value, a breach."""
+    cols = list(dict.fromkeys([*run.trials.columns, *MEASUREMENT_COLUMNS, *SELF_CHECK_COLUMNS]))
     if file is not None:
         return parse(load_file(file), str(file), cols)
     entries = run.info.get("document", {}).get("thresholds") or []
@@ -161,6 +166,8 @@ def thresholds_for(run: results.Run, file: Path | None = None) -> list[Threshold
 def _matches(trials: pd.DataFrame, where: dict) -> pd.Series:
     m = pd.Series(True, index=trials.index)
     for k, v in where.items():
+        if k not in trials:  # a column perfctl writes, but this run lacks: matches nothing
+            return pd.Series(False, index=trials.index)
         col = trials[k]
         num = pd.to_numeric(col, errors="coerce")
         try:
@@ -193,6 +200,7 @@ def evaluate(
             good = g[usable[trials.index.get_indexer(g.index)]]
             label = labels.get(cid, cid)
             skipped = len(left_out.get(cid, []))
+            usage = usage_note(g, include_noisy) if skipped else ""
             if good.empty:
                 noisy = sum("noisy" in w for w in left_out.get(cid, []))
                 note = (
@@ -200,17 +208,16 @@ def evaluate(
                     if noisy
                     else "no valid trial"
                 )
-                out.append(Verdict(th, cid, label, math.nan, 0, False, note, skipped))
+                out.append(Verdict(th, cid, label, math.nan, 0, False, note, skipped, usage))
                 continue
-            value = float(pd.to_numeric(good[th.column], errors="coerce").mean())
+            value = float(pd.to_numeric(good.get(th.column), errors="coerce").mean())
             if math.isnan(value):
-                out.append(Verdict(th, cid, label, value, len(good), False, "no value", skipped))
-                continue
-            out.append(
-                Verdict(
-                    th, cid, label, value, len(good), bool(fn(value, th.limit)), excluded=skipped
+                out.append(
+                    Verdict(th, cid, label, value, len(good), False, "no value", skipped, usage)
                 )
-            )
+                continue
+            passed = bool(fn(value, th.limit))
+            out.append(Verdict(th, cid, label, value, len(good), passed, "", skipped, usage))
     return out
 
 

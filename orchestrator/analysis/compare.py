@@ -6,8 +6,9 @@ values (so `--set workload.params.sleep_us=2000`, which changes every cell_id, s
 the cells up). No cell in common, or a side without a single request, is bad input (exit 2).
 
 Which trials: each side's usable trials of the cell: valid (the measurement worked) and quiet
-(the host left it alone, measure/noise.py). Invalid trials never count; noisy ones are left out
-and named, unless include_noisy. A cell never falls back to invalid trials.
+(the host left it alone, measure/noise.py). Invalid trials never count; noisy ones are left out,
+unless include_noisy. A cell never falls back to invalid trials. Each side that dropped some
+says so in one note: "base: 3 of 5 trials used; 2 invalid (trials 2, 4): send lateness x2".
 
 Per cell and metric (throughput_rps, latency_p50_ms, latency_p99_ms of each trial):
 - change: median of the candidate's trials / median of the base's - 1, with a bootstrap
@@ -18,7 +19,12 @@ A cell is `slower` when a metric got significantly worse by more than the tolera
 when one got significantly better by more than the tolerance and none worse, `inconclusive`
 when a side has fewer than MIN_TRIALS usable trials or so few that the test cannot reach
 significance after Holm (then nothing can be concluded either way), else `no significant
-change`. Request-level figures (p50 and p99 of the pooled requests, from the trials'
+change`. A change far larger than the host's noise is never inconclusive: when even the closest
+usable trials of the two sides (one a side suffices) are further apart than FAR_BEYOND_NOISE
+(6) times the host's noise and than the tolerance, the cell is `slower` or `faster` whatever
+the test said. The noise is one trial's relative spread on this host: from the calibration
+when there is one (trial-to-trial and run-to-run together), else the spread of the trials
+within the cells of the two runs. Request-level figures (p50 and p99 of the pooled requests, from the trials'
 HdrHistograms added up) stay as secondary detail.
 
 With a host calibration (calibration.py), a significant change, or one past the tolerance,
@@ -40,9 +46,10 @@ from ..errors import PerfctlError
 from . import calibration as calib
 from .histograms import cell_distributions, has_distributions
 from .trial_tests import holm, mann_whitney_p, median_change_ci, min_attainable_p, trials_needed
-from .views import cell_labels, excluded_trials, usable_trials
+from .views import cell_labels, usable_trials, usage_note
 
 MIN_TRIALS = 3
+FAR_BEYOND_NOISE = 6.0  # a change this many times the host's noise is concluded on any count
 METRICS = {"throughput": "throughput_rps", "p50": "latency_p50_ms", "p99": "latency_p99_ms"}
 WORSE_IF_HIGHER = {"throughput": False, "p50": True, "p99": True}
 POOLED_QUANTILES = {"p50": 0.50, "p99": 0.99}
@@ -221,18 +228,16 @@ def compare_runs(
     _check_requests(base, {b for b, _, _ in pairs}, "base")
     _check_requests(cand, {c for _, c, _ in pairs}, "candidate")
     bt, ct = usable_trials(base.trials, include_noisy), usable_trials(cand.trials, include_noisy)
-    b_out, c_out = (
-        excluded_trials(base.trials, include_noisy),
-        excluded_trials(cand.trials, include_noisy),
-    )
     rng = np.random.default_rng(seed)
     cells = []
     for b_id, c_id, label in pairs:
         cc = CellComparison(label, b_id, c_id)
         b, c = bt[bt["cell_id"] == b_id], ct[ct["cell_id"] == c_id]
         cc.n_base, cc.n_cand = len(b), len(c)
-        cc.notes += [f"base {w}" for w in b_out.get(b_id, [])]
-        cc.notes += [f"candidate {w}" for w in c_out.get(c_id, [])]
+        for side, run, cid, n in (("base", base, b_id, len(b)), ("candidate", cand, c_id, len(c))):
+            every = run.trials[run.trials["cell_id"] == cid]
+            if n < len(every):
+                cc.notes.append(f"{side}: {usage_note(every, include_noisy)}")
         _compare_cell(cc, b, c, rng)
         cells.append(cc)
     decidable = [c for c in cells if min(c.n_base, c.n_cand) >= MIN_TRIALS]
@@ -261,12 +266,106 @@ def compare_runs(
         c.metrics[name].significant = bool(p < alpha)
     for c in judged:
         _verdict(c, tolerance)
-    _pooled_detail(base, cand, bt, ct, cells)
     used = calib.find(calibration, base.path)
+    doc = calib.load(used) if used is not None else None
+    if doc is not None and not _same_host(doc, base):
+        for c in cells:
+            c.notes.append(
+                f"calibration is of host {doc['host']['hostname']}, not "
+                f"{base.info['host']['hostname']}: not used"
+            )
+        doc = None
+    noise = host_noise(doc, bt, ct)
+    for c in cells:
+        if c.verdict in ("inconclusive", "no significant change"):
+            _beyond_noise(c, bt, ct, noise, tolerance)
+    _pooled_detail(base, cand, bt, ct, cells)
     if used is not None:
-        _resolution_notes(calib.load(used), base, cells, alpha, max(tests, len(METRICS)), tolerance)
+        if doc is not None:
+            _resolution_notes(doc, cells, alpha, max(tests, len(METRICS)), tolerance)
         notes.append(f"host calibration: {used}")
     return Comparison(cells, notes, used)
+
+
+def _same_host(doc: dict, run: results.Run) -> bool:
+    host = run.info.get("host", {}).get("hostname")
+    return not host or doc.get("host", {}).get("hostname") in (None, host)
+
+
+def host_noise(doc: dict | None, *sides: pd.DataFrame) -> dict[str, tuple[float, str]]:
+    """Per metric, how far one trial's figure wanders on this host, relative to its level (a
+    standard deviation), and where that came from: the calibration's trial-to-trial and
+    run-to-run spreads together when there is one (perfctl calibrate), else the spread of the
+    trials within each cell of these runs (usable trials, cells with two or more), pooled.
+    NaN when neither exists."""
+    out = {}
+    for name, col in METRICS.items():
+        s = (doc or {}).get("metrics", {}).get(col) or {}
+        t_cv, r_cv = s.get("trial_cv"), s.get("run_cv")
+        if t_cv is not None and t_cv == t_cv:
+            r_cv = r_cv if r_cv is not None and r_cv == r_cv else 0.0
+            out[name] = (math.hypot(t_cv, r_cv), "perfctl calibrate")
+            continue
+        squares, dof = 0.0, 0
+        for t in sides:
+            for _, g in t.groupby("cell_id"):
+                v = pd.to_numeric(g.get(col), errors="coerce").dropna().to_numpy()
+                level = float(np.median(v)) if v.size else 0.0
+                if v.size >= 2 and level > 0:
+                    squares += float(((v / level - (v / level).mean()) ** 2).sum())
+                    dof += v.size - 1
+        out[name] = (
+            (math.sqrt(squares / dof), "the trials' spread in these runs")
+            if dof
+            else (
+                math.nan,
+                "",
+            )
+        )
+    return out
+
+
+def _beyond_noise(
+    cc: CellComparison,
+    bt: pd.DataFrame,
+    ct: pd.DataFrame,
+    noise: dict[str, tuple[float, str]],
+    tolerance: float,
+) -> None:
+    """Conclude a cell the tests could not when even its closest usable trials (one a side
+    is enough) are further apart than FAR_BEYOND_NOISE times the host's noise, and than the
+    tolerance. Invalid trials never count, nor noisy ones (unless include_noisy): a trial next
+    to a busy neighbour can be off by 2x, far more than the quiet trials' noise."""
+    b, c = bt[bt["cell_id"] == cc.base_id], ct[ct["cell_id"] == cc.cand_id]
+    worse, better = [], []
+    for name, col in METRICS.items():
+        sd, source = noise[name]
+        bx = pd.to_numeric(b.get(col), errors="coerce").dropna().to_numpy()
+        cx = pd.to_numeric(c.get(col), errors="coerce").dropna().to_numpy()
+        if not (bx.size and cx.size and sd == sd) or bx.min() <= 0:
+            continue
+        if cx.min() > bx.max():
+            gap = cx.min() / bx.max() - 1
+        elif cx.max() < bx.min():
+            gap = cx.max() / bx.min() - 1
+        else:
+            continue  # the sides overlap
+        bar = max(tolerance, FAR_BEYOND_NOISE * sd)
+        if abs(gap) <= bar:
+            continue
+        up = gap if WORSE_IF_HIGHER[name] else -gap
+        text = (
+            f"{name} {np.median(cx) / np.median(bx) - 1:+.0%}, {gap:+.0%} even between the closest of "
+            f"{bx.size} and {cx.size} usable trials: more than {FAR_BEYOND_NOISE:g}x this "
+            f"host's noise (±{sd:.1%}, {source})"
+        )
+        (worse if up > 0 else better).append(text)
+    if not worse and not better:
+        return
+    if cc.verdict == "inconclusive":
+        cc.notes.pop(0)  # why the test could not decide: it no longer has to
+    cc.verdict = "slower" if worse else "faster"
+    cc.notes.insert(0, ("worse: " if worse else "better: ") + "; ".join(worse or better))
 
 
 def _pooled_detail(base, cand, bt, ct, cells: list[CellComparison]) -> None:
@@ -283,19 +382,11 @@ def _pooled_detail(base, cand, bt, ct, cells: list[CellComparison]) -> None:
 
 def _resolution_notes(
     doc: dict,
-    base: results.Run,
     cells: list[CellComparison],
     alpha: float,
     tests: int,
     tolerance: float,
 ) -> None:
-    host = base.info.get("host", {}).get("hostname")
-    if host and doc.get("host", {}).get("hostname") not in (None, host):
-        for c in cells:
-            c.notes.append(
-                f"calibration is of host {doc['host']['hostname']}, not {host}: not used"
-            )
-        return
     for c in cells:
         n = min(c.n_base, c.n_cand)
         for name, m in c.metrics.items():

@@ -49,7 +49,14 @@ class CellDistribution:
 def trial_window(run: Run, cell_id: str, trial: int) -> digest.Window | None:
     """The measured window of one trial's digest; a trial written before digests existed
     gets one from its requests.parquet. None when the trial has neither (it failed before
-    load ran, or its files are gone)."""
+    load ran, or its files are gone) or they do not read (a driver that wrote garbage)."""
+    try:
+        return _trial_window(run, cell_id, trial)
+    except (OSError, ValueError, KeyError):  # pyarrow's and json's errors are ValueErrors
+        return None
+
+
+def _trial_window(run: Run, cell_id: str, trial: int) -> digest.Window | None:
     tdir = trial_dir(run.path, cell_id, int(trial))
     summary = read_summary(tdir)
     if not (tdir / "digest.json").is_file():

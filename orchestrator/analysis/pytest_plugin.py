@@ -66,7 +66,8 @@ class ThresholdItem(pytest.Item):
         v = self.verdict
         if not v.passed:
             value = "no value" if math.isnan(v.measured) else f"{v.measured:.6g}"
-            why = f" ({v.note})" if v.note else ""
+            why = "; ".join(x for x in (v.note, v.usage) if x)
+            why = f" ({why})" if why else ""
             raise ThresholdFailure(
                 f"{v.cell_label}: {v.threshold.column} = {value}, needs {v.threshold.text}{why}"
             )

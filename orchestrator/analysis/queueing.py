@@ -21,7 +21,7 @@ from models import comparison, estimate, usl
 from ..results import Run, load, write_json
 from ..results.schema import configuration_columns
 from .histograms import cell_measures
-from .views import analysis_trials, cell_labels
+from .views import analysis_trials, cell_labels, measured_trials
 
 # Measurement columns models.comparison.compare reads. The rest (start-up time, self-check
 # readings, CPU...) differs per trial and is left out of the table it is given.
@@ -42,12 +42,16 @@ MEASURED_COLUMNS = [
 ]
 
 
-def queueing_table(run: Run) -> pd.DataFrame:
+def queueing_table(run: Run, notes: list[str] | None = None) -> pd.DataFrame:
     """models.comparison.compare on the run: one row per cell (see that function), plus
-    `from_invalid` (True when the cell had no valid trial) and `label`."""
-    if run.trials.empty:
+    `from_invalid` (True when the cell had no valid trial) and `label`. Trials that measured
+    nothing are left out and said in `notes` (views.measured_trials)."""
+    measured, left_out = measured_trials(run.trials)
+    if left_out and notes is not None:
+        notes.append(f"models: {left_out}")
+    if measured.empty:
         return pd.DataFrame()
-    trials, fallback = analysis_trials(run.trials)
+    trials, fallback = analysis_trials(measured)
     config = configuration_columns(trials, run.axes)
     keep = list(
         dict.fromkeys(
@@ -125,11 +129,13 @@ def _jsonable(v):
 
 def fit_run(run_dir: str | Path) -> tuple[dict, pd.DataFrame]:
     """Fit the queueing models to a finished run, write RUN_DIR/models.json and return its
-    contents ({"generated", "basis", "cells": [one compare row per cell], "usl": [fits]};
+    contents ({"generated", "basis", "cells": [one compare row per cell], "usl": [fits],
+    and "left_out": [one line per thing skipped] when something was};
     non-finite numbers written as null) and the table they came from. Raises PerfctlError
     when RUN_DIR is no run."""
     run = load(run_dir)
-    table = queueing_table(run)
+    notes: list[str] = []
+    table = queueing_table(run, notes)
     doc = {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "basis": "valid trials per cell (all trials when a cell has none: from_invalid); "
@@ -144,5 +150,7 @@ def fit_run(run_dir: str | Path) -> tuple[dict, pd.DataFrame]:
             for f in usl_fits(table)
         ],
     }
+    if notes:
+        doc["left_out"] = notes
     write_json(run.path / "models.json", doc)
     return doc, table

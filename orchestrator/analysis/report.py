@@ -238,7 +238,7 @@ def _thresholds(run: results.Run) -> str:
             f'<td class="l">{_e(v.cell_label)}</td><td>{_num(v.measured, ".4g")}</td>'
             f"<td>{v.trials}{f' ({v.excluded} left out)' if v.excluded else ''}</td>"
             f'<td class="{cls}">{"pass" if v.passed else "BREACH"}</td>'
-            f'<td class="l">{_e(v.note)}</td></tr>'
+            f'<td class="l">{_e("; ".join(x for x in (v.note, v.usage) if x))}</td></tr>'
         )
     breaches = sum(not v.passed for v in verdicts)
     badge = (
@@ -288,17 +288,21 @@ def _figure(f: Figure) -> str:
     )
 
 
-def build(run_dir, out: Path | None = None) -> Path:
+def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> Path:
     """Draw every figure of the run into RUN_DIR/plots/ and write the report (default
-    RUN_DIR/report.html). Returns the report's path."""
+    RUN_DIR/report.html). Returns the report's path. What it skipped (trials that measured
+    nothing, figures no trial has values for, models that would not fit) is said on the page
+    and appended to `notes`, one line each."""
+    notes = [] if notes is None else notes
     run = results.load(run_dir)
     trials = run.trials
     out = Path(out) if out else run.path / "report.html"
     plot_dir = run.path / "plots"
-    figs = draw_run(run, plot_dir)
+    figs = draw_run(run, plot_dir, notes)
     try:
-        table = queueing.queueing_table(run)
-    except (ValueError, KeyError):
+        table = queueing.queueing_table(run, notes)
+    except (ValueError, KeyError) as e:
+        notes.append(f"models: not fitted ({type(e).__name__}: {e})")
         table = pd.DataFrame()
     figs += draw_models(run, table, plot_dir)
     info = run.info
@@ -327,6 +331,7 @@ def build(run_dir, out: Path | None = None) -> Path:
         _kernel_tcp(trials, run.axes) if not trials.empty else "",
         _profiles(run, out),
         "<h2>Figures</h2>",
+        "".join(f'<p class="warn">skipped: {_e(n)}</p>' for n in dict.fromkeys(notes)),
         *(_figure(f) for f in figs),
         _models(table),
         "<h2>Configuration and host</h2><details><summary>run.json</summary>"

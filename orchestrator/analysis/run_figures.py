@@ -33,7 +33,7 @@ from .figures import (
     xticks_for_cells,
 )
 from .histograms import cell_distributions
-from .views import trimmed_timeline
+from .views import measured_trials, trimmed_timeline
 
 
 @dataclass(frozen=True)
@@ -272,34 +272,62 @@ def spectrum_figure(
     )
 
 
-def draw_basic(trials: pd.DataFrame, axes: list[str], out_dir: Path) -> list[Path]:
-    """Throughput and p99 latency against load, one line per server (called by `perfctl run`)."""
+def _drawable(trials: pd.DataFrame, columns: list[str], what: str, notes: list[str]) -> bool:
+    """True when some trial has a value in one of columns; else a note that `what` is not
+    drawn, and why."""
+    for col in columns:
+        if col in trials and pd.to_numeric(trials[col], errors="coerce").notna().any():
+            return True
+    notes.append(f"plots: no {what} figure: no trial has a value of {' or '.join(columns)}")
+    return False
+
+
+def draw_basic(
+    trials: pd.DataFrame, axes: list[str], out_dir: Path, notes: list[str] | None = None
+) -> list[Path]:
+    """Throughput and p99 latency against load, one line per server (called by `perfctl
+    run`). What cannot be drawn (trials that measured nothing, a figure no trial has a value
+    for) is skipped and said in `notes`, one line each."""
+    notes = [] if notes is None else notes
+    trials, left_out = measured_trials(trials)
+    if left_out:
+        notes.append(f"plots: {left_out}")
     if trials.empty:
         return []
     colours = server_colours(list(trials["server"].unique()))
-    return [
-        p
-        for f in (
-            throughput_figure(trials, axes, out_dir, colours),
-            p99_figure(trials, axes, out_dir, colours),
-        )
-        for p in f.paths
-    ]
+    figs = []
+    if _drawable(trials, ["throughput_rps"], "throughput", notes):
+        figs.append(throughput_figure(trials, axes, out_dir, colours))
+    if _drawable(trials, ["latency_p99_ms"], "p99 latency", notes):
+        figs.append(p99_figure(trials, axes, out_dir, colours))
+    return [p for f in figs for p in f.paths]
 
 
-def draw_run(run, out_dir: Path) -> list[Figure]:
-    """Every measurement figure of a run (a results.Run), in report order."""
-
-    trials = run.trials
+def draw_run(run, out_dir: Path, notes: list[str] | None = None) -> list[Figure]:
+    """Every measurement figure of a run (a results.Run), in report order; what cannot be
+    drawn is skipped and said in `notes`, one line each (see draw_basic)."""
+    notes = [] if notes is None else notes
+    trials, left_out = measured_trials(run.trials)
+    if left_out:
+        notes.append(f"plots: {left_out}")
     if trials.empty:
         return []
     axes = run.axes or [a for a in ("server",) if a in trials.columns]
     colours = server_colours(list(trials["server"].unique()))
+    percentiles = [col for _, col, _ in PERCENTILE_STYLES]
     figs = [
-        throughput_figure(trials, axes, out_dir, colours),
-        percentiles_figure(trials, axes, out_dir, colours),
-        p99_figure(trials, axes, out_dir, colours),
-        error_rate_figure(trials, axes, out_dir, colours),
+        throughput_figure(trials, axes, out_dir, colours)
+        if _drawable(trials, ["throughput_rps"], "throughput", notes)
+        else None,
+        percentiles_figure(trials, axes, out_dir, colours)
+        if _drawable(trials, percentiles, "latency percentiles", notes)
+        else None,
+        p99_figure(trials, axes, out_dir, colours)
+        if _drawable(trials, ["latency_p99_ms"], "p99 latency", notes)
+        else None,
+        error_rate_figure(trials, axes, out_dir, colours)
+        if _drawable(trials, ["error_rate"], "error rate", notes)
+        else None,
         timeline_figure(trimmed_timeline(run), trials, axes, out_dir, colours),
         spectrum_figure(cell_distributions(run, trials), trials, axes, out_dir, colours),
     ]

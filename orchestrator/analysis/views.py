@@ -7,9 +7,16 @@ answer instead of silence); for the gates (compare, check), its usable trials: v
 quiet, never a fallback (`usable_trials`).
 Which requests count: those intended inside their trial's measured window (warm-up
 excluded), and for latency only the ok ones (`ok_requests`).
+Which trials measured anything: those that recorded a request (`measured_trials`). A trial whose
+driver failed, or wrote output that breaks loadgen/DRIVER.md, has no figures at all (older
+runs, or runs where every trial broke, lack the figures' columns altogether); plots, models
+and the report leave it out and say so, in one line.
 """
 
 from __future__ import annotations
+
+import re
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -56,6 +63,90 @@ def excluded_trials(trials: pd.DataFrame, include_noisy: bool = False) -> dict[s
             continue
         out.setdefault(t["cell_id"], []).append(why)
     return out
+
+
+def reason_kind(reason: str) -> str:
+    """What a reason is about, in its own first words: "send lateness (p99 2.10 ms) moved..."
+    -> "send lateness", "12 arrivals dropped past..." -> "arrivals dropped past the
+    outstanding-request cap" (the words before the first one holding a number, a bracket, a
+    colon or a comparison)."""
+    words: list[str] = []
+    for w in reason.split():
+        if w.endswith(":") and not re.search(r"[\d(:>=<]", w[:-1]):
+            words.append(w[:-1])  # "... off before the load: why" ends at "load"
+            break
+        if re.search(r"[\d(:>=<]", w):
+            if words:
+                break
+            continue
+        words.append(w.rstrip(".,"))
+    return " ".join(words) or reason.strip()[:40]
+
+
+def _kinds(texts) -> str:
+    """The kinds of reasons in trials' reason texts (each joined with "; "), most frequent
+    first, then in order of appearance: "send lateness x2, CPU steal"."""
+    kinds: Counter[str] = Counter()
+    for text in texts:
+        text = "" if text is None or text != text else str(text)
+        found = [reason_kind(r) for r in text.split("; ") if r.strip()] or ["no reason"]
+        kinds.update(list(dict.fromkeys(found)))  # each kind once per trial
+    return ", ".join(f"{k} x{c}" if c > 1 else k for k, c in kinds.most_common())
+
+
+def usage_note(trials: pd.DataFrame, include_noisy: bool = False) -> str:
+    """How many of a cell's trials a gate used, and why the others were dropped: "3 of 5
+    trials used; 2 invalid (trials 2, 4): send lateness x2; 1 noisy (trial 5): CPU steal"."""
+    valid = flag(trials, "valid", True)
+    quiet = flag(trials, "quiet", True) | include_noisy
+    used = int((valid & quiet).sum())
+    parts = [f"{used} of {len(trials)} trials used"]
+    for label, mask, column in (
+        ("invalid", ~valid, "invalid_reasons"),
+        ("noisy", valid & ~quiet, "noise_reasons"),
+    ):
+        dropped = trials[mask]
+        if dropped.empty:
+            continue
+        why = _kinds(dropped.get(column, pd.Series("", index=dropped.index)))
+        numbers = ", ".join(str(int(k)) for k in dropped["trial"])
+        which = f"trial{'s' if len(dropped) > 1 else ''} {numbers}"
+        parts.append(f"{len(dropped)} {label} ({which}): {why}")
+    return "; ".join(parts)
+
+
+MEASUREMENT_COLUMNS = (
+    "requests",
+    "errors",
+    "error_rate",
+    "throughput_rps",
+    "latency_mean_ms",
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "latency_p999_ms",
+    "latency_max_ms",
+)
+
+
+def measured_trials(trials: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The trials that recorded at least one request (without a `requests` value: that have
+    any figure), with every MEASUREMENT_COLUMNS column present (NaN where a trial has no
+    value), and a one-line note on those left out ("" when none was): "left out 1 trial that
+    measured nothing: load driver cmd wrote output that breaks loadgen/DRIVER.md"."""
+    t = trials.copy()
+    for col in MEASUREMENT_COLUMNS:
+        if col not in t.columns:
+            t[col] = np.nan
+    requests = pd.to_numeric(t["requests"], errors="coerce")
+    figures = t[list(MEASUREMENT_COLUMNS[3:])].apply(pd.to_numeric, errors="coerce")
+    measured = (requests > 0) | (requests.isna() & figures.notna().any(axis=1))
+    left = t[~measured]
+    if left.empty:
+        return t, ""
+    why = _kinds(left.get("invalid_reasons", pd.Series("", index=left.index)))
+    n = len(left)
+    return t[measured], f"left out {n} trial{'s' if n > 1 else ''} that measured nothing: {why}"
 
 
 def analysis_trials(trials: pd.DataFrame) -> tuple[pd.DataFrame, set[str]]:

@@ -146,6 +146,9 @@ def load(
         "invalid_reasons": row["invalid_reasons"],
         "selfcheck": {k: summary.get(k) for k in SELFCHECK_KEYS},
     }
+    # open load: the largest lateness shift of a figure as a share of its precision (> 1:
+    # invalid, loadgen/validity.py)
+    result["selfcheck"]["lateness_shift_of_precision"] = row.get("lateness_shift_of_precision")
     for k in ("sustainable_rps", "ramp_steps", "release_spread_ms_max"):
         if k in summary:
             result[k] = summary[k]

@@ -197,7 +197,9 @@ def _run(
     console.print(summary_table(trials, p.axes, console.width, p.document))
     if p.experiment.models:
         with display.step(console, "fitting queueing models"):
-            _, table = queueing.fit_run(run_dir)
+            doc, table = queueing.fit_run(run_dir)
+        for note in doc.get("left_out", []):
+            console.print(f"skipped: {note}", markup=False)
         if plots:
             with display.step(console, "drawing the model figures"):
                 draw_models(results.load(run_dir), table, run_dir / "plots")
@@ -207,8 +209,11 @@ def _run(
             svgs = flamegraph.draw_run(run_dir)
         console.print(f"profiles: {len(svgs)} flame graph(s), cells/*/trial-*/profile.svg")
     if plots:
+        notes: list[str] = []
         with display.step(console, "drawing the plots"):
-            paths = draw_basic(trials, p.axes, run_dir / "plots")
+            paths = draw_basic(trials, p.axes, run_dir / "plots", notes)
+        for note in notes:
+            console.print(f"skipped: {note}", markup=False)
         for path in paths:
             if path.suffix == ".png":
                 console.print(f"plot: {path}")

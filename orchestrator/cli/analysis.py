@@ -47,6 +47,8 @@ def model(
 
     with step(console, "fitting queueing models"):
         doc, table = queueing.fit_run(run_dir)
+    for note in doc.get("left_out", []):
+        console.print(f"skipped: {note}", markup=False)
     if not no_plots:
         with step(console, "drawing the model figures"):
             run = results.load(run_dir)
@@ -120,8 +122,11 @@ def report(
     from ..analysis import report as report_  # matplotlib, scipy, pandas: not at start-up
     from ..api.display import step  # rich.progress: loaded by the command
 
+    notes: list[str] = []
     with step(console, "drawing the figures, fitting the models, writing the report"):
-        path = report_.build(run_dir, out)
+        path = report_.build(run_dir, out, notes)
+    for note in dict.fromkeys(notes):
+        console.print(f"skipped: {note}", markup=False)
     console.print(f"report: {path}")
 
 
@@ -177,8 +182,12 @@ def check(
             verdict,
         )
     console.print(t)
+    by_cell = {v.cell_id: v for v in verdicts}
+    for v in by_cell.values():
+        if v.usage:
+            console.print(f"{v.cell_label}: {v.usage}", markup=False)
     breaches = sum(not v.passed for v in verdicts)
-    left_out = sum(v.excluded for v in {v.cell_id: v for v in verdicts}.values())
+    left_out = sum(v.excluded for v in by_cell.values())
     console.print(
         f"{len(verdicts)} checks, {breaches} breached"
         + (f"; {left_out} trial(s) left out (invalid or noisy: see trials.csv)" if left_out else "")

@@ -129,6 +129,16 @@ SELF_CHECK_COLUMNS = [
     "gc_pause_max_ms",
     "send_lateness_p99_ms",
     "send_lateness_max_ms",
+    # open load: how far send lateness can have moved each latency figure, % of it (an upper
+    # bound, exact when no request waited for a free connection), and the largest of those
+    # shifts as a share of its figure's precision: above 1 the trial is invalid
+    # (loadgen/validity.py)
+    "lateness_shift_mean_pct",
+    "lateness_shift_p50_pct",
+    "lateness_shift_p90_pct",
+    "lateness_shift_p99_pct",
+    "lateness_shift_p999_pct",
+    "lateness_shift_of_precision",
     "release_spread_ms_max",
     # the load generator's early wake-up before timed sends, and the CPU its polling took
     # (loadgen/wake.py): how much punctuality cost on this host

@@ -271,5 +271,5 @@ def _load_output(tdir: Path, code: int | None, cell: Cell) -> tuple[dict | None,
         return None, load_generator_failed(who, code, tail(tdir / "loadgen.log", 3))
     broken = contract.check_output(tdir, cell.load.mode)
     if broken:
-        return None, f"{who} wrote output that breaks loadgen/DRIVER.md: {'; '.join(broken)}"
+        return None, f"{who} wrote output that breaks loadgen/DRIVER.md: {', and '.join(broken)}"
     return read_summary(tdir), None

@@ -265,3 +265,26 @@ def test_a_cell_whose_trials_are_all_noisy_is_a_breach_that_says_so(tmp_path):
     d = synthetic_run(tmp_path / "r", rows, [{"p99_ms": {"lt": 5}}])
     [v] = check.check_run(d)
     assert not v.passed and v.note == "no usable trial (0 invalid, 1 noisy)"
+
+
+def test_check_says_per_cell_how_many_trials_it_used_and_why_it_dropped_the_others(
+    tmp_path, analysis
+):
+    rows = [dict(r, quiet=True, noise_reasons="") for r in ROWS[:2]]
+    late = (
+        "send lateness (p99 3.10 ms) moved the p50 latency by up to 9.0% (0.1 of 1.2 ms), more "
+        "than its precision of 2.0% (its 95% interval, at least 2%): the load generator fell "
+        "behind its schedule. Fix: pin the load generator"
+    )
+    rows += [
+        dict(ROWS[1], trial=k, latency_p99_ms=50.0, valid=False, invalid_reasons=late)
+        for k in (4, 5)
+    ]
+    d = synthetic_run(tmp_path / "r", rows, [{"p99_ms": {"lt": 5}}])
+    [v] = check.check_run(d)
+    assert v.passed and v.trials == 2 and v.excluded == 2
+    assert v.usage == "2 of 4 trials used; 2 invalid (trials 4, 5): send lateness x2"
+    r = analysis("check", d)
+    assert r.code == 0 and "2 of 4 trials used; 2 invalid (trials 4, 5): send lateness x2" in (
+        r.output
+    ), r.output

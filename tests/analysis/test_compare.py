@@ -84,7 +84,8 @@ def test_a_slower_candidate_across_five_trials_is_a_regression(tmp_path, analysi
 
 
 def test_compare_with_two_trials_is_inconclusive(tmp_path, analysis):
-    b, c = _pair(tmp_path, _rows("a", P50[:2]), _rows("a", [v * 2 for v in P50[:2]]))
+    """+8% on two trials a side whose own spread is 1.4%: closer than 6x that noise."""
+    b, c = _pair(tmp_path, _rows("a", P50[:2]), _rows("a", [v * 1.08 for v in P50[:2]]))
     r = analysis("compare", b, c)
     assert r.code == 3 and "inconclusive" in r.output, r.output
     [cell] = compare.compare_runs(b, c).cells
@@ -94,11 +95,60 @@ def test_compare_with_two_trials_is_inconclusive(tmp_path, analysis):
 def test_compare_with_three_trials_says_the_test_cannot_decide(tmp_path, analysis):
     """3 and 3 trials: the smallest Mann-Whitney p is 0.1; calling that 'no significant
     change' would pass a gate that could never fail."""
-    b, c = _pair(tmp_path, _rows("a", P50[:3]), _rows("a", [v * 2 for v in P50[:3]]))
+    b, c = _pair(tmp_path, _rows("a", P50[:3]), _rows("a", [v * 1.1 for v in P50[:3]]))
     r = analysis("compare", b, c)
     assert r.code == 3 and "inconclusive" in r.output, r.output
     [cell] = compare.compare_runs(b, c).cells
     assert "run 5+ usable trials per side" in cell.notes[0]
+
+
+@pytest.mark.parametrize("trials", [1, 2, 3])
+def test_a_change_far_beyond_the_hosts_noise_is_concluded_on_few_trials(tmp_path, analysis, trials):
+    """The issue's p50 +613% was 'inconclusive' for want of trials. Two cells give the noise
+    (their trials' spread, 1-2%); the doubled cell has `trials` usable trials a side."""
+    other = _rows("b", P50, rate=300)
+    b, c = _pair(
+        tmp_path,
+        _rows("a", P50[:trials]) + other,
+        _rows("a", [v * 2 for v in P50[:trials]]) + other,
+    )
+    r = analysis("compare", b, c)
+    assert r.code == 1 and "slower" in r.output, r.output
+    cell = next(x for x in compare.compare_runs(b, c).cells if x.base_id == "a")
+    assert cell.verdict == "slower"
+    assert "more than 6x this host's noise" in cell.notes[0], cell.notes
+    assert "the trials' spread in these runs" in cell.notes[0]
+    # the other way round it is an improvement
+    cell = next(x for x in compare.compare_runs(c, b).cells if x.base_id == "a")
+    assert cell.verdict == "faster"
+
+
+def test_the_hosts_noise_comes_from_the_calibration_when_there_is_one(tmp_path):
+    """A host whose runs wander by 25% (run_cv): a doubling on two trials is within 6x that,
+    so it stays inconclusive; with a quiet calibration it is concluded."""
+    b, c = _pair(tmp_path, _rows("a", P50[:2]), _rows("a", [v * 2 for v in P50[:2]]))
+    for run_cv, verdict in ((0.25, "inconclusive"), (0.01, "slower")):
+        doc = calibration.document(
+            {"hostname": "h"},
+            "ref",
+            6,
+            5,
+            {m: {"trial_cv": 0.02, "run_cv": run_cv} for m in calibration.METRICS},
+        )
+        path = tmp_path / f"cal-{run_cv}.json"
+        calibration.save(path, doc)
+        [cell] = compare.compare_runs(b, c, calibration=path).cells
+        assert cell.verdict == verdict, cell.notes
+    assert "perfctl calibrate" in cell.notes[0]
+
+
+def test_invalid_trials_never_decide_even_far_beyond_the_noise(tmp_path):
+    b, c = _pair(tmp_path, _rows("a", P50), _rows("a", [v * 5 for v in P50], valid=[False] * 5))
+    [cell] = compare.compare_runs(b, c).cells
+    assert cell.verdict == "inconclusive"
+    assert "candidate: 0 of 5 trials used; 5 invalid (trials 1, 2, 3, 4, 5): error rate x5" in (
+        cell.notes
+    ), cell.notes
 
 
 def test_compare_gives_no_verdict_on_a_cell_without_valid_trials(tmp_path, analysis):
@@ -129,7 +179,11 @@ def test_noisy_trials_are_left_out_and_named(tmp_path, analysis):
     assert r.code == 0 and "5/5" in r.output, r.output
     [cell] = compare.compare_runs(b, c).cells
     assert cell.verdict == "no significant change"
-    assert sum("noisy" in n for n in cell.notes) == 2
+    assert "base: 5 of 7 trials used; 2 noisy (trials 6, 7): other processes used x2" in (
+        cell.notes
+    ), cell.notes
+    assert not any(n.startswith("candidate") for n in cell.notes)  # it dropped none
+    assert "5 of 7 trials used" in r.output
     [cell] = compare.compare_runs(b, c, include_noisy=True).cells
     assert cell.n_base == 7
 

@@ -83,3 +83,38 @@ def test_one_colour_per_server_is_stable():
     a = figures.server_colours(["b", "a"])
     b = figures.server_colours(["a", "b", "c"])
     assert a["a"] == b["a"] and a["b"] == b["b"]
+
+
+def test_draw_basic_skips_a_trial_that_measured_nothing_and_says_so(tmp_path):
+    """A broken driver's row: requests 0, no figures (issue #32 finding 5)."""
+    trials = _trials()
+    broken = {
+        "cell_id": "zz",
+        "trial": 1,
+        "server": "broken",
+        "requests": 0,
+        "errors": 0,
+        "throughput_rps": 0.0,
+        "valid": False,
+        "invalid_reasons": "load driver cmd wrote output that breaks loadgen/DRIVER.md: x",
+    }
+    mixed = pd.concat([trials, pd.DataFrame([broken])], ignore_index=True)
+    notes: list[str] = []
+    paths = run_figures.draw_basic(mixed, ["server"], tmp_path, notes)
+    assert len(paths) == 4
+    assert notes == [
+        "plots: left out 1 trial that measured nothing: load driver cmd wrote output that "
+        "breaks loadgen/DRIVER.md"
+    ]
+    notes.clear()
+    alone = pd.DataFrame([broken])  # every figure column missing, as in trials.csv then
+    assert run_figures.draw_basic(alone, ["server"], tmp_path / "alone", notes) == []
+    assert len(notes) == 1 and "measured nothing" in notes[0]
+
+
+def test_a_figure_whose_column_has_no_value_is_skipped_and_named(tmp_path):
+    trials = _trials().assign(latency_p99_ms=float("nan"))
+    notes: list[str] = []
+    paths = run_figures.draw_basic(trials, ["server"], tmp_path, notes)
+    assert sorted(p.name for p in paths) == ["throughput.png", "throughput.svg"]
+    assert notes == ["plots: no p99 latency figure: no trial has a value of latency_p99_ms"]

@@ -5,7 +5,8 @@ HTTP/1.1 connection, written in plain Python with no perfctl imports, as an outs
 summary.json); every other HOW breaks the contract in one way, on purpose:
 exit (exits 1 after a message), no-column (no done_ns column), malformed (a time that is
 not a number), no-summary (no summary.json), short (fewer rows than summary.json says),
-no-self-checks (summary.json without the self-check keys).
+no-self-checks (summary.json without the self-check keys), garbage (random bytes in
+requests.parquet and no summary.json).
 """
 
 import csv
@@ -17,7 +18,16 @@ import resource
 import sys
 import time
 
-HOW = ("good", "exit", "no-column", "malformed", "no-summary", "short", "no-self-checks")
+HOW = (
+    "good",
+    "exit",
+    "no-column",
+    "malformed",
+    "no-summary",
+    "short",
+    "no-self-checks",
+    "garbage",
+)
 
 
 def main(how: str, spec_path: str, out: str) -> int:
@@ -27,6 +37,10 @@ def main(how: str, spec_path: str, out: str) -> int:
     if how == "exit":
         print("toy driver: giving up on purpose", file=sys.stderr)
         return 1
+    if how == "garbage":
+        with open(os.path.join(out, "requests.parquet"), "wb") as f:
+            f.write(os.urandom(4096))
+        return 0
     spec = json.load(open(spec_path))
     if spec["mode"] != "closed":
         print("toy driver: closed mode only", file=sys.stderr)

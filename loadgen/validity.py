@@ -1,0 +1,312 @@
+"""Whether a trial's figures can be trusted: the load generator judged by what its own
+imperfection could do to the figures the trial reports, and the load judged against the load
+asked for.
+
+The figures are the latency statistics of the measured window: mean, p50, p90, p99 and p99.9,
+each latency measured from the request's intended send time. Each has a stated precision:
+how far it may move and stay what the trial says it is. For a percentile, down to the low end
+of its 95% confidence interval (distribution-free, from order statistics: stats.ci_ranks); for
+the mean, 1.96 standard errors. Below PRECISION_FLOOR of the figure nothing is resolved anyway
+(a trial's figures do not repeat that closely), so a shift that small is always accepted. A
+figure whose sample is too small to bound it (a p99.9 of a few hundred requests) states no
+precision and is not judged.
+
+Send lateness (open and ramp load). A request sent late carries its lateness in its latency.
+Had every request gone out on time, each latency would be shorter by its dispatch lateness D;
+the figure recomputed that way is the on-time figure, and the shift reported - on-time must stay
+within the figure's precision. Per request, D <= sent - intended, so the same statistic of
+done - sent (`sent_to_done`) is never above the on-time one: reported - sent_to_done bounds the
+shift, and equals it when no request waited for a free connection (a wait is also in
+sent - intended: the server's own queue when it serves one connection per worker). Two more
+bounds come from the dispatcher's own lateness record: no request's D exceeds its maximum, so
+no figure moves further than that; and at most 1% of requests have D above its p99, so a
+percentile moves at most by its distance to the percentile one point lower plus that p99, and
+the mean by that p99 plus 1% of the maximum. The shift judged is the smallest of these bounds
+(`lateness_shift_<figure>_pct`). A 2 ms lateness then barely moves a 20 ms p99 and invalidates
+a 50 us one. What the bounds read besides the figures comes from the window's HdrHistogram
+(within 0.1%).
+
+Stalls (the event loop's lag, garbage-collector pauses). A stall of s ms delays the requests
+sent or answered during it by at most s. GC pauses are timed exactly, and they strike requests
+whatever their latency (the pause is the collector's, not the server's): the pauses touch a
+share phi = (2 x rate x their total length + one per pause) / n of the requests (sends and
+answers), so of the m requests within s below a percentile about phi x m can be pushed across
+it, which moves it to at most the value that many ranks lower, and never by more than the
+longest pause; the mean moves at most phi x s. Both must stay within each figure's precision.
+The loop-lag probe (a 10 ms timer) cannot tell a stall shorter than MAX_LOOP_LAG_P99_MS from
+its own timer's resolution and overshoot; its p99 must stay within the p99's precision or that
+floor, whichever is larger (in open load the send-lateness rule above sees the same stalls at
+request resolution).
+
+The load itself is judged as asked: the open load's send rate within MAX_SEND_RATE_MISS of the
+target, no arrival dropped past the outstanding cap, the error rate within the experiment's
+limit, and (closed load) the load generator below MAX_LOADGEN_CPU_PCT of a CPU.
+
+Every reason ends with what the user can do about it (`Fix: ...`). Reasons never contain
+"; ": a trial's reasons are joined with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+PRECISION_FLOOR = 0.02  # a shift below 2% of a figure is always within its precision
+CONFIDENCE_Z = 1.96  # the mean's 95% interval, in standard errors
+MAX_LOOP_LAG_P99_MS = 5.0  # below this the 10 ms lag probe reads its timer, not stalls
+MAX_LOADGEN_CPU_PCT = 95.0
+MAX_SEND_RATE_MISS = 0.01  # open mode: sends in the window vs target rate x window
+
+FIX_PIN = "pin the load generator to a CPU of its own (placement: {loadgen_cpus: [N]})"
+FIX_LATE = (
+    f"Fix: {FIX_PIN}. If it stays late this host's timer is too coarse for figures this "
+    "small: move hosts (perfctl calibrate measures what a host resolves)."
+)
+FIX_STALL = (
+    f"Fix: {FIX_PIN}, or use fewer connections per load-generator process (more load.processes)."
+)
+FIX_CPU = (
+    "Fix: add load-generator processes (load.processes) on CPUs of their own "
+    "(placement: loadgen_cpus), or use fewer connections."
+)
+FIX_RATE = f"Fix: {FIX_PIN}, or add load-generator processes (load.processes)."
+FIX_DROPPED = (
+    "Fix: the server fell that far behind the rate: lower the rate, or raise "
+    "load.max_outstanding to measure the backlog."
+)
+FIX_ERRORS = "Fix: see the trial's server.log for why the server failed them."
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One latency statistic of the window, in ms. rank: its 1-based order statistic among
+    the n completed requests (0 for the mean)."""
+
+    name: str  # mean | p50 | p90 | p99 | p999
+    rank: int
+    reported_ms: float  # from the intended send time
+    sent_to_done_ms: float  # the same statistic of done - sent
+    ci_low_ms: float  # low end of its 95% interval; NaN: the sample cannot bound it
+
+    @property
+    def allowed_shift_ms(self) -> float:
+        """How far it may move and stay within its stated precision (inf: not judged)."""
+        if not (self.ci_low_ms == self.ci_low_ms and self.reported_ms == self.reported_ms):
+            return math.inf
+        return max(self.reported_ms - self.ci_low_ms, PRECISION_FLOOR * abs(self.reported_ms))
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The window's figures and readers of its latencies' order statistics:
+    at_rank_ms(ks): the ks-th smallest latencies (1-based ranks), ms;
+    count_at_or_below_ms(x): how many latencies are <= x ms."""
+
+    n: int
+    items: dict[str, Figure]
+    at_rank_ms: Callable[[list[int]], list[float]]
+    count_at_or_below_ms: Callable[[float], int]
+
+
+@dataclass(frozen=True)
+class Shift:
+    """How far something could move one figure (ms), against how far it may (ms)."""
+
+    figure: Figure
+    shift_ms: float
+    allowed_ms: float
+
+    @property
+    def pct(self) -> float:
+        r = self.figure.reported_ms
+        return 100.0 * self.shift_ms / r if r else math.nan
+
+    @property
+    def ratio(self) -> float:
+        """shift / allowed: above 1 the figure moved beyond its precision."""
+        if math.isinf(self.allowed_ms):
+            return math.nan
+        return self.shift_ms / self.allowed_ms if self.allowed_ms > 0 else math.inf
+
+    @property
+    def exceeds(self) -> bool:
+        return self.ratio > 1.0
+
+
+def _num(summary: dict, key: str) -> float:
+    v = summary.get(key)
+    return float(v) if isinstance(v, (int, float)) and v == v else math.nan
+
+
+def lateness_shifts(figs: Figures, summary: dict) -> list[Shift]:
+    """The most send lateness can have moved each figure (see the module docstring)."""
+    d_max = _num(summary, "send_lateness_max_ms")
+    d_p99 = _num(summary, "send_lateness_p99_ms")
+    below = {}
+    pct = [f for f in figs.items.values() if f.rank > 1]
+    if pct and d_p99 == d_p99:
+        lower = [max(1, f.rank - math.ceil(0.01 * figs.n)) for f in pct]
+        below = dict(zip((f.name for f in pct), figs.at_rank_ms(lower)))
+    out = []
+    for f in figs.items.values():
+        bounds = [max(0.0, f.reported_ms - f.sent_to_done_ms)]
+        if d_max == d_max:
+            bounds.append(d_max)
+            if f.rank == 0 and d_p99 == d_p99:  # the mean of D: at most 1% of it above p99
+                bounds.append(d_p99 + 0.01 * d_max)
+        if f.name in below:
+            bounds.append(max(0.0, f.reported_ms - below[f.name]) + d_p99)
+        out.append(Shift(f, min(b for b in bounds if b == b), f.allowed_shift_ms))
+    return out
+
+
+def gc_shifts(figs: Figures, summary: dict, rate_rps: float) -> list[Shift]:
+    """The most the load generator's GC pauses can have moved each figure. A driver that
+    reports only its longest pause is judged as if the pauses had touched every request."""
+    longest = _num(summary, "gc_pause_max_ms")
+    if not longest > 0 or figs.n == 0:
+        return []
+    total, pauses = _num(summary, "gc_pause_total_ms"), _num(summary, "gc_pauses")
+    if total == total and rate_rps == rate_rps:
+        touched = 2 * rate_rps * total / 1e3 + (pauses if pauses == pauses else 1.0)
+        share = min(1.0, touched / figs.n)
+    else:
+        share = 1.0
+    out = []
+    for f in figs.items.values():
+        if f.rank == 0:
+            out.append(Shift(f, share * longest, f.allowed_shift_ms))
+            continue
+        near = f.rank - figs.count_at_or_below_ms(f.reported_ms - longest)
+        crossing = min(f.rank - 1, math.ceil(share * max(0, near)))
+        lower = figs.at_rank_ms([f.rank - crossing])[0] if crossing else f.reported_ms
+        out.append(Shift(f, min(longest, max(0.0, f.reported_ms - lower)), f.allowed_shift_ms))
+    return out
+
+
+def shift_columns(figs: Figures | None, summary: dict, mode: str) -> dict:
+    """trials.csv's lateness_shift_<figure>_pct (how far send lateness can have moved each
+    figure, % of it) and lateness_shift_of_precision (the largest shift as a share of its
+    figure's precision: above 1 the trial is invalid); NaN outside open load."""
+    names = ("mean", "p50", "p90", "p99", "p999")
+    out = {f"lateness_shift_{k}_pct": math.nan for k in names}
+    out["lateness_shift_of_precision"] = math.nan
+    if mode != "open" or figs is None or figs.n == 0:
+        return out
+    shifts = lateness_shifts(figs, summary)
+    for s in shifts:
+        out[f"lateness_shift_{s.figure.name}_pct"] = s.pct
+    ratios = [s.ratio for s in shifts if s.ratio == s.ratio]
+    out["lateness_shift_of_precision"] = max(ratios) if ratios else math.nan
+    return out
+
+
+def _label(name: str) -> str:
+    return "p99.9" if name == "p999" else name
+
+
+def _moved(shifts: list[Shift], what: str) -> str:
+    """'<what> moved the p99 latency by up to 12.3% (0.45 of 3.66 ms), more than its
+    precision of 3.1% (...)', about the figure moved furthest past its precision, naming
+    the others."""
+    bad = sorted((s for s in shifts if s.exceeds), key=lambda s: -s.ratio)
+    worst = bad[0]
+    f = worst.figure
+    also = f", and the {', '.join(_label(s.figure.name) for s in bad[1:])} too" if bad[1:] else ""
+    return (
+        f"{what} moved the {_label(f.name)} latency by up to {worst.pct:.1f}% "
+        f"({worst.shift_ms:.3g} of {f.reported_ms:.3g} ms), more than its precision of "
+        f"{100 * worst.allowed_ms / f.reported_ms:.1f}% (its 95% interval, at least "
+        f"{100 * PRECISION_FLOOR:g}%){also}"
+    )
+
+
+def send_rate_miss(sent: int, target_rate_rps: float, duration_s: float) -> str:
+    """Why the sends in the window miss target x window by more than MAX_SEND_RATE_MISS
+    (or half an arrival, the rounding of the schedule's count); "" when they do not."""
+    expected = target_rate_rps * duration_s
+    if expected <= 0 or abs(sent - expected) <= max(MAX_SEND_RATE_MISS * expected, 0.5):
+        return ""
+    return (
+        f"achieved send rate {sent / duration_s:.1f}/s misses the target "
+        f"{target_rate_rps:g}/s by {100 * (sent - expected) / expected:+.1f}% "
+        f"(limit ±{100 * MAX_SEND_RATE_MISS:g}%). {FIX_RATE}"
+    )
+
+
+def error_breakdown(row: dict) -> str:
+    """The error classes that occurred, e.g. "refused 1142, http 3"."""
+    parts = [f"{k[len('errors_') :]} {row[k]}" for k in row if k.startswith("errors_") and row[k]]
+    return ", ".join(parts)
+
+
+def verdict(
+    row: dict,
+    summary: dict,
+    mode: str,
+    figs: Figures | None = None,
+    sent: int | None = None,
+    duration_s: float | None = None,
+    max_error_rate: float | None = None,
+) -> list[str]:
+    """Why this trial cannot be trusted (empty list: it can). row: the trial's counts and
+    figures (stats.window_row); figs: its figures for the shift rules (None: none judged)."""
+    reasons = []
+    if row["completed"] == 0 and mode != "burst":
+        reasons.append("no request completed in the measured window")
+    rate = row.get("error_rate")
+    if max_error_rate is not None and rate == rate and rate is not None and rate > max_error_rate:
+        reasons.append(
+            f"error rate {100 * rate:.2f}% > {100 * max_error_rate:g}% "
+            f"({error_breakdown(row)}): the server failed requests "
+            f"(validity.max_error_rate). {FIX_ERRORS}"
+        )
+    judged = figs is not None and figs.n > 0
+    if mode == "open":
+        target = row.get("target_rate") or 0.0
+        if sent is not None and duration_s and target > 0:
+            miss = send_rate_miss(sent, target, duration_s)
+            if miss:
+                reasons.append(miss)
+        if row["dropped"]:
+            reasons.append(
+                f"{row['dropped']} arrivals dropped past the outstanding-request cap. {FIX_DROPPED}"
+            )
+        if judged:
+            shifts = lateness_shifts(figs, summary)
+            if any(s.exceeds for s in shifts):
+                late = _num(summary, "send_lateness_p99_ms")
+                reasons.append(
+                    _moved(shifts, f"send lateness (p99 {late:.2f} ms)")
+                    + f": the load generator fell behind its schedule. {FIX_LATE}"
+                )
+    # Burst mode stalls the loop on purpose while it opens N sockets in one release; how far
+    # apart the releases really were is reported (release_spread_ms_max) instead.
+    lag = _num(summary, "loop_lag_p99_ms")
+    p99 = figs.items.get("p99") if judged else None
+    p99_allowed = p99.allowed_shift_ms if p99 is not None else math.inf
+    lag_limit = max(MAX_LOOP_LAG_P99_MS, p99_allowed if math.isfinite(p99_allowed) else 0.0)
+    if mode != "burst" and lag > lag_limit:
+        reasons.append(
+            f"load-generator event-loop lag p99 {lag:.1f} ms > {lag_limit:.1f} ms (the p99 "
+            f"latency's precision, at least {MAX_LOOP_LAG_P99_MS:g} ms): host busy or load "
+            f"generator saturated. {FIX_STALL}"
+        )
+    if judged:
+        rate_rps = row.get("achieved_rate")
+        gc = gc_shifts(figs, summary, rate_rps if rate_rps is not None else math.nan)
+        if any(s.exceeds for s in gc):
+            longest = _num(summary, "gc_pause_max_ms")
+            reasons.append(
+                _moved(gc, f"load-generator GC pauses (longest {longest:.1f} ms)")
+                + f". {FIX_STALL}"
+            )
+    # In open mode the dispatcher polls between close arrivals, so CPU says little there;
+    # send lateness above is the direct measure. In closed mode CPU is the only witness.
+    if mode == "closed" and _num(summary, "loadgen_cpu_pct") > MAX_LOADGEN_CPU_PCT:
+        reasons.append(
+            f"load-generator CPU {summary['loadgen_cpu_pct']:.0f}% > {MAX_LOADGEN_CPU_PCT:g}% "
+            f"of a CPU: it may be the bottleneck. {FIX_CPU}"
+        )
+    return reasons

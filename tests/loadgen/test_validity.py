@@ -1,0 +1,190 @@
+"""The validity rules (loadgen/validity.py) on synthetic trials: the load generator is judged by
+how far its imperfection could move the figures the trial reports, against their precision.
+
+Each synthetic trial is an open load of N requests whose on-time response times are drawn from
+a known law; the same send lateness (a slow-timer host: mostly on time, p99 near 2 ms) is added
+to each request's send. Rows are judged both in memory (exact order statistics) and through the
+streamed digest (HdrHistograms), as perfctl judges its trials.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from loadgen import digest, stats, validity
+
+RATE = 1000.0
+N = 20_000
+
+
+def _lateness_ns(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A slow timer (sleep overshoot p99 ~4 ms, a 1.2 ms spin before each send): 96% of
+    sends within 50 us, 4% late by up to 4 ms (p99 ~3 ms)."""
+    late = rng.uniform(0, 50_000, n)
+    tail = rng.random(n) < 0.04
+    late[tail] = rng.uniform(0, 4_000_000, tail.sum())
+    return late.astype(np.int64)
+
+
+def _trial(service_ns: np.ndarray, late_ns: np.ndarray, **summary_extra):
+    n = service_ns.size
+    intended = (np.arange(n) * (1e9 / RATE)).astype(np.int64) + 1
+    sent = intended + late_ns
+    cols = {
+        "intended_ns": intended,
+        "sent_ns": sent,
+        "first_byte_ns": sent + service_ns,
+        "done_ns": sent + service_ns,
+        "status": np.full(n, 200, dtype=np.int16),
+        "error": np.zeros(n, dtype=np.int8),
+    }
+    late_ms = late_ns / 1e6
+    summary = {
+        "start_ns": 0,
+        "measure_start_ns": 0,
+        "measure_end_ns": int(n * 1e9 / RATE),
+        "scheduled_in_window": n,
+        "send_lateness_p50_ms": float(np.percentile(late_ms, 50)),
+        "send_lateness_p99_ms": float(np.percentile(late_ms, 99)),
+        "send_lateness_max_ms": float(late_ms.max()),
+        "loop_lag_p99_ms": 1.0,
+        "gc_pause_max_ms": 0.0,
+        **summary_extra,
+    }
+    return cols, summary
+
+
+def _rows(cols, summary, mode="open"):
+    """The trial judged in memory and through the digest."""
+    exact = stats.summarize(cols, summary, mode, target_rate_rps=RATE)
+    d = digest.Digest()
+    d.begin(summary["start_ns"], summary["measure_start_ns"], summary["measure_end_ns"])
+    d.add(cols)
+    streamed = stats.summarize_digest(
+        digest.read_doc(d.to_json()), summary, mode, target_rate_rps=RATE
+    )
+    return exact, streamed
+
+
+def _exp_service(rng, mean_ns: float) -> np.ndarray:
+    return np.maximum(1, rng.exponential(mean_ns, N)).astype(np.int64)
+
+
+def test_the_same_lateness_leaves_a_20_ms_p99_valid_and_invalidates_a_50_us_one():
+    rng = np.random.default_rng(32)
+    late = _lateness_ns(rng, N)
+    slow = 8_000_000 + _exp_service(rng, 2.6e6)  # p50 ~ 10 ms, p99 ~ 20 ms
+    fast = 10_000 + _exp_service(rng, 8.7e3)  # p99 ~ 50 us
+    for row in _rows(*_trial(slow, late)):
+        assert 17 < row["latency_p99_ms"] < 25, row["latency_p99_ms"]
+        assert row["valid"], row["invalid_reasons"]
+        assert row["lateness_shift_of_precision"] < 1
+        assert 0 <= row["lateness_shift_p99_pct"] < 5
+    for row in _rows(*_trial(fast, late)):
+        assert not row["valid"]
+        assert "send lateness" in row["invalid_reasons"]
+        assert "more than its precision" in row["invalid_reasons"]
+        assert "Fix: pin the load generator" in row["invalid_reasons"]
+        assert "; " not in row["invalid_reasons"]  # one reason: reasons are joined with "; "
+        assert row["lateness_shift_of_precision"] > 1
+        assert row["lateness_shift_p99_pct"] > 50
+
+
+def test_without_lateness_no_figure_moves_and_the_fast_trial_is_valid():
+    rng = np.random.default_rng(5)
+    fast = 10_000 + _exp_service(rng, 8.7e3)
+    for row in _rows(*_trial(fast, np.zeros(N, dtype=np.int64))):
+        assert row["valid"], row["invalid_reasons"]
+        for k in ("mean", "p50", "p90", "p99", "p999"):
+            assert row[f"lateness_shift_{k}_pct"] == pytest.approx(0, abs=0.2), k
+
+
+def test_the_shift_is_the_recomputed_percentile_from_the_actual_send():
+    """No request waited for a connection: the shift is exactly reported - sent_to_done."""
+    rng = np.random.default_rng(7)
+    service = _exp_service(rng, 2e6)
+    late = _lateness_ns(rng, N)
+    cols, summary = _trial(service, late)
+    row, _ = _rows(cols, summary)
+    lat = (cols["done_ns"] - cols["intended_ns"]) / 1e6
+    s2d = (cols["done_ns"] - cols["sent_ns"]) / 1e6
+    for name, q in stats.PERCENTILES.items():
+        want = stats.percentile(lat, q) - stats.percentile(s2d, q)
+        want_pct = 100 * want / stats.percentile(lat, q)
+        assert row[f"lateness_shift_{name}_pct"] == pytest.approx(want_pct, rel=1e-9), name
+    assert row["lateness_shift_mean_pct"] == pytest.approx(
+        100 * (lat.mean() - s2d.mean()) / lat.mean(), rel=1e-9
+    )
+
+
+def test_the_dispatchers_own_lateness_bounds_a_shift_that_connection_waits_inflate():
+    """Requests that waited for a free connection carry the wait in sent - intended; the
+    dispatcher itself was never more than 0.05 ms late, so no figure can have moved more."""
+    rng = np.random.default_rng(11)
+    service = _exp_service(rng, 3e6)
+    waits = np.where(rng.random(N) < 0.3, rng.uniform(0, 10e6, N), 0).astype(np.int64)
+    cols, summary = _trial(service, waits)
+    summary.update(send_lateness_p50_ms=0.01, send_lateness_p99_ms=0.02, send_lateness_max_ms=0.05)
+    for row in _rows(cols, summary):
+        assert row["valid"], row["invalid_reasons"]
+        for k in ("mean", "p50", "p90", "p99", "p999"):
+            figure = row["latency_mean_ms" if k == "mean" else f"latency_{k}_ms"]
+            assert row[f"lateness_shift_{k}_pct"] <= 100 * 0.05 / figure + 1e-9, k
+        # the same trial read from sent_to_done alone would blame the generator for the waits
+        assert row["latency_p50_ms"] > 1.05 * stats.percentile(
+            (cols["done_ns"] - cols["sent_ns"]) / 1e6, 50
+        )
+
+
+def test_a_precision_floor_of_2_percent_applies_when_the_interval_is_narrower():
+    f = validity.Figure("p50", 500, reported_ms=10.0, sent_to_done_ms=9.9, ci_low_ms=9.99)
+    assert f.allowed_shift_ms == pytest.approx(0.2)
+    wide = validity.Figure("p99", 990, reported_ms=10.0, sent_to_done_ms=9.9, ci_low_ms=9.0)
+    assert wide.allowed_shift_ms == pytest.approx(1.0)
+    unbounded = validity.Figure("p999", 999, 10.0, 9.0, math.nan)
+    assert math.isinf(unbounded.allowed_shift_ms)
+
+
+def test_gc_pauses_invalidate_a_trial_only_when_they_could_move_its_figures():
+    rng = np.random.default_rng(3)
+    on_time = np.zeros(N, dtype=np.int64)
+    slow = _exp_service(rng, 4.35e6)
+    fast = 10_000 + _exp_service(rng, 8.7e3)
+    # 40 pauses of up to 5 ms: 2 x 1000/s x 0.1 s + 40 = 240 requests (1.2%) touched
+    gc = {"gc_pause_max_ms": 5.0, "gc_pause_total_ms": 100.0, "gc_pauses": 40}
+    for row in _rows(*_trial(slow, on_time, **gc)):
+        assert row["valid"], row["invalid_reasons"]
+    for row in _rows(*_trial(fast, on_time, **gc)):
+        assert not row["valid"]
+        assert "GC pauses (longest 5.0 ms)" in row["invalid_reasons"]
+        assert "Fix:" in row["invalid_reasons"]
+    # a driver that reports only its longest pause: judged as if it touched every request
+    only_max = {"gc_pause_max_ms": 0.5}
+    assert not _rows(*_trial(slow, on_time, **only_max))[0]["valid"]
+    assert _rows(*_trial(slow, on_time, gc_pause_max_ms=0.01))[0]["valid"]
+
+
+def test_loop_lag_is_judged_against_the_p99s_precision_with_the_probes_floor():
+    rng = np.random.default_rng(9)
+    on_time = np.zeros(N, dtype=np.int64)
+    fast = 10_000 + _exp_service(rng, 8.7e3)
+    row, _ = _rows(*_trial(fast, on_time, loop_lag_p99_ms=4.0))
+    assert row["valid"], row["invalid_reasons"]  # below the probe's 5 ms floor
+    row, _ = _rows(*_trial(fast, on_time, loop_lag_p99_ms=6.0))
+    assert not row["valid"] and "event-loop lag p99 6.0 ms > 5.0 ms" in row["invalid_reasons"]
+    # a 2 s p99 stated to about +-5%: a 60 ms lag is within it, a 300 ms one is not
+    slow = _exp_service(rng, 435e6)
+    row, _ = _rows(*_trial(slow, on_time, loop_lag_p99_ms=60.0))
+    assert row["valid"], row["invalid_reasons"]
+    row, _ = _rows(*_trial(slow, on_time, loop_lag_p99_ms=300.0))
+    assert not row["valid"] and "Fix: pin the load generator" in row["invalid_reasons"]
+
+
+def test_closed_load_reports_no_lateness_shift():
+    rng = np.random.default_rng(1)
+    cols, summary = _trial(_exp_service(rng, 1e6), np.zeros(N, dtype=np.int64))
+    row = stats.summarize(cols, summary, "closed")
+    assert math.isnan(row["lateness_shift_p99_pct"]) and row["valid"]
