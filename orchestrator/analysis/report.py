@@ -279,6 +279,31 @@ def _models(table: pd.DataFrame) -> str:
     )
 
 
+def _host_check(info: dict) -> str:
+    """The host's figures measured before the first trial (measure/hostcheck.py), beside the
+    results they bound, with what they limit."""
+    c = info.get("host_check")
+    if not c:
+        return ""
+    rows = [
+        ("timer (time.sleep 1 ms, late by)", c.get("timer_p50_us"), c.get("timer_p99_us")),
+        ("wake-up (thread to thread)", c.get("wake_p50_us"), c.get("wake_p99_us")),
+        ("loopback round trip", c.get("loopback_rtt_p50_us"), c.get("loopback_rtt_p99_us")),
+    ]
+    cells = "".join(
+        f"<tr><td class='l'>{_e(name)}</td><td>{_num(p50, '.0f')} us</td>"
+        f"<td>{_num(p99, '.0f')} us</td></tr>"
+        for name, p50, p99 in rows
+    )
+    limits = "".join(f"<li>{_e(v)}</li>" for v in c.get("verdict") or [])
+    return (
+        "<h2>This host</h2><table><tr><th class='l'>measured before the first trial</th>"
+        f"<th>p50</th><th>p99</th></tr>{cells}<tr><td class='l'>CPU steal</td>"
+        f"<td colspan='2'>{_num(c.get('steal_pct'), '.1f')}%</td></tr></table>"
+        + (f"<ul>{limits}</ul>" if limits else "<p>Nothing measured here limits the trials.</p>")
+    )
+
+
 def _figure(f: Figure) -> str:
     data = base64.b64encode(f.png.read_bytes()).decode("ascii")
     return (
@@ -329,6 +354,7 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
         _summary(trials, run.axes) if not trials.empty else "<p>No trial recorded.</p>",
         _thresholds(run) if not trials.empty else "",
         _kernel_tcp(trials, run.axes) if not trials.empty else "",
+        _host_check(info),
         _profiles(run, out),
         "<h2>Figures</h2>",
         "".join(f'<p class="warn">skipped: {_e(n)}</p>' for n in dict.fromkeys(notes)),

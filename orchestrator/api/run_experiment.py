@@ -25,6 +25,7 @@ from ..analysis.model_figures import draw_models
 from ..analysis.run_figures import draw_basic
 from ..cluster.hosts import cleanup_stale_bridges
 from ..errors import PerfctlError
+from ..measure import hostcheck
 from ..measure.hostinfo import host_info
 from ..netem.namespace import cleanup_stale
 from ..proc import limits, process
@@ -97,6 +98,21 @@ def _overrides(settings: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
     )
 
 
+def _check_host(p, console: Console) -> dict | None:
+    """Measure this host (~2 s: timer, wake-up, steal, loopback; measure/hostcheck.py) before
+    the first trial, print its figures and what they limit, and return them for run.json."""
+    seconds = hostcheck.run_check_seconds()
+    if seconds <= 0:
+        return None
+    with display.step(console, f"measuring this host ({seconds:g} s)"):
+        check = hostcheck.measure(seconds)
+    warnings = hostcheck.verdict(check, p.experiment.target_precision or 0.05)
+    console.print(f"host: {check.line()}", highlight=False, soft_wrap=True)
+    for w in warnings:
+        console.print(f"[yellow]host: {w}[/]", highlight=False, soft_wrap=True)
+    return {**check.as_dict(), "verdict": warnings}
+
+
 def _reap_leftovers(run_dir: Path, console: Console) -> None:
     """Stop what a crashed perfctl left running, and say so in one line."""
     stopped = process.reap_leftovers(run_dir)
@@ -161,7 +177,9 @@ def _run(
 ) -> None:
     results.prepare(run_dir)
     if not choice.resumed:
-        results.write_json(run_dir / "run.json", run_info(p, host_info()))
+        info = run_info(p, host_info())
+        info["host_check"] = _check_host(p, console)
+        results.write_json(run_dir / "run.json", info)
     if choice.default:  # results/latest follows default runs only
         results.point_latest(run_dir, target.RESULTS_ROOT.resolve())
     _reap_leftovers(run_dir, console)

@@ -25,6 +25,17 @@ SLEEP_S = 0.001  # the timer probe's sleep: a typical open-loop gap at ~1k req/s
 # Beyond these the host is named as the limit (README: valid and quiet, the host's figures)
 TIMER_P99_NOTE_US = 1_000.0
 STEAL_NOTE_PCT = 5.0
+# How long `perfctl run` measures before its first trial; PERFCTL_HOST_CHECK_S overrides it
+# (0: no check; the test suite shortens it, since it starts hundreds of runs)
+RUN_CHECK_S = 2.0
+
+
+def run_check_seconds() -> float:
+    """The host check's length at the start of a run: RUN_CHECK_S or $PERFCTL_HOST_CHECK_S."""
+    try:
+        return max(0.0, float(os.environ.get("PERFCTL_HOST_CHECK_S", RUN_CHECK_S)))
+    except ValueError:
+        return RUN_CHECK_S
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,15 @@ class HostCheck:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def line(self) -> str:
+        """One line with every figure, e.g. for the start of a run."""
+        return (
+            f"timer late p50 {self.timer_p50_us:.0f} us p99 {self.timer_p99_us:.0f} us, "
+            f"wake-up p99 {self.wake_p99_us:.0f} us, loopback RTT p50 "
+            f"{self.loopback_rtt_p50_us:.0f} us p99 {self.loopback_rtt_p99_us:.0f} us, "
+            f"steal {self.steal_pct:.1f}% ({self.duration_s:.1f} s)"
+        )
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -8,6 +8,7 @@ The orchestrator is never in the measurement path: the load generator is a separ
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import time
@@ -38,6 +39,17 @@ LOADGEN_GRACE_S = 30.0
 # the timeline
 SCHEDULE_LEAD_NS = 3_000_000_000
 WATCH_S = 0.25  # how often the live view looks at the load generator's live file
+
+
+def host_early_wake_ns(run_dir: Path) -> int:
+    """The load generator's first early wake-up before a timed send: the timer lateness the
+    run's host check measured (run.json host_check.timer_p99_us; loadgen/wake.py then follows
+    what it sees itself), or 0 for the generator's own default when there was no check."""
+    try:
+        check = json.loads((run_dir / "run.json").read_text()).get("host_check") or {}
+        return int(float(check.get("timer_p99_us", 0.0)) * 1e3)
+    except (OSError, ValueError, TypeError):
+        return 0
 
 
 def _watched_cpus(
@@ -156,6 +168,7 @@ def execute_trial(
             seed=seed,
             cpus=tuple(cell.placement.loadgen_cpu_list or ()),
         )
+        spec = dataclasses.replace(spec, early_wake_ns=host_early_wake_ns(run_dir))
         if spec.mode == "open":  # handed to every driver (loadgen/DRIVER.md)
             spec = dataclasses.replace(spec, schedule_file=contract.SCHEDULE_FILE)
             contract.write_schedule(spec, tdir / contract.SCHEDULE_FILE)

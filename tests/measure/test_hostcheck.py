@@ -54,3 +54,74 @@ def test_a_slow_timer_is_named_with_its_numbers_and_the_latencies_it_limits():
 def test_steal_is_named_with_its_share():
     [line] = verdict(quiet_host(steal_pct=11.0))
     assert "steal 11.0%" in line and "not quiet" in line
+
+
+def test_a_run_measures_the_host_first_records_it_and_seeds_the_load_generator(
+    write_yaml, perfctl_env, tmp_path
+):
+    import json
+    import subprocess
+    import sys
+
+    from orchestrator.proc.build import ROOT
+
+    exp = write_yaml(
+        """
+name: hostcheck
+servers:
+  py: {impl: python, model: async}
+load: {mode: open, rate: 200, connections: 4, duration: 1s, warmup: 0s}
+repeats: 1
+"""
+    )
+    out = tmp_path / "run"
+    env = {**perfctl_env, "PERFCTL_HOST_CHECK_S": "0.4"}
+    p = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(exp), "--out", str(out), "-q"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "host: timer late p50" in p.stdout
+    check = json.loads((out / "run.json").read_text())["host_check"]
+    assert check["duration_s"] > 0.3 and "verdict" in check
+    [spec] = list(out.glob("cells/*/trial-1/spec.json"))
+    assert json.loads(spec.read_text())["early_wake_ns"] == int(check["timer_p99_us"] * 1e3)
+    r = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "report", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "<h2>This host</h2>" in (out / "report.html").read_text()
+
+
+def test_doctor_shows_the_host_figures_and_can_leave_them_out(perfctl_env):
+    import json
+    import subprocess
+    import sys
+
+    from orchestrator.proc.build import ROOT
+
+    def doctor(*args):
+        p = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "doctor", *args],
+            cwd=ROOT,
+            env=perfctl_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert p.returncode == 0, p.stdout + p.stderr
+        return p.stdout
+
+    measured = json.loads(doctor("--json", "--seconds", "0.3"))
+    assert measured["host_check"]["loopback_rtt_p50_us"] > 0
+    assert "host_check" not in json.loads(doctor("--json", "--no-measure"))
+    assert "this host, measured for" in doctor("--seconds", "0.3")
