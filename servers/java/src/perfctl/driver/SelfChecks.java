@@ -20,9 +20,9 @@ import javax.management.openmbean.CompositeData;
  * Lag and pauses are judged over the measured window and the drain after it (from
  * `windowStartNs` until stop()), the time whose requests perfctl reports; those of the warm-up
  * are kept apart (`warmup_*`). The warm-up is where a JVM compiles its hot code: on one pinned
- * core the JIT's compiler threads take the CPU for seconds after start-up (C2: ~9 s of compile
- * time in the first 10 s of an RMI phase), and the ticker waits behind them (10-35 ms lag, then
- * under 3 ms once compiled).
+ * core the JIT's compiler threads share the CPU for seconds after start-up (C2 compiled for
+ * ~9 s of a 16 s phase at the maximum rate), and the ticker and the collector wait behind them
+ * (lag of 10-35 ms in the first 7 s on a busy host, under 3 ms after).
  *
  * GC pauses: each collector's MXBean notifies the end of every collection with its duration
  * (whole ms). A stop-the-world collector's (Serial, Parallel, G1's young and full) are pauses;
