@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from loadgen import contract
+from loadgen.spec import LoadSpec
 from orchestrator.proc import ports
 from orchestrator.run import bundled
 from orchestrator.run import driver as run_driver
@@ -78,6 +81,36 @@ def test_driver_memory_is_the_same_for_100k_and_400k_calls(rmi_port, tmp_path):
     assert long["heap_after_gc_max_mb"] <= short["heap_after_gc_max_mb"] + 4, (short, long)
     rows = pd.read_csv(tmp_path / "long" / "requests.csv", usecols=["error"])
     assert len(rows) == 400_000 and (rows["error"] == 0).all()
+
+
+def test_open_load_over_many_blocks_writes_every_arrival_once_at_its_instant(rmi_port, tmp_path):
+    """30k arrivals fill 8 blocks, each sealed by the dispatcher while client threads still end
+    its rows: every arrival of the schedule is written once, at its intended instant."""
+    spec = LoadSpec(
+        port=rmi_port,
+        target="/work?spin_us=0",
+        mode="open",
+        rate_rps=10_000,
+        connections=8,
+        duration_s=2.5,
+        warmup_s=0.5,
+        schedule_file=contract.SCHEDULE_FILE,
+    )
+    arrivals = contract.write_schedule(spec, tmp_path / contract.SCHEDULE_FILE)
+    (tmp_path / "spec.json").write_text(spec.to_json())
+    argv = run_driver.argv("rmi", tmp_path / "spec.json", tmp_path)
+    proc = subprocess.run(
+        ["taskset", "-c", "1", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert contract.check_output(tmp_path, "open") == []  # and converted to requests.parquet
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    req = pd.read_parquet(tmp_path / "requests.parquet")
+    assert len(req) == summary["requests_recorded"] == arrivals == 30_000
+    intended = np.sort(req["intended_ns"].to_numpy()) - summary["start_ns"]
+    assert np.array_equal(intended, contract.read_schedule(tmp_path / contract.SCHEDULE_FILE))
+    assert summary["row_blocks_peak"] >= 2 and summary["row_block_waits"] == 0
+    assert summary["scheduled_in_window"] == 25_000
 
 
 # The server works SPIN_US per call on its one core, so it, not the driver, sets the maximum
