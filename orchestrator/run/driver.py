@@ -9,6 +9,7 @@ supervisor; what it writes is checked by loadgen.contract before anything reads 
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -19,6 +20,11 @@ from . import bundled
 
 RMI_DRIVER_CLASS = "perfctl.driver.RmiDriver"
 RMI_DRIVER_JDK = 17
+# The rmi driver's collector (servers/java/README.md "The RMI load driver": measured against
+# Parallel, G1 and ZGC on one pinned core): Serial, its survivors promoted after two young
+# collections. The environment variable replaces these, to measure the driver under another.
+RMI_DRIVER_GC_FLAGS = ["-XX:+UseSerialGC", "-XX:MaxTenuringThreshold=2"]
+RMI_DRIVER_GC_ENV = "PERFCTL_RMI_DRIVER_GC_FLAGS"
 
 
 def prepare(driver: str | DriverCommand) -> None:
@@ -40,10 +46,11 @@ def argv(driver: str | DriverCommand, spec_path: Path, out_dir: Path) -> list[st
                 "/usr/lib/jvm or $JAVA_HOME. Fix: install one (apt-get install "
                 "openjdk-17-jdk-headless) or set JAVA_HOME."
             )
+        gc = os.environ.get(RMI_DRIVER_GC_ENV)
         return [
             jdk.java,
             "-Xss256k",
-            "-XX:+UseSerialGC",
+            *(shlex.split(gc) if gc is not None else RMI_DRIVER_GC_FLAGS),
             *bundled.RMI_JVM_FLAGS,
             "-cp",
             str(bundled.JAVA_CLASSES),

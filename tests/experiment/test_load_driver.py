@@ -97,3 +97,16 @@ def test_driver_commands(tmp_path):
     rmi = run_driver.argv("rmi", spec, out)
     assert rmi[-3:] == ["perfctl.driver.RmiDriver", str(spec), str(out)]
     assert any(a.startswith("--add-exports=java.rmi/sun.rmi.transport") for a in rmi)
+
+
+def test_the_rmi_driver_runs_under_its_chosen_collector_unless_the_environment_names_another(
+    tmp_path, monkeypatch
+):
+    spec, out = tmp_path / "spec.json", tmp_path / "o"
+    monkeypatch.delenv(run_driver.RMI_DRIVER_GC_ENV, raising=False)
+    argv = run_driver.argv("rmi", spec, out)
+    assert all(f in argv for f in run_driver.RMI_DRIVER_GC_FLAGS)
+    monkeypatch.setenv(run_driver.RMI_DRIVER_GC_ENV, "-XX:+UseZGC -Xmx1g")
+    argv = run_driver.argv("rmi", spec, out)
+    assert "-XX:+UseZGC" in argv and "-Xmx1g" in argv
+    assert not any(f in argv for f in run_driver.RMI_DRIVER_GC_FLAGS if "GC" in f)

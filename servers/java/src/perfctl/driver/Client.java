@@ -127,12 +127,11 @@ final class Client implements RMIClientSocketFactory {
         }
     }
 
-    /** One request as row i of rows: the call named by the target's path, timed and classified. */
-    void attempt(Rows rows, int i, String method, String target, byte[] body) {
+    /** One request as row i of rows: the call named by the target's path, timed and classified,
+     *  then the row ended (Rows.end: nothing touches it afterwards). Returns its sent_ns. */
+    long attempt(Rows rows, int i, String method, String target, byte[] body) {
         long t0 = System.nanoTime();
-        if (rows.sent[i] == 0) {
-            rows.sent[i] = t0;
-        }
+        rows.sent[i] = t0;
         rows.conn[i] = id;
         try {
             if (target.equals("/lookup") || target.startsWith("/lookup?")) {
@@ -147,9 +146,9 @@ final class Client implements RMIClientSocketFactory {
                 RmiReply reply = service().call(method, target, body);
                 rows.status[i] = (short) reply.status;
                 rows.bytes[i] = reply.body == null ? 0 : reply.body.length;
-                rows.svcMs[i] = reply.svcNs / 1e6;
-                rows.queueMs[i] = reply.queueNs < 0 ? Double.NaN : reply.queueNs / 1e6;
-                rows.dbMs[i] = reply.dbNs < 0 ? Double.NaN : reply.dbNs / 1e6;
+                rows.svcNs[i] = reply.svcNs;
+                rows.queueNs[i] = reply.queueNs < 0 ? Rows.NONE : reply.queueNs;
+                rows.dbNs[i] = reply.dbNs < 0 ? Rows.NONE : reply.dbNs;
                 if (reply.status >= 500) {
                     serverFailed(target, reply);
                 }
@@ -157,17 +156,20 @@ final class Client implements RMIClientSocketFactory {
             long t = System.nanoTime();
             rows.firstByte[i] = t;
             rows.done[i] = t;
-            if (t - rows.sent[i] > timeoutNs) {   // answered, but after the client gave up
+            if (t - t0 > timeoutNs) {   // answered, but after the client gave up
                 rows.error[i] = Rows.TIMEOUT;
             }
+            rows.end(i);
         } catch (ServerException | ServerError e) { // the remote method itself failed: an answer
             long t = System.nanoTime();
             rows.status[i] = 500;
             rows.firstByte[i] = t;
             rows.done[i] = t;
+            rows.end(i);
         } catch (RemoteException e) {
             rows.fail(i, classify(e), System.nanoTime());
         }
+        return t0;
     }
 
     private static final java.util.Set<String> REPORTED = java.util.concurrent.ConcurrentHashMap.newKeySet();

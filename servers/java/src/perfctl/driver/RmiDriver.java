@@ -25,9 +25,9 @@ import java.util.concurrent.locks.LockSupport;
  * `java perfctl.driver.RmiDriver SPEC OUT`: perfctl's bundled Java RMI load driver
  * (loadgen/DRIVER.md). One JVM, platform threads: closed load is `connections` client threads,
  * open load a dispatcher on perfctl's schedule feeding a pool of `connections` client threads,
- * burst load `connections` threads released together per burst, each a new client. Writes
- * requests.csv and summary.json into OUT. Exit 0 when written, 2 on a bad spec, 3 when OUT
- * cannot be written.
+ * burst load `connections` threads released together per burst, each a new client. Streams
+ * requests.csv into OUT as rows finish (RowWriter: memory flat whatever the phase's length),
+ * then writes summary.json. Exit 0 when written, 2 on a bad spec, 3 when OUT cannot be written.
  */
 public final class RmiDriver {
     private static final long START_DELAY_NS = 50_000_000L;
@@ -39,14 +39,15 @@ public final class RmiDriver {
     private final AtomicLong seq = new AtomicLong();
     private final byte[] bodyBytes;
     private final boolean templated;
-    private final List<Rows> parts = new ArrayList<>();
+    private final RowWriter rows;
     private final Map<String, Object> summary = new java.util.LinkedHashMap<>();
     private long startNs;
     private long measureStartNs;
     private long endNs;
 
-    private RmiDriver(Spec spec) {
+    private RmiDriver(Spec spec, RowWriter rows) {
         this.spec = spec;
+        this.rows = rows;
         this.bodyBytes = spec.body.getBytes(StandardCharsets.ISO_8859_1);
         this.templated = spec.target.contains("{seq}") || spec.body.contains("{seq}");
     }
@@ -86,17 +87,18 @@ public final class RmiDriver {
         Client.connectTimeoutMs = timeoutMs;
         Client.readTimeoutMs = timeoutMs;
         Client.timeoutNs = timeoutMs * 1_000_000L;
-        RmiDriver d = new RmiDriver(spec);
-        try {
-            d.run(schedule);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
         Path out = Paths.get(args[1]);
+        RmiDriver d;
         try {
             Files.createDirectories(out);
-            long rows = Rows.writeCsv(out.resolve("requests.csv"), d.parts);
-            d.summary.put("requests_recorded", rows);
+            d = new RmiDriver(spec, new RowWriter(out, spec.mode.equals("closed") ? spec.connections : 1));
+        } catch (IOException e) {
+            System.err.println("rmi driver: cannot write " + out + ": " + e);
+            System.exit(3);
+            return;
+        }
+        try {
+            d.run(schedule);
             Path tmp = out.resolve("summary.json.tmp");
             Files.write(tmp, d.summaryJson().getBytes(StandardCharsets.UTF_8));
             Files.move(tmp, out.resolve("summary.json"), StandardCopyOption.REPLACE_EXISTING,
@@ -104,17 +106,27 @@ public final class RmiDriver {
         } catch (IOException e) {
             System.err.println("rmi driver: cannot write " + out + ": " + e);
             System.exit(3);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            System.exit(1);
         }
         System.exit(0);
     }
 
-    private void run(LongBuffer schedule) throws InterruptedException {
-        checks.start();
+    private void run(LongBuffer schedule) throws InterruptedException, IOException {
+        // the row blocks the phase needs (closed: one per client and one waiting to be written;
+        // open: the dispatcher's and a few held by slow answers), then one collection so that
+        // they, and all else made so far, are old before the phase: young collections during
+        // it then copy only the calls in flight (RowWriter)
+        rows.prepare(spec.mode.equals("closed") ? 2 * spec.connections + 2
+                : spec.mode.equals("open") ? spec.connections + 4 : 0);
+        System.gc();
         // burst: the first release's clients exist before the start instant is chosen
         Release first = spec.mode.equals("burst") ? new Release(0) : null;
         startNs = spec.startAtNs > 0 ? spec.startAtNs : System.nanoTime() + START_DELAY_NS;
         measureStartNs = startNs + (long) (spec.warmupS * 1e9);
         endNs = measureStartNs + (long) (spec.windowS() * 1e9);
+        checks.start(measureStartNs);
         long cpu0 = SelfChecks.cpuNs();
         long wall0 = System.nanoTime();
         switch (spec.mode) {
@@ -122,23 +134,20 @@ public final class RmiDriver {
             case "open": open(schedule); break;
             default: burst(first); break;
         }
-        long closedOut = 0;
-        long now = System.nanoTime();
-        for (Rows r : parts) {
-            synchronized (r) {
-                closedOut += r.closeOut(now, (long) (spec.timeoutS * 1e9));
-            }
-        }
         double wall = System.nanoTime() - wall0;
+        long cpu = SelfChecks.cpuNs() - cpu0;
         checks.stop();
+        long closedOut = rows.finish(System.nanoTime(), (long) (spec.timeoutS * 1e9));
         summary.put("start_ns", startNs);
         summary.put("measure_start_ns", measureStartNs);
         summary.put("measure_end_ns", endNs);
-        summary.put("loadgen_cpu_pct", wall > 0 ? 100.0 * (SelfChecks.cpuNs() - cpu0) / wall : 0.0);
+        summary.put("loadgen_cpu_pct", wall > 0 ? 100.0 * cpu / wall : 0.0);
+        summary.put("requests_recorded", rows.rows());
         summary.put("closed_out", closedOut);
         summary.put("driver", "rmi");
         summary.put("virtual_threads", Threads.virtual() ? 1 : 0);
         checks.into(summary);
+        rows.into(summary);
     }
 
     // --- the request a client sends -----------------------------------------------------------
@@ -201,22 +210,22 @@ public final class RmiDriver {
         List<Thread> threads = new ArrayList<>();
         AtomicLong budget = new AtomicLong(spec.maxRequests);
         for (int c = 0; c < spec.connections; c++) {
-            Rows rows = new Rows(1024);
-            parts.add(rows);
             int id = c;
             threads.add(daemon("client-" + c, () -> {
                 SplittableRandom rnd = new SplittableRandom(spec.seed * 1009 + id);
                 Client client = new Client(id, spec.host, spec.port);
+                Rows block = rows.block();
                 long intended = startNs;
                 sleepUntil(startNs);
                 while (intended < endNs && budget.getAndDecrement() > 0) {
                     Request req = next();
-                    int i;
-                    synchronized (rows) {
-                        i = rows.add(intended);
+                    if (block.full()) {
+                        block.seal();
+                        block = rows.block();
                     }
+                    int i = block.add(intended);
                     Client one = spec.keepalive ? client : new Client(id, spec.host, spec.port);
-                    one.attempt(rows, i, spec.method, req.target, req.body);
+                    one.attempt(block, i, spec.method, req.target, req.body);
                     if (!spec.keepalive) {
                         one.close();
                     }
@@ -226,6 +235,7 @@ public final class RmiDriver {
                         sleepUntil(intended);
                     }
                 }
+                block.seal();
                 client.close();
             }));
         }
@@ -236,12 +246,14 @@ public final class RmiDriver {
     }
 
     // --- open: arrivals on perfctl's schedule, a pool of clients --------------------------------
+    /** An arrival handed to a client: row i of a block (rows null: the client stops). */
+    private record Arrival(Rows rows, int i) {
+    }
+
     private void open(LongBuffer offsets) throws InterruptedException {
         int n = (int) Math.min(offsets.limit(), spec.maxRequests);
-        Rows rows = new Rows(n);
-        parts.add(rows);
-        long[] lateNs = new long[n];
-        BlockingQueue<Integer> queue = new ArrayBlockingQueue<>(spec.maxOutstanding + spec.connections + 1);
+        Histogram late = new Histogram();   // the window's arrivals: dispatched - intended
+        BlockingQueue<Arrival> queue = new ArrayBlockingQueue<>(spec.maxOutstanding + spec.connections + 1);
         AtomicInteger outstanding = new AtomicInteger();
         List<Thread> pool = new ArrayList<>();
         for (int c = 0; c < spec.connections; c++) {
@@ -250,13 +262,13 @@ public final class RmiDriver {
                 Client client = new Client(id, spec.host, spec.port);
                 try {
                     while (true) {
-                        int i = queue.take();
-                        if (i < 0) {
+                        Arrival a = queue.take();
+                        if (a.rows == null) {
                             break;
                         }
                         Request req = next();
                         Client one = spec.keepalive ? client : new Client(id, spec.host, spec.port);
-                        one.attempt(rows, i, spec.method, req.target, req.body);
+                        one.attempt(a.rows, a.i, spec.method, req.target, req.body);
                         if (!spec.keepalive) {
                             one.close();
                         }
@@ -270,58 +282,58 @@ public final class RmiDriver {
         }
         pool.forEach(Thread::start);
         int dropped = 0;
+        Rows block = rows.block();
         for (int k = 0; k < n; k++) {
             long intended = startNs + offsets.get(k);
             sleepUntil(intended);
             long now = System.nanoTime();
-            int i = rows.add(intended);   // k == i: rows are the schedule, in order
-            lateNs[k] = now - intended;
+            if (intended >= measureStartNs && intended < endNs) {
+                late.record(now - intended);
+            }
+            if (block.full()) {
+                block.seal();
+                block = rows.block();
+            }
+            int i = block.add(intended);
             if (outstanding.get() >= spec.maxOutstanding) {
-                rows.fail(i, Rows.DROPPED, now);
+                block.fail(i, Rows.DROPPED, now);
                 dropped++;
             } else {
                 outstanding.incrementAndGet();
-                queue.add(i);
+                queue.add(new Arrival(block, i));
             }
         }
+        block.seal();
         sleepUntil(endNs);
-        List<Integer> left = new ArrayList<>();
+        List<Arrival> left = new ArrayList<>();
         queue.drainTo(left);               // arrived, never got a client: unfinished
         long now = System.nanoTime();
-        for (int i : left) {
-            rows.fail(i, Rows.UNFINISHED, now);
+        for (Arrival a : left) {
+            a.rows.fail(a.i, Rows.UNFINISHED, now);
         }
         for (int c = 0; c < pool.size(); c++) {
-            queue.add(-1);
+            queue.add(new Arrival(null, -1));
         }
         joinUntil(pool, endNs + attemptBoundNs() + GRACE_NS);
-        int scheduled = 0;                 // the window's lateness, compacted in place
-        for (int k = 0; k < n; k++) {
-            long t = startNs + offsets.get(k);
-            if (t >= measureStartNs && t < endNs) {
-                lateNs[scheduled++] = lateNs[k];
-            }
-        }
-        long[] late = Arrays.copyOf(lateNs, scheduled);
-        Arrays.sort(late);
-        summary.put("scheduled_in_window", scheduled);
+        summary.put("scheduled_in_window", late.count());
         summary.put("dropped", dropped);
-        summary.put("send_lateness_p50_ms", SelfChecks.percentile(late, 50) / 1e6);
-        summary.put("send_lateness_p99_ms", SelfChecks.percentile(late, 99) / 1e6);
-        summary.put("send_lateness_max_ms", late.length == 0 ? 0.0 : late[late.length - 1] / 1e6);
+        summary.put("send_lateness_p50_ms", late.percentile(50) / 1e6);
+        summary.put("send_lateness_p99_ms", late.percentile(99) / 1e6);
+        summary.put("send_lateness_max_ms", late.max() / 1e6);
     }
 
     // --- burst: `connections` new clients released together, one request each -------------------
     /** One release's clients: threads made and started, waiting on the latch. */
     private final class Release {
-        final Rows rows = new Rows(spec.connections);
+        final Rows block = rows.block(spec.connections);
         final CountDownLatch latch = new CountDownLatch(1);
         final List<Thread> threads = new ArrayList<>();
+        final AtomicLong firstSentNs = new AtomicLong(Long.MAX_VALUE);
+        final AtomicLong lastSentNs = new AtomicLong(Long.MIN_VALUE);
 
         Release(int b) {
-            parts.add(rows);
             for (int c = 0; c < spec.connections; c++) {
-                int i = rows.add(0);
+                int i = block.add(0);
                 int id = c;
                 threads.add(Threads.client("burst-" + b + "-" + c, () -> {
                     try {
@@ -332,27 +344,35 @@ public final class RmiDriver {
                     }
                     Request req = next();
                     Client one = new Client(id, spec.host, spec.port);
-                    one.attempt(rows, i, spec.method, req.target, req.body);
+                    long sent = one.attempt(block, i, spec.method, req.target, req.body);
+                    firstSentNs.accumulateAndGet(sent, Math::min);
+                    lastSentNs.accumulateAndGet(sent, Math::max);
                     one.close();
                 }));
             }
             threads.forEach(Thread::start);
         }
 
-        /** Release the clients now; every one of them is intended at this instant. */
+        /** Release the clients now; every one of them is intended at this instant (set before
+         *  any can end its row and so let the block be written). */
         void release() {
             long t = System.nanoTime();
+            Arrays.fill(block.intended, 0, block.n, t);
+            block.seal();
             latch.countDown();
-            for (int i = 0; i < rows.n; i++) {
-                rows.intended[i] = t;
-            }
+        }
+
+        /** First to last connect of this release, ms (0 when none was sent). */
+        double spreadMs() {
+            long lo = firstSentNs.get();
+            long hi = lastSentNs.get();
+            return hi >= lo ? (hi - lo) / 1e6 : 0.0;
         }
     }
 
     private void burst(Release first) throws InterruptedException {
         List<Thread> all = new ArrayList<>();
-        double spreadMax = 0;
-        double spreadSum = 0;
+        List<Release> releases = new ArrayList<>();
         Release r = first;
         for (int b = 0; b < spec.bursts; b++) {
             if (r == null) {          // the next release's clients are made shortly before it
@@ -361,31 +381,23 @@ public final class RmiDriver {
             sleepUntil(measureStartNs + (long) (b * spec.burstIntervalS * 1e9));
             r.release();
             all.addAll(r.threads);
+            releases.add(r);
             r = null;
             if (b + 1 < spec.bursts) {
                 sleepUntil(measureStartNs + (long) ((b + 1) * spec.burstIntervalS * 1e9) - 200_000_000L);
             }
         }
         joinUntil(all, endNs + attemptBoundNs() + GRACE_NS);
-        for (Rows rows : parts) {
-            long lo = Long.MAX_VALUE;
-            long hi = Long.MIN_VALUE;
-            synchronized (rows) {
-                for (int i = 0; i < rows.n; i++) {
-                    if (rows.sent[i] > 0) {
-                        lo = Math.min(lo, rows.sent[i]);
-                        hi = Math.max(hi, rows.sent[i]);
-                    }
-                }
-            }
-            double spread = hi >= lo ? (hi - lo) / 1e6 : 0.0;
-            spreadMax = Math.max(spreadMax, spread);
-            spreadSum += spread;
+        double spreadMax = 0;
+        double spreadSum = 0;
+        for (Release rel : releases) {
+            spreadMax = Math.max(spreadMax, rel.spreadMs());
+            spreadSum += rel.spreadMs();
         }
         summary.putAll(Map.of("scheduled_in_window", 0, "dropped", 0, "send_lateness_p50_ms", 0.0,
                 "send_lateness_p99_ms", 0.0, "send_lateness_max_ms", 0.0));
         summary.put("release_spread_ms_max", spreadMax);
-        summary.put("release_spread_ms_mean", parts.isEmpty() ? 0.0 : spreadSum / parts.size());
+        summary.put("release_spread_ms_mean", releases.isEmpty() ? 0.0 : spreadSum / releases.size());
     }
 
     private String summaryJson() {

@@ -1,88 +1,108 @@
 package perfctl.driver;
 
-import java.io.BufferedWriter;
-import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.Arrays;
-import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * Request rows as parallel primitive arrays (the columns of loadgen/records.py), grown by
- * doubling. One Rows is written by one thread at a time; open load preallocates one row per
- * arrival and lets each row be written by the thread that serves it.
+ * A block of request rows: the columns of loadgen/records.py as parallel primitive arrays of a
+ * fixed capacity. The driver never grows one: a full block is sealed and a fresh one taken from
+ * the RowWriter, which writes sealed blocks to disk and recycles them, so the heap holds a
+ * bounded number of rows whatever the phase's length.
+ *
+ * Threads: one producer adds rows (a closed-load client, the open-load dispatcher, a burst
+ * release); each row is then filled in by one thread (the producer, or the client that serves
+ * it). A block is ready to write when it is sealed and every row in it has ended: `pending`
+ * counts the rows added but not ended, plus one while the block is unsealed, and the thread
+ * that brings it to zero hands the block to the writer. Nothing may touch a row after ending it.
  */
 final class Rows {
     // error classes, loadgen/records.py
     static final byte OK = 0, REFUSED = 1, RESET = 2, TIMEOUT = 3, PARSE = 4, DROPPED = 5, UNFINISHED = 6;
+    /** svcNs, queueNs, dbNs: the server did not say (written as an empty CSV field: NaN). */
+    static final long NONE = Long.MIN_VALUE;
 
-    long[] intended;
-    long[] sent;
-    long[] firstByte;
-    long[] done;
-    short[] status;
-    byte[] error;
-    int[] bytes;
-    int[] conn;
-    double[] svcMs;
-    double[] queueMs;
-    double[] dbMs;
+    final long[] intended;
+    final long[] sent;
+    final long[] firstByte;
+    final long[] done;
+    final short[] status;
+    final byte[] error;
+    final int[] bytes;
+    final int[] conn;
+    final long[] svcNs;
+    final long[] queueNs;
+    final long[] dbNs;
     int n;
 
-    Rows(int capacity) {
-        int c = Math.max(16, capacity);
-        intended = new long[c];
-        sent = new long[c];
-        firstByte = new long[c];
-        done = new long[c];
-        status = new short[c];
-        error = new byte[c];
-        bytes = new int[c];
-        conn = new int[c];
-        svcMs = new double[c];
-        queueMs = new double[c];
-        dbMs = new double[c];
-        Arrays.fill(conn, -1);
-        Arrays.fill(svcMs, Double.NaN);
-        Arrays.fill(queueMs, Double.NaN);
-        Arrays.fill(dbMs, Double.NaN);
+    private final RowWriter writer;
+    private final AtomicInteger pending = new AtomicInteger(1);
+    private final AtomicBoolean queued = new AtomicBoolean();
+
+    Rows(int capacity, RowWriter writer) {
+        this.writer = writer;
+        intended = new long[capacity];
+        sent = new long[capacity];
+        firstByte = new long[capacity];
+        done = new long[capacity];
+        status = new short[capacity];
+        error = new byte[capacity];
+        bytes = new int[capacity];
+        conn = new int[capacity];
+        svcNs = new long[capacity];
+        queueNs = new long[capacity];
+        dbNs = new long[capacity];
+        clear(capacity);
     }
 
-    /** A new row intended at `intendedNs`; its index. */
+    int capacity() {
+        return intended.length;
+    }
+
+    boolean full() {
+        return n == intended.length;
+    }
+
+    /** A new row intended at `intendedNs`; its index. The block must not be full. */
     int add(long intendedNs) {
-        if (n == intended.length) {
-            grow();
-        }
+        pending.incrementAndGet();
         intended[n] = intendedNs;
         return n++;
     }
 
-    private void grow() {
-        int c = intended.length * 2;
-        intended = Arrays.copyOf(intended, c);
-        sent = Arrays.copyOf(sent, c);
-        firstByte = Arrays.copyOf(firstByte, c);
-        done = Arrays.copyOf(done, c);
-        status = Arrays.copyOf(status, c);
-        error = Arrays.copyOf(error, c);
-        bytes = Arrays.copyOf(bytes, c);
-        conn = Arrays.copyOf(conn, c);
-        int old = svcMs.length;
-        svcMs = Arrays.copyOf(svcMs, c);
-        queueMs = Arrays.copyOf(queueMs, c);
-        dbMs = Arrays.copyOf(dbMs, c);
-        Arrays.fill(conn, old, c, -1);
-        Arrays.fill(svcMs, old, c, Double.NaN);
-        Arrays.fill(queueMs, old, c, Double.NaN);
-        Arrays.fill(dbMs, old, c, Double.NaN);
+    /** Row i is final (answered or failed); the last one of a sealed block queues it. */
+    void end(int i) {
+        if (pending.decrementAndGet() == 0) {
+            queue();
+        }
     }
 
     /** Ends row i with an error class at t (no answer). */
     void fail(int i, byte err, long t) {
         error[i] = err;
         done[i] = t;
+        end(i);
+    }
+
+    /** No more rows will be added. */
+    void seal() {
+        if (pending.decrementAndGet() == 0) {
+            queue();
+        }
+    }
+
+    /** Hands the block to the writer, once: false when it already was. */
+    boolean queue() {
+        if (!queued.compareAndSet(false, true)) {
+            return false;
+        }
+        writer.write(this);
+        return true;
+    }
+
+    /** Claims the block for writing as the phase ends (RowWriter.finish); false when queued. */
+    boolean claim() {
+        return queued.compareAndSet(false, true);
     }
 
     /** Rows still open when the phase ends: timeout if sent over timeoutNs ago, else unfinished. */
@@ -98,38 +118,25 @@ final class Rows {
         return count;
     }
 
-    /** Writes every row of every part as requests.csv (through a temporary file). */
-    static long writeCsv(Path out, List<Rows> parts) throws IOException {
-        Path tmp = out.resolveSibling(out.getFileName() + ".tmp");
-        long total = 0;
-        try (BufferedWriter w = Files.newBufferedWriter(tmp, StandardCharsets.US_ASCII)) {
-            w.write("intended_ns,sent_ns,first_byte_ns,done_ns,status,error,bytes,conn,svc_ms,queue_ms,db_ms\n");
-            StringBuilder b = new StringBuilder(128);
-            for (Rows r : parts) {
-                for (int i = 0; i < r.n; i++) {
-                    b.setLength(0);
-                    b.append(r.intended[i]).append(',').append(r.sent[i]).append(',').append(r.firstByte[i])
-                            .append(',').append(r.done[i]).append(',').append(r.status[i]).append(',')
-                            .append(r.error[i]).append(',').append(r.bytes[i]).append(',').append(r.conn[i])
-                            .append(',');
-                    if (!Double.isNaN(r.svcMs[i])) {
-                        b.append(r.svcMs[i]);
-                    }
-                    b.append(',');
-                    if (!Double.isNaN(r.queueMs[i])) {
-                        b.append(r.queueMs[i]);
-                    }
-                    b.append(',');
-                    if (!Double.isNaN(r.dbMs[i])) {
-                        b.append(r.dbMs[i]);
-                    }
-                    b.append('\n');
-                    w.append(b);
-                }
-                total += r.n;
-            }
-        }
-        Files.move(tmp, out, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-        return total;
+    /** Empty again, for reuse once written. */
+    void reset() {
+        clear(n);
+        n = 0;
+        pending.set(1);
+        queued.set(false);
+    }
+
+    private void clear(int upTo) {
+        Arrays.fill(intended, 0, upTo, 0L);
+        Arrays.fill(sent, 0, upTo, 0L);
+        Arrays.fill(firstByte, 0, upTo, 0L);
+        Arrays.fill(done, 0, upTo, 0L);
+        Arrays.fill(status, 0, upTo, (short) 0);
+        Arrays.fill(error, 0, upTo, OK);
+        Arrays.fill(bytes, 0, upTo, 0);
+        Arrays.fill(conn, 0, upTo, -1);
+        Arrays.fill(svcNs, 0, upTo, NONE);
+        Arrays.fill(queueNs, 0, upTo, NONE);
+        Arrays.fill(dbNs, 0, upTo, NONE);
     }
 }
