@@ -5,6 +5,7 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.File;
 import java.io.IOException;
+import java.lang.reflect.Method;
 import java.nio.file.Files;
 import java.util.concurrent.Executor;
 import org.apache.catalina.Context;
@@ -12,6 +13,7 @@ import org.apache.catalina.LifecycleException;
 import org.apache.catalina.connector.Connector;
 import org.apache.catalina.startup.Tomcat;
 import org.apache.coyote.AbstractProtocol;
+import org.apache.tomcat.util.net.AbstractEndpoint;
 import org.apache.tomcat.util.threads.ThreadPoolExecutor;
 
 /**
@@ -60,14 +62,31 @@ public final class ServletMain {
         c.setProperty("maxSwallowSize", "0");
     }
 
-    /** Tomcat's executor queue, busy threads and open connections, for /stats. */
+    /**
+     * Tomcat's executor queue, busy threads and open connections, for /stats. The open connections
+     * are the endpoint's map of socket wrappers (an entry from accept to close), not its
+     * connection count: that counts a slot in before the acceptor blocks in accept(), so
+     * "count - 1" is right only once the acceptor has looped, and read 0 with one connection
+     * open when /stats beat the acceptor thread to a CPU.
+     */
     static void watch(Stack stack, Connector c) {
         AbstractProtocol<?> p = (AbstractProtocol<?>) c.getProtocolHandler();
+        AbstractEndpoint<?, ?> endpoint = endpointOf(p);
         stack.watch(() -> {
             Executor e = p.getExecutor();
             return e instanceof ThreadPoolExecutor ? ((ThreadPoolExecutor) e).getQueue().size() : 0;
-        // Tomcat counts a connection in before its acceptor blocks in accept(): one too many
-        }, null, () -> (int) Math.max(0, p.getConnectionCount() - 1));
+        }, null, () -> endpoint.getConnections().size());
+    }
+
+    /** The protocol's endpoint (AbstractProtocol.getEndpoint is protected). */
+    private static AbstractEndpoint<?, ?> endpointOf(AbstractProtocol<?> p) {
+        try {
+            Method m = AbstractProtocol.class.getDeclaredMethod("getEndpoint");
+            m.setAccessible(true);
+            return (AbstractEndpoint<?, ?>) m.invoke(p);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("Tomcat's protocol has no endpoint to count connections", e);
+        }
     }
 
     public static void main(String[] args) throws IOException {
