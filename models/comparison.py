@@ -14,15 +14,17 @@ import numpy as np
 import pandas as pd
 
 from . import usl
+from .assess import assess, latency_sample, readings
 from .estimate import (
     MEASURED_COLUMNS,
     ServiceEstimate,
     as_float,
     estimate_service,
     ok_only,
-    predict_cell,
+    standard_error,
     threads_cores,
 )
+from .verdict import Sample
 
 __all__ = ["compare"]
 
@@ -48,6 +50,7 @@ _PER_TRIAL_PREFIXES = (
     "service_",
     "throughput_",
     "startup_",
+    "probe_",
     "invalid_",
     "success_",
     "measure_",
@@ -59,6 +62,10 @@ _CONFIG = {
     "server_impl",
     "server_model",
     "concurrency_model",
+    "server_dispatch",
+    "server_dispatch_source",
+    "server_waits_block",
+    "keepalive",
     "server_threads",
     "server_backlog",
     "server_cores",
@@ -190,6 +197,60 @@ def _pooled_service(estimates: list[ServiceEstimate]) -> ServiceEstimate | None:
     return ServiceEstimate(mean, var / mean**2 if mean > 0 else math.nan, es[0].source, 0.0, n)
 
 
+def _row_samples(cr: pd.DataFrame) -> tuple[list[Sample], list[Sample] | None]:
+    """Per trial, the measured latencies [ms] (in one-second blocks of their intended send
+    time) and the Server-Timing svc values [ms] (None without them), for the bootstrap."""
+    lat, svc = [], []
+    keys = [k for k in ("cell_id", "trial") if k in cr.columns]
+    for _, t in cr.groupby(keys, sort=False) if keys else [(None, cr)]:
+        intended = t["intended_ns"].to_numpy() if "intended_ns" in t.columns else None
+        lat.append(latency_sample(t["latency_ns"].to_numpy(dtype=float) / 1e6, intended))
+        if "svc_ms" in t.columns and t["svc_ms"].notna().sum() >= 2:
+            svc.append(Sample.of_values(t["svc_ms"].to_numpy(dtype=float)))
+    return lat, (svc or None)
+
+
+def probe_service(row) -> ServiceEstimate | None:
+    """S from the run-time probe's single-user requests (probe_service_ms, its standard error
+    and SCV, orchestrator/measure/dispatch_probe.py), None without them. The probe times a
+    request from send to answer, so the round trip is inside S."""
+    s_ms = as_float(row.get("probe_service_ms"))
+    if not s_ms > 0:
+        return None
+    se = as_float(row.get("probe_service_se_ms"))
+    n = int(as_float(row.get("probe_requests"), 0.0))
+    return ServiceEstimate(
+        s_ms / 1e3,
+        as_float(row.get("probe_service_scv"), 1.0),
+        "single_user_probe",
+        0.0,
+        n,
+        mean_se_s=se / 1e3 if se > 0 else math.nan,
+    )
+
+
+def utilization_law_service(trials: pd.DataFrame) -> ServiceEstimate | None:
+    """S by the utilization law for a CPU-bound server: CPU seconds per request,
+    server_cpu_pct / 100 / throughput_rps, per trial; its standard error over trials (NaN
+    with one). None without CPU readings. The SCV is unknown and taken as 1."""
+    if not {"server_cpu_pct", "throughput_rps"} <= set(trials.columns):
+        return None
+    cpu = pd.to_numeric(trials["server_cpu_pct"], errors="coerce").to_numpy(dtype=float)
+    x = pd.to_numeric(trials["throughput_rps"], errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(cpu) & np.isfinite(x) & (x > 0) & (cpu > 0)
+    if not ok.any():
+        return None
+    per = cpu[ok] / 100.0 / x[ok]
+    return ServiceEstimate(
+        float(per.mean()),
+        1.0,
+        "utilization_law",
+        0.0,
+        int(ok.sum()),
+        mean_se_s=standard_error(per) if per.size > 1 else math.nan,
+    )
+
+
 def compare(
     trials_df: pd.DataFrame,
     requests_df: pd.DataFrame | None,
@@ -239,18 +300,22 @@ def compare(
         }
         out["trials"] = len(g)
         out["measured_throughput_rps"] = float(g["throughput_rps"].mean())
+        cell_row = pd.Series({**first.to_dict(), **readings(g)})
         cr = None
         if reqs is not None:
             cr = reqs[(reqs["cell_id"] == cell) & reqs["trial"].isin(g["trial"])]
         m = (measures or {}).get(cell)
+        lat_samples = svc_samples = None
         if m is not None:
             out["measured_mean_ms"], out["measured_p99_ms"] = m["mean_ms"], m["p99_ms"]
+            lat_samples, svc_samples = m.get("latency_samples"), m.get("service_samples")
         elif cr is not None and len(cr):
             lat = cr["latency_ns"].to_numpy(dtype=float) / 1e6
             out["measured_mean_ms"], out["measured_p99_ms"] = (
                 float(lat.mean()),
                 float(np.percentile(lat, 99)),
             )
+            lat_samples, svc_samples = _row_samples(cr)
         else:
             out["measured_mean_ms"] = float(g["latency_mean_ms"].mean())
             out["measured_p99_ms"] = float(g["latency_p99_ms"].mean())
@@ -281,11 +346,21 @@ def compare(
         except ValueError:
             svc = None
         if svc is None:
+            svc = probe_service(cell_row) or utilization_law_service(g)
+        if svc is None:
             out["model"] = "no service estimate"
+            out["verdict"] = "no prediction"
+            out["verdict_why"] = (
+                "no service estimate: no Server-Timing, no single-user trial or probe, "
+                "no CPU reading"
+            )
             rows.append(out)
             continue
+        if svc.source != "server_timing":
+            svc_samples = None  # the samples are Server-Timing's; this S came from elsewhere
         out.update(
             service_mean_ms=svc.mean_s * 1e3,
+            service_se_ms=svc.mean_se_s * 1e3,
             service_scv=svc.scv,
             service_source=svc.source,
             overhead_ms=svc.overhead_s * 1e3,
@@ -295,11 +370,21 @@ def compare(
             db_share=svc.db_share,
         )
         try:
-            p = predict_cell(first, svc)
+            a = assess(
+                cell_row,
+                svc,
+                out["measured_mean_ms"],
+                out["measured_p99_ms"],
+                lat_samples,
+                svc_samples,
+            )
         except ValueError as e:
             out["model"] = f"error: {e}"
+            out["verdict"] = "no prediction"
+            out["verdict_why"] = str(e)
             rows.append(out)
             continue
+        p = a.pop("prediction")
         out.update(
             model=p["model"],
             servers=p["servers"],
@@ -311,6 +396,7 @@ def compare(
             pred_utilization=p["utilization"],
             err_mean=_rel(p["mean_ms"], out["measured_mean_ms"]),
             err_p99=_rel(p["p99_ms"], out["measured_p99_ms"]),
+            **a,
         )
         for key, v in p["candidates"].items():
             out[f"pred_{key}_mean_ms"], out[f"pred_{key}_p99_ms"] = v["mean_ms"], v["p99_ms"]

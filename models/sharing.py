@@ -176,6 +176,8 @@ def lps(
     # arrivals behind the tagged request, are below TRUNCATION_MASS
     n_max = k + int(math.ceil(math.log(TRUNCATION_MASS) / math.log(rho))) if rho > 0 else k
     n_max = max(n_max, k + 1)
+    if threads > n_max:  # more threads than requests ever in the system: no limit
+        threads = math.inf
     w_max = n_max if math.isfinite(threads) else 0
     P, alpha, rate = _chain(lam, mu, k, threads, n_max, w_max)
     PT = P.T.tocsr()

@@ -65,7 +65,11 @@ class Station:
     mean_service_s: E[S], seconds of service per request.
     service_scv: squared coefficient of variation of S (1: exponential, 0: fixed).
     capacity: K, the most requests in the station (in service + queued); inf: unbounded.
-    overhead_s: fixed time outside the station added to every response time.
+    overhead_s: fixed time outside the station added to every response time (to
+        percentiles; to means too unless overhead_mean_s is given).
+    overhead_mean_s: the overhead's mean, added to means and held by a pinned connection
+        (NaN: overhead_s). A skewed overhead (a few slow connects) has its mean well above
+        its median: means add means, a percentile shifts by the typical (median) delay.
     cores: processor_sharing: k, the CPUs the threads share (k < servers); inf elsewhere.
     connections: L keep-alive connections the load holds (None: a new connection per
         request). A closed loop holds one per user, whatever L says.
@@ -82,6 +86,7 @@ class Station:
     cores: float = math.inf
     connections: int | None = None
     loops: int = 1
+    overhead_mean_s: float = math.nan
 
     def __post_init__(self) -> None:
         if self.dispatch not in DISPATCHES:
@@ -101,6 +106,8 @@ class Station:
             raise ValueError(f"service_scv must be >= 0, got {self.service_scv!r}")
         if not (math.isfinite(self.overhead_s) and self.overhead_s >= 0):
             raise ValueError(f"overhead_s must be >= 0, got {self.overhead_s!r}")
+        if not (math.isnan(self.overhead_mean_s) or self.overhead_mean_s >= 0):
+            raise ValueError(f"overhead_mean_s must be >= 0, got {self.overhead_mean_s!r}")
         if not (self.cores == math.inf or (self.cores >= 1 and self.cores == int(self.cores))):
             raise ValueError(f"cores must be an integer >= 1 or inf, got {self.cores!r}")
         if self.dispatch == "processor_sharing" and not math.isfinite(self.cores):
@@ -115,6 +122,11 @@ class Station:
     @property
     def exponential(self) -> bool:
         return abs(self.service_scv - 1.0) <= EXPONENTIAL_SCV_TOLERANCE
+
+    @property
+    def mean_overhead_s(self) -> float:
+        """The overhead added to means: overhead_mean_s, or overhead_s when not given."""
+        return self.overhead_s if math.isnan(self.overhead_mean_s) else self.overhead_mean_s
 
     @property
     def pinned(self) -> bool:
@@ -144,7 +156,7 @@ class Station:
             threads = c if L is None else min(c, L)
             return ("shared", threads, s, scv)
         if L is not None and L <= c and (self.dispatch == "per_connection" or L < c):
-            hold = s + self.overhead_s
+            hold = s + self.mean_overhead_s
             return ("client", L, hold, scv * (s / hold) ** 2)
         return ("server", c, s, scv)
 
@@ -175,59 +187,66 @@ class Station:
             c = min(c, int(self.cores))
         return c / hold
 
-    def at(self, rate_rps: float) -> queues.QueueResult:
+    def at(self, rate_rps: float, scv_tolerance: float = EXPONENTIAL_SCV_TOLERANCE):
         """The open model at an arrival rate (Poisson arrivals); for several loops, one loop
-        (at rate / loops). Raises ValueError when the rate is not below max_rate() and the
-        station has no finite capacity."""
+        (at rate / loops). A holding time whose SCV is within scv_tolerance of 1 is taken as
+        exponential (M/M/c, whose sojourn-time distribution is exact); otherwise M/G/c. Raises
+        ValueError when the rate is not below max_rate() and the station has no finite
+        capacity."""
         if self.dispatch == "event_loop":
             lam, s = rate_rps / self.loops, self.mean_service_s
-            if self.exponential:
+            if abs(self.service_scv - 1.0) <= scv_tolerance:
                 return queues.mmc(lam, 1.0 / s, 1)
             return queues.mg1(lam, s, self.service_scv)
         where, c, s, scv = self._queue()
+        exp = abs(scv - 1.0) <= scv_tolerance
         if self.dispatch == "processor_sharing" and c > self.cores:
             k = int(self.cores)
-            if abs(scv - 1.0) <= EXPONENTIAL_SCV_TOLERANCE:
+            if exp:
                 return sharing.lps(rate_rps, 1.0 / s, k, c)
             return queues.mgc(rate_rps, s, k, scv) if k > 1 else queues.mg1(rate_rps, s, scv)
         if math.isfinite(self.capacity) and where == "server":
             return queues.mmck(rate_rps, 1.0 / s, c, self.capacity)
-        if abs(scv - 1.0) <= EXPONENTIAL_SCV_TOLERANCE:
+        if exp:
             return queues.mmc(rate_rps, 1.0 / s, c)
         if c == 1:
             return queues.mg1(rate_rps, s, scv)
         return queues.mgc(rate_rps, s, c, scv)
 
-    def _outside_s(self) -> float:
-        """The overhead added to a response time: none where the queue's holding time holds it."""
+    def _outside_s(self, mean: bool = False) -> float:
+        """The overhead added to a response time (its mean for means): none where the queue's
+        holding time holds it."""
+        oh = self.mean_overhead_s if mean else self.overhead_s
         if self.dispatch == "event_loop":
-            return self.overhead_s
-        return 0.0 if self._queue()[0] == "client" else self.overhead_s
+            return oh
+        return 0.0 if self._queue()[0] == "client" else oh
 
     def mean_response_s(self, rate_rps: float) -> float:
         """E[T] at a rate, the overhead included."""
-        return self.at(rate_rps).mean_response + self._outside_s()
+        return self.at(rate_rps).mean_response + self._outside_s(mean=True)
 
-    def has_percentiles(self) -> bool:
+    def has_percentiles(self, scv_tolerance: float = EXPONENTIAL_SCV_TOLERANCE) -> bool:
         """Whether response_percentile_s is exact for this station (a closed-form or exactly
-        computed sojourn-time distribution): M/M/c and M/M/c/K under FCFS, M/M/k-LPS."""
-        if self.dispatch == "event_loop":
-            return self.exponential
-        scv = self._queue()[3]
-        return abs(scv - 1.0) <= EXPONENTIAL_SCV_TOLERANCE
+        computed sojourn-time distribution): M/M/c and M/M/c/K under FCFS, M/M/k-LPS. A
+        wider scv_tolerance accepts a near-exponential holding time as exponential (an
+        approximation: the percentile of the M/M/c with the same mean)."""
+        scv = self.service_scv if self.dispatch == "event_loop" else self._queue()[3]
+        return abs(scv - 1.0) <= scv_tolerance
 
-    def response_percentile_s(self, rate_rps: float, q: float) -> float:
+    def response_percentile_s(
+        self, rate_rps: float, q: float, scv_tolerance: float = EXPONENTIAL_SCV_TOLERANCE
+    ) -> float:
         """The q-th percentile (0 < q < 100) of the response time at a rate, the overhead
         included. Raises NotImplementedError where no closed form exists (see
         has_percentiles)."""
         if not 0.0 < q < 100.0:
             raise ValueError(f"percentile q must be in (0, 100), got {q!r}")
-        if not self.has_percentiles():
+        if not self.has_percentiles(scv_tolerance):
             raise NotImplementedError(
                 f"{self.name}: no closed-form response-time distribution for SCV "
                 f"{self.service_scv:.2f}; only the mean is predicted"
             )
-        return self.at(rate_rps).response_percentile(q / 100.0) + self._outside_s()
+        return self.at(rate_rps, scv_tolerance).response_percentile(q / 100.0) + self._outside_s()
 
     def latency_s(self, rate_rps: float, stat: str) -> float:
         """`mean` or a percentile named `pNN` / `pNN.N` (p99, p99.9, p50), at a rate."""
@@ -240,7 +259,7 @@ class Station:
         by its dispatch, the overhead as a delay station. A pinned per-connection station
         (keep-alive, ``connections`` not None) serves each of its first c users on a worker
         of their own; users beyond c never get one: their response time is inf."""
-        s, oh = self.mean_service_s, self.overhead_s
+        s, oh = self.mean_service_s, self.mean_overhead_s
         if self.dispatch == "event_loop" and self.loops > 1:
             return _split_loops(s, oh, self.loops, users, think_s)
         if self.dispatch == "per_connection" and self.connections is not None:

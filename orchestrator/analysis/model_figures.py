@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from models import estimate, usl
+from models import predict, usl
 
 from .figures import (
     Figure,
@@ -47,7 +47,7 @@ def _curve(rows: pd.DataFrame, x: str, service) -> tuple[np.ndarray, dict[str, t
         r = base.copy()
         r[driver] = d
         try:
-            p = estimate.predict_cell(r, service)
+            p = predict.predict_cell(r, service)
         except ValueError:
             continue
         for key, c in p["candidates"].items():

@@ -16,15 +16,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from models import comparison, estimate, usl
+from models import assess, comparison, estimate, usl
 
 from ..results import Run, load, write_json
 from ..results.schema import configuration_columns
 from .histograms import cell_measures
 from .views import analysis_trials, cell_labels
 
-# Measurement columns models.comparison.compare reads. The rest (start-up time, self-check
-# readings, CPU...) differs per trial and is left out of the table it is given.
+# Measurement columns models.comparison.compare reads, besides the readings the verdicts and
+# the bottleneck use (models.assess.EVIDENCE_COLUMNS, errors_*, probe_*). The rest (start-up
+# time, the other self-checks...) differs per trial and is left out of the table it is given.
 MEASURED_COLUMNS = [
     "throughput_rps",
     "latency_mean_ms",
@@ -49,11 +50,14 @@ def queueing_table(run: Run) -> pd.DataFrame:
         return pd.DataFrame()
     trials, fallback = analysis_trials(run.trials)
     config = configuration_columns(trials, run.axes)
-    keep = list(
-        dict.fromkeys(
-            ["cell_id", "trial", *config] + [c for c in MEASURED_COLUMNS if c in trials.columns]
-        )
-    )
+    readings = [
+        c
+        for c in trials.columns
+        if c in MEASURED_COLUMNS
+        or c in assess.EVIDENCE_COLUMNS
+        or c.startswith(("errors_", "probe_", "latency_p99_ci_"))
+    ]
+    keep = list(dict.fromkeys(["cell_id", "trial", *config, *readings]))
     table = comparison.compare(
         trials[keep], None, config_columns=config, measures=cell_measures(run, trials)
     )

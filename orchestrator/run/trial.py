@@ -24,11 +24,12 @@ from loadgen import stats as lstats
 from loadgen.records import stream_batches
 from loadgen.spec import EXIT_CANNOT_WRITE
 
+from ..experiment.catalogue import BLOCKING_LOOPS, dispatch_of
 from ..experiment.load import to_load_spec, trial_seed
 from ..experiment.network import Network
 from ..experiment.plan import Cell, Plan
 from ..experiment.servers import BundledServer
-from ..measure import kernel_tcp, live, noise, profiler
+from ..measure import dispatch_probe, kernel_tcp, live, noise, profiler
 from ..measure.sampler import ResourceSampler
 from ..netem import make_injector
 from ..proc.process import spawn, tail, terminate
@@ -53,20 +54,39 @@ def describe(cell: Cell) -> dict:
     s = cell.server
     bundled_ = isinstance(s, BundledServer)
     cpus = cell.placement.server_cpu_list
+    if bundled_:
+        dispatch, source = dispatch_of(s.impl, s.concurrency_model), "catalogue"
+        blocks = (s.impl, s.concurrency_model) in BLOCKING_LOOPS
+    else:
+        dispatch, source = s.dispatch or "", "declared" if s.dispatch else ""
+        blocks = False  # a declared event loop does not block (models/cell_station.py)
     return {
         "server_impl": s.impl if bundled_ else "cmd",
         "concurrency_model": s.concurrency_model if bundled_ else "",
+        "server_dispatch": dispatch,
+        "server_dispatch_source": source,
+        "server_waits_block": blocks,
         "server_threads": s.threads if bundled_ else (s.threads or math.nan),
         "server_backlog": s.backlog if bundled_ else math.nan,
         "server_cores": len(cpus) if cpus else len(os.sched_getaffinity(0)),
         "load_mode": cell.load.mode,
         "load_driver": cell.load.driver_label,
         "connections": cell.load.connections,
+        "keepalive": cell.load.keepalive,
         "think_time_s": cell.load.think_time_s,
         "window_s": cell.load.window_s,
         "work_spin_us": cell.workload.spin_us,
         "work_sleep_us": cell.workload.sleep_us,
     }
+
+
+def needs_probe(cell: Cell) -> bool:
+    """A `cmd` server that declares neither `dispatch:` nor `threads:` (either missing) is
+    probed before each trial (measure/dispatch_probe.py), when the load speaks HTTP."""
+    s = cell.server
+    if isinstance(s, BundledServer) or cell.load.driver != "http":
+        return False
+    return s.dispatch is None or s.threads is None
 
 
 def network_row(net: Network, injector, probes: list) -> tuple[dict, list[str]]:
@@ -275,6 +295,7 @@ def execute_trial(
         make_injector(net, seed=seed, cpus=cell.placement.injector_cpus) if net.shapes else None
     )
     probes: list = []
+    probed: dict = {}
     loadgen_proc = None
     sampler = None
     server = None
@@ -298,6 +319,8 @@ def execute_trial(
         server.start()
         startup_s = server.wait_ready()
         host, port = server.host, server.port
+        if needs_probe(cell):  # directly, before any injected delay and the load
+            probed = dispatch_probe.probe(host, port, cell.workload.target).row()
         if injector is not None:
             host, port = injector.start(server.host, server.port)
             probes.append(("before", injector.probe(), injector.state_now()))
@@ -380,6 +403,7 @@ def execute_trial(
         **describe(cell),
         "seed": seed,
         "startup_s": startup_s,
+        **probed,
     }
     net_row, reasons = network_row(net, injector, probes)
     row.update(net_row)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import comparison, estimate, usl
+from models import comparison, estimate, predict, usl
 from models.estimate import ServiceEstimate
 
 MS = 1_000_000  # ns per ms
@@ -241,7 +241,7 @@ def test_usl_peak_private_helper_edge_cases():
 
 def test_predict_cell_unaffected_by_measured_column():
     svc = ServiceEstimate(mean_s=0.001, scv=1.0, source="server_timing")
-    p = estimate.predict_cell(
+    p = predict.predict_cell(
         dict(
             load_mode="open",
             target_rate=500.0,
