@@ -27,7 +27,7 @@ from .estimate import ServiceEstimate
 from .predict import predict_cell
 from .verdict import Interval, Sample
 
-__all__ = ["readings", "assess", "SUMMED", "EVIDENCE_COLUMNS"]
+__all__ = ["readings", "assess", "predict_with_band", "SUMMED", "EVIDENCE_COLUMNS"]
 
 # per-trial readings that are counts over the trial: a cell's is their sum
 SUMMED = (
@@ -112,18 +112,12 @@ def _measured_intervals(row, samples: Sequence[Sample] | None) -> tuple[Interval
     return Interval(math.nan, math.nan), p99
 
 
-def assess(
-    row,
-    service: ServiceEstimate,
-    measured_mean_ms: float,
-    measured_p99_ms: float,
-    latency_samples: Sequence[Sample] | None = None,
-    service_samples: Sequence[Sample] | None = None,
-) -> dict:
-    """The prediction of one cell, its band, the verdicts and the bottleneck (module
-    docstring). `row` is the cell's configuration with its readings (readings()).
-    latency_samples: per trial, the measured latencies [ms]; service_samples: per trial,
-    the Server-Timing svc values [ms]. Raises ValueError when no model applies (predict_cell)."""
+def predict_with_band(
+    row, service: ServiceEstimate, service_samples: Sequence[Sample] | None = None
+) -> tuple[dict, dict[str, Interval], str]:
+    """predict_cell for the row and the band of its mean and p99 (verdict.band over S, the
+    overhead and the arrival rate), and where S's interval came from (bootstrap | se |
+    unknown). Raises ValueError when no model applies."""
     row = pd.Series(row) if isinstance(row, dict) else row
     p = predict_cell(row, service)
     mode = str(row.get("load_mode", "open"))
@@ -153,11 +147,30 @@ def assess(
     rate_iv = Interval(math.nan, math.nan)
     if mode != "closed" and rate > 0 and n > 0:
         rate_iv = Interval(rate * (1 - 1.96 / math.sqrt(n)), rate * (1 + 1.96 / math.sqrt(n)))
-    params = {
-        "S": (service.mean_s, s_iv),
-        "dOH": (0.0, oh_iv),
-        "rate": (rate, rate_iv),
-    }
+    params = {"S": (service.mean_s, s_iv), "dOH": (0.0, oh_iv), "rate": (rate, rate_iv)}
+    bands = {}
+    for i, (stat, pred) in enumerate((("mean", p["mean_ms"]), ("p99", p["p99_ms"]))):
+        if math.isfinite(pred):
+            bands[stat] = verdict.band(lambda a, i=i: predict(a)[i], params)[1]
+        else:
+            bands[stat] = Interval(pred, pred)
+    return p, bands, s_src
+
+
+def assess(
+    row,
+    service: ServiceEstimate,
+    measured_mean_ms: float,
+    measured_p99_ms: float,
+    latency_samples: Sequence[Sample] | None = None,
+    service_samples: Sequence[Sample] | None = None,
+) -> dict:
+    """The prediction of one cell, its band, the verdicts and the bottleneck (module
+    docstring). `row` is the cell's configuration with its readings (readings()).
+    latency_samples: per trial, the measured latencies [ms]; service_samples: per trial,
+    the Server-Timing svc values [ms]. Raises ValueError when no model applies (predict_cell)."""
+    row = pd.Series(row) if isinstance(row, dict) else row
+    p, bands, s_src = predict_with_band(row, service, service_samples)
     mean_iv_meas, p99_iv_meas = _measured_intervals(row, latency_samples)
     failed = float(row.get("error_rate", 0.0) or 0.0)
     if not math.isfinite(failed):
@@ -173,16 +186,11 @@ def assess(
         "service_interval": s_src,
     }
     stats = {}
-    for i, (stat, pred, meas, meas_iv) in enumerate(
-        (
-            ("mean", p["mean_ms"], measured_mean_ms, mean_iv_meas),
-            ("p99", p["p99_ms"], measured_p99_ms, p99_iv_meas),
-        )
+    for stat, pred, meas, meas_iv in (
+        ("mean", p["mean_ms"], measured_mean_ms, mean_iv_meas),
+        ("p99", p["p99_ms"], measured_p99_ms, p99_iv_meas),
     ):
-        if math.isfinite(pred):
-            _, b = verdict.band(lambda a, i=i: predict(a)[i], params)
-        else:
-            b = Interval(pred, pred)
+        b = bands[stat]
         v = verdict.judge(stat, pred, b, meas, meas_iv, p["broken"], failed, evidence)
         stats[stat] = v
         out[f"pred_{stat}_low_ms"], out[f"pred_{stat}_high_ms"] = b.low, b.high
@@ -200,22 +208,14 @@ def assess(
         )
         out["verdict_why"] = next((v.why for v in stats.values() if v.why), "")
         out["verdict_causes"] = ""
-    utils = bottleneck.utilisations(
-        {**row.to_dict(), "measured_mean_ms": measured_mean_ms},
-        service,
-        p["servers"],
-        p["db_servers"],
-    )
+    readings_row = {**row.to_dict(), "measured_mean_ms": measured_mean_ms}
+    utils = bottleneck.utilisations(readings_row, service, p["servers"], p["db_servers"])
     top = bottleneck.bottleneck(utils)
     out["bottleneck"] = top.resource if top else "none"
     out["bottleneck_line"] = bottleneck.bottleneck_line(utils)
     for u in utils:
         out[f"util_{u.resource.replace(' ', '_')}"] = u.value
-    out["law_checks"] = "; ".join(
-        bottleneck.law_checks(
-            {**row.to_dict(), "measured_mean_ms": measured_mean_ms}, service, p["servers"]
-        )
-    )
+    out["law_checks"] = "; ".join(bottleneck.law_checks(readings_row, service, p["servers"]))
     return {"prediction": p, **out}
 
 

@@ -300,7 +300,10 @@ def compare(
         }
         out["trials"] = len(g)
         out["measured_throughput_rps"] = float(g["throughput_rps"].mean())
-        cell_row = pd.Series({**first.to_dict(), **readings(g)})
+        cell_readings = readings(g)
+        out.update({k: v for k, v in cell_readings.items() if k not in MEASURED_COLUMNS})
+        out["error_rate"] = cell_readings.get("error_rate", math.nan)
+        cell_row = pd.Series({**first.to_dict(), **cell_readings})
         cr = None
         if reqs is not None:
             cr = reqs[(reqs["cell_id"] == cell) & reqs["trial"].isin(g["trial"])]
@@ -361,6 +364,8 @@ def compare(
         out.update(
             service_mean_ms=svc.mean_s * 1e3,
             service_se_ms=svc.mean_se_s * 1e3,
+            service_n=svc.n,
+            overhead_se_ms=svc.overhead_se_s * 1e3,
             service_scv=svc.scv,
             service_source=svc.source,
             overhead_ms=svc.overhead_s * 1e3,

@@ -374,9 +374,12 @@ def causes(row, station=None, service=None) -> list[str]:
     lg = _num(row, "loadgen_cpu_pct")
     late = _num(row, "send_lateness_p99_ms")
     mean = _num(row, "latency_mean_ms")
-    if lg >= 90 or (late > 0 and mean > 0 and late > 0.1 * mean):
+    if lg >= 90:
+        out.append(f"the load generator was saturated ({lg:.0f}% of a CPU)")
+    elif late > 0 and mean > 0 and late > 0.1 * mean:
         out.append(
-            f"the load generator was saturated ({lg:.0f}% CPU, send lateness p99 {late:.3g} ms)"
+            f"the load generator fell behind its schedule (send lateness p99 {late:.3g} ms, "
+            f"{lg:.0f}% of a CPU)"
         )
     quiet = row.get("quiet")
     if quiet is not None and str(quiet).lower() in ("false", "0"):

@@ -182,6 +182,8 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
     if p.experiment.models:
         with step("fitting queueing models"):
             _, table = queueing.fit_run(run_dir)
+        for line in queueing.cell_lines(table):  # each prediction with its verdict
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
         if not no_plots:
             with step("drawing the model figures"):
                 draw_models(results.load(run_dir), table, run_dir / "plots")

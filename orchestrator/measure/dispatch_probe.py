@@ -15,9 +15,11 @@ every step has a deadline, so a server that never answers costs at most PROBE_BU
    next waiting (PIN_WAIT x S1): it pins connections, and c is exact. Answered all the way to
    PIN_CONNECTIONS: not pinned.
 3. Parallelism (not pinned): BURST requests sent at once on new connections, BURSTS times.
-   With c workers and exponential service the last answer comes, on average, after
-   S1 ((K - c) / c + H_c) (H_c the harmonic number): c is solved from the measured ratio (for
-   a near-constant service time, ceil(K / c) S1). c >= K reads as "at least K".
+   With c workers and exponential service the j-th answer comes, on average, after
+   S1 sum_{m<j} 1 / min(K - m, c) (each gap an exponential of rate min(remaining, c) / S1):
+   c is solved from the measured mean answer time over S1 (less noisy than the last one's);
+   for a near-constant service time, answers come in rounds of c, S1 apart. c >= K reads as
+   "at least K".
 
 The dispatch it infers: pinned -> per_connection; one at a time -> event_loop (one worker:
 whatever it waits for holds it); several -> shared_queue with c threads. It cannot tell
@@ -40,7 +42,7 @@ SEQUENTIAL = 200
 PIN_CONNECTIONS = 33  # up to 32 workers told apart; more reads as "not pinned"
 PIN_WAIT = 20.0  # x S1: an unanswered request this long is waiting for a worker
 BURST = 16
-BURSTS = 3
+BURSTS = 5
 PROBE_BUDGET_S = 10.0
 SEQUENTIAL_BUDGET_S = 1.5  # step 1 stops after this long, however few answers it has
 MIN_WAIT_S = 0.2
@@ -151,25 +153,25 @@ class _Conn:
         self.sock.close()
 
 
-def _harmonic(c: int) -> float:
-    return sum(1.0 / i for i in range(1, c + 1))
+def expected_mean_ratio(c: int, k: int, scv: float = 1.0) -> float:
+    """E[mean answer time] / S1 of k requests sent at once to c FIFO workers: exponential
+    service (module docstring), or, for a near-constant one (scv < 0.5), rounds of c."""
+    if scv < 0.5:
+        return sum(math.ceil(j / c) for j in range(1, k + 1)) / k
+    total, t = 0.0, 0.0
+    for m in range(k):
+        t += 1.0 / min(k - m, c)
+        total += t
+    return total / k
 
 
 def parallelism(ratio: float, k: int, scv: float = 1.0) -> tuple[int, bool]:
-    """The servers c that make the last of k simultaneous requests finish `ratio` x S1 after
-    they were sent (module docstring); (c, True) when even c = k is slower than measured
-    (c >= k)."""
-    if scv < 0.5:  # near-constant service: ceil(k / c) rounds of S1
-        if ratio <= 1.0 + 1e-9:
-            return k, True
-        return max(1, min(k, math.ceil(k / ratio))), False
-
-    def expected(c: int) -> float:
-        return (k - c) / c + _harmonic(c) if c < k else _harmonic(k)
-
-    if ratio <= expected(k):
+    """The workers c whose expected mean answer time of k simultaneous requests, over S1,
+    is closest to `ratio` (expected_mean_ratio); (k, True) when even c = k is slower than
+    measured (c >= k)."""
+    if ratio <= expected_mean_ratio(k, k, scv):
         return k, True
-    best = min(range(1, k + 1), key=lambda c: abs(math.log(expected(c) / ratio)))
+    best = min(range(1, k + 1), key=lambda c: abs(math.log(expected_mean_ratio(c, k, scv) / ratio)))
     return best, False
 
 
@@ -219,17 +221,17 @@ def probe(host: str, port: int, target: str, budget_s: float = PROBE_BUDGET_S) -
     for _ in range(BURSTS):
         if time.monotonic() > deadline - k * s1 / 1e3:
             break
-        last = _burst(host, port, target, k, deadline)
-        if last is None:
+        mean = _burst(host, port, target, k, deadline)
+        if mean is None:
             break
-        ratios.append(last / s1)
+        ratios.append(mean / s1)
     if not ratios:
         notes.append("the burst got no answers in time")
         return ProbeResult("", None, s1, se, scv, n, timing, "; ".join(notes))
     ratio = sum(ratios) / len(ratios)
     c, at_least = parallelism(ratio, k, scv)
     notes.append(
-        f"{k} requests at once finished after {ratio:.2f} x S1: "
+        f"{k} requests at once were answered after {ratio:.2f} x S1 on average: "
         + (f"at least {k} served at once" if at_least else f"{c} served at once")
     )
     dispatch = "event_loop" if c == 1 else "shared_queue"
@@ -257,7 +259,7 @@ def _pinning(host, port, target, wait_s: float, deadline: float) -> int | None:
 
 
 def _burst(host, port, target, k: int, deadline: float) -> float | None:
-    """Send k requests at once on new connections; ms until the last answer (None: a
+    """Send k requests at once on new connections; the mean ms until each answer (None: a
     failure or the deadline)."""
     conns = []
     sel = selectors.DefaultSelector()
@@ -269,7 +271,7 @@ def _burst(host, port, target, k: int, deadline: float) -> float | None:
             c.send()
             c.sock.setblocking(False)
             sel.register(c.sock, selectors.EVENT_READ, c)
-        left = k
+        left, total_ns = k, 0
         while left:
             timeout = deadline - time.monotonic()
             if timeout <= 0:
@@ -277,9 +279,10 @@ def _burst(host, port, target, k: int, deadline: float) -> float | None:
             for key, _ in sel.select(timeout):
                 c = key.data
                 if c.poll():
+                    total_ns += time.perf_counter_ns() - t0
                     sel.unregister(c.sock)
                     left -= 1
-        return (time.perf_counter_ns() - t0) / 1e6
+        return total_ns / k / 1e6
     except (OSError, ConnectionError):
         return None
     finally:
