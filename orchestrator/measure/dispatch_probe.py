@@ -169,7 +169,7 @@ def parallelism(ratio: float, k: int, scv: float = 1.0) -> tuple[int, bool]:
     """The workers c whose expected mean answer time of k simultaneous requests, over S1,
     is closest to `ratio` (expected_mean_ratio); (k, True) when even c = k is slower than
     measured (c >= k)."""
-    if ratio <= expected_mean_ratio(k, k, scv):
+    if ratio <= expected_mean_ratio(k, k, scv) * (1 + 1e-9):
         return k, True
     best = min(range(1, k + 1), key=lambda c: abs(math.log(expected_mean_ratio(c, k, scv) / ratio)))
     return best, False
