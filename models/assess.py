@@ -50,6 +50,7 @@ EVIDENCE_COLUMNS = (
     "rtt_expected_ms",
     "latency_mean_ms",
     "server_gc_pause_total_ms",
+    "server_gc_pauses",
     "quiet",
     "noise_reasons",
     *SUMMED,
@@ -120,6 +121,8 @@ def predict_with_band(
     unknown). Raises ValueError when no model applies."""
     row = pd.Series(row) if isinstance(row, dict) else row
     p = predict_cell(row, service)
+    if p["choice"].service is not service:  # the station took another estimate (sharing)
+        service, service_samples = p["choice"].service, None
     mode = str(row.get("load_mode", "open"))
     rate = float(row.get("target_rate", math.nan) or math.nan)
 

@@ -24,9 +24,13 @@ The parameters, and their sources, in the order they are looked for:
   column (their models did not look at connections either).
 - event loops: one loop per thread (``loops``) for a loop-per-thread server (C `epoll`), one
   for `async`; time the request waits without holding its loop (``server_waits_block`` false:
-  a non-blocking sleep or query, the share 1 - f of S) is outside the queue (an overhead).
+  a non-blocking sleep or query, the share 1 - f of S) is outside the queue (an overhead). An
+  event loop the probe inferred was seen serving one request at a time: all of S queues.
 - service time S, its SCV, the overhead and their standard errors: the ServiceEstimate given
   (estimate.py: Server-Timing, a single-user probe, or the utilization law; its ``source``).
+  Processor sharing takes the CPU demand instead (CPU seconds per request, the utilization
+  law, when the run read the server's CPU): Server-Timing's svc is wall time, stretched by the
+  wait for a core.
 
 Nothing here reads files: the caller (comparison.compare, the capacity search) hands in the
 row with the cell's mean readings (server_cpu_pct, throughput_rps) when it has them.
@@ -141,6 +145,23 @@ def _connections(row) -> int | None:
     return int(n) if n >= 1 else None
 
 
+def _cpu_demand(row, service: ServiceEstimate) -> tuple[ServiceEstimate, str]:
+    """A processor-sharing station's service estimate: the CPU demand per request.
+    Server-Timing's svc is wall time, which under sharing includes the wait for a core (two
+    threads on one core take twice as long each), so with a CPU reading the demand is the
+    utilization law's CPU seconds per request (its relative standard error taken as S's).
+    Any other estimate is kept: a single-user one timed one request alone, with no sharing."""
+    cpu_pct, x = as_float(row.get("server_cpu_pct")), as_float(row.get("throughput_rps"))
+    if service.source != "server_timing" or not (cpu_pct > 0 and x > 0):
+        return service, ""
+    demand = cpu_pct / 100.0 / x
+    rel_se = service.mean_se_s / service.mean_s if service.mean_s > 0 else math.nan
+    cpu = dataclasses.replace(
+        service, mean_s=demand, source="utilization_law", mean_se_s=demand * rel_se, gap_s=0.0
+    )
+    return cpu, f"; S = {demand * 1e3:.3g} ms of CPU per request (utilization law)"
+
+
 def station_for(row, service: ServiceEstimate) -> StationChoice:
     """The station of one cell (a trials row, or a compare row with the cell's mean
     readings) for a service estimate. See the module docstring for every rule. Raises
@@ -161,7 +182,9 @@ def station_for(row, service: ServiceEstimate) -> StationChoice:
             capacity = threads + backlog
     if dispatch == "event_loop":
         loops = int(threads) if math.isfinite(threads) else 1
-        blocks = _flag(row, "server_waits_block")
+        # a probed "event loop" is a server seen serving one request at a time: whatever it
+        # waits for holds it
+        blocks = _flag(row, "server_waits_block") or dsrc == "probe"
         queued = 1.0 if blocks else f
         delay = S * (1.0 - queued)
         station = Station(
@@ -184,17 +207,18 @@ def station_for(row, service: ServiceEstimate) -> StationChoice:
     pinned = dispatch == "per_connection" and L is not None and L > threads
     if f >= CPU_BOUND_SHARE and math.isfinite(cores) and in_flight > cores and not pinned:
         T = int(threads) if math.isfinite(threads) else (L or UNLIMITED_SERVERS)
+        service, why_s = _cpu_demand(row, service)
         station = Station(
             "processor_sharing",
             T,
-            S,
+            service.mean_s,
             scv,
             overhead_s=overhead,
             overhead_mean_s=overhead_mean,
             cores=int(cores),
             connections=L,
         )
-        why = f"{tsrc} share {int(cores)} core(s) (CPU-bound: processor sharing)"
+        why = f"{tsrc} share {int(cores)} core(s) (CPU-bound: processor sharing){why_s}"
         return StationChoice(station, declared, dsrc, why, service, math.inf, f, fsrc)
     c, why = threads, tsrc
     if f >= MIXED_CPU_SHARE and math.isfinite(cores):

@@ -390,6 +390,15 @@ def compare(
             rows.append(out)
             continue
         p = a.pop("prediction")
+        used = p["choice"].service
+        if used is not svc:  # processor sharing: the CPU demand, not svc's wall time
+            out.update(
+                service_wall_mean_ms=svc.mean_s * 1e3,
+                service_mean_ms=used.mean_s * 1e3,
+                service_se_ms=used.mean_se_s * 1e3,
+                service_source=used.source,
+                worker_gap_ms=used.gap_s * 1e3,
+            )
         out.update(
             model=p["model"],
             servers=p["servers"],

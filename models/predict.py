@@ -88,9 +88,7 @@ def _station_key(choice: StationChoice) -> str:
     """The candidate key the chosen station goes under: the server-side name when it is
     that model (a shared queue, the accept queue), else `station`."""
     st = choice.station
-    if st.dispatch in ("shared_queue", "per_connection") and effective_servers(choice) == float(
-        st.servers
-    ):
+    if st.dispatch in ("shared_queue", "per_connection") and not st.queue_in_client():
         return "mgc" if abs(st.service_scv - 1.0) > SCV_FAR_FROM_ONE else "mmc"
     return "station"
 

@@ -148,6 +148,10 @@ class Station:
             )
         return None
 
+    def queue_in_client(self) -> bool:
+        """Whether the queue forms in the client (keep-alive connections are the servers)."""
+        return self.dispatch != "event_loop" and self._queue()[0] == "client"
+
     def _queue(self) -> tuple[str, int, float, float]:
         """The queue that forms: (where, servers, holding time [s], its SCV). Where a connection
         is the server (the client's queue), it is held for the service and the overhead."""

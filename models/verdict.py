@@ -17,8 +17,9 @@ prediction is
 - ``rejected`` when they do not, or when the model's assumptions do not hold in the run (a
   station that says it is ``broken``: connections pinned to fewer workers), or when more than
   FAILED_MATTERS of the requests failed (the measured latency is then of the survivors);
-- ``inconclusive`` when they overlap but the band is wider than the precision asked of the
-  models (GOAL: 10 % for a mean, 25 % for a p99): the run cannot tell;
+- ``inconclusive`` when they overlap but the band, or the measurement's interval, is wider
+  than the precision asked of the models (GOAL: 10 % for a mean, 25 % for a p99): the run
+  cannot tell;
 - ``no prediction`` when the model gives none (no p99 without a closed form, no service
   estimate).
 ``causes`` lists the evidence for a rejection: accept-queue overflows, failed requests, a
@@ -261,7 +262,8 @@ def judge(
         )
 
     if broken:
-        return verdict("rejected", "the model's assumptions do not hold", (broken, *evidence))
+        found = (broken, *(e for e in evidence if e != broken))
+        return verdict("rejected", "the model's assumptions do not hold", found)
     if predicted_ms == math.inf and math.isfinite(measured_ms):
         return verdict("rejected", "the model says overload (no steady state)", evidence)
     if not (math.isfinite(predicted_ms) and math.isfinite(measured_ms)):
@@ -285,6 +287,13 @@ def judge(
     half = max(predicted_ms - band_ms.low, band_ms.high - predicted_ms)
     if half > goal * predicted_ms:
         return verdict("inconclusive", f"the band is wider than +-{100 * goal:.0f}%")
+    half_meas = max(measured_ms - meas.low, meas.high - measured_ms)
+    if half_meas > goal * measured_ms:
+        return verdict(
+            "inconclusive",
+            f"the measurement's own interval is wider than +-{100 * goal:.0f}% "
+            "(too few requests or seconds to tell)",
+        )
     return verdict("held")
 
 

@@ -20,6 +20,7 @@ from models import assess, comparison, estimate, usl, whatif
 
 from ..results import Run, load, write_json
 from ..results.schema import configuration_columns
+from .gc_pauses import with_gc_columns
 from .histograms import cell_measures
 from .views import analysis_trials, cell_labels
 
@@ -49,13 +50,14 @@ def queueing_table(run: Run) -> pd.DataFrame:
     if run.trials.empty:
         return pd.DataFrame()
     trials, fallback = analysis_trials(run.trials)
+    trials = with_gc_columns(run, trials)
     config = configuration_columns(trials, run.axes)
     readings = [
         c
         for c in trials.columns
         if c in MEASURED_COLUMNS
         or c in assess.EVIDENCE_COLUMNS
-        or c.startswith(("errors_", "probe_", "latency_p99_ci_"))
+        or c.startswith(("errors_", "probe_", "latency_p99_ci_", "server_gc_"))
     ]
     keep = list(dict.fromkeys(["cell_id", "trial", *config, *readings]))
     table = comparison.compare(

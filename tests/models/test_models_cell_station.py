@@ -63,8 +63,18 @@ def test_the_dispatch_comes_from_the_row_then_the_probe_then_an_assumption():
         SVC,
     )
     assert (declared.dispatch, declared.dispatch_source) == ("per_connection", "catalogue")
-    probed = station_for(row(probe_dispatch="event_loop", server_threads=float("nan")), SVC)
+    probed = station_for(
+        row(
+            probe_dispatch="event_loop",
+            server_threads=float("nan"),
+            server_cpu_pct=2.0,
+            throughput_rps=300.0,
+        ),
+        SVC,
+    )
     assert (probed.dispatch, probed.dispatch_source) == ("event_loop", "probe")
+    # seen serving one at a time: its waits hold it, all of S queues (not only its CPU)
+    assert probed.station.mean_service_s == pytest.approx(0.004)
     assert station_for(row(), SVC).dispatch_source == "assumed"
     with pytest.raises(ValueError, match="dispatch"):
         station_for(row(server_dispatch="round_robin"), SVC)
@@ -110,3 +120,23 @@ def test_a_thread_per_connection_has_a_worker_for_every_request_in_flight():
     assert p["mean_ms"] == pytest.approx(4.0 + 0.1, rel=1e-3)  # no queue: S + overhead
     pinned = station_for({**r, "keepalive": True, "connections": 8}, SVC)
     assert pinned.station.broken is None and effective_servers(pinned) == 8
+
+
+def test_processor_sharing_takes_the_cpu_demand_not_the_stretched_wall_time_of_svc():
+    # two threads on one core: svc (wall time) 2 ms, but 300/s used 31% of the core
+    svc = ServiceEstimate(0.002, 1.0, "server_timing", mean_se_s=0.0001)
+    r = row(
+        server_threads=2,
+        server_cores=1,
+        work_spin_us=1000,
+        server_cpu_pct=31.0,
+        throughput_rps=300.0,
+    )
+    choice = station_for(r, svc)
+    assert choice.station.dispatch == "processor_sharing"
+    assert choice.station.mean_service_s == pytest.approx(0.31 / 300)
+    assert choice.service.source == "utilization_law"
+    assert choice.service.mean_se_s == pytest.approx(0.31 / 300 * 0.05)
+    # a single-user estimate timed one request alone: kept
+    alone = ServiceEstimate(0.001, 1.0, "single_user_probe")
+    assert station_for(r, alone).station.mean_service_s == 0.001

@@ -189,3 +189,8 @@ def test_a_server_pinning_more_keepalive_connections_than_workers_is_rejected_wi
     else:  # M/M/4 assumed: the readings point to the pinning
         assert row["model"] == "M/M/4"
         assert "connection pinning suspected" in row["verdict_causes"]
+
+
+def test_a_measurement_too_uncertain_to_tell_is_inconclusive_not_held():
+    v = judge("p99", 30.0, Interval(28.0, 32.0), 100.0, Interval(29.0, 160.0))
+    assert v.status == "inconclusive" and "measurement's own interval" in v.why
