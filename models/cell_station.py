@@ -26,6 +26,10 @@ The parameters, and their sources, in the order they are looked for:
   for `async`; time the request waits without holding its loop (``server_waits_block`` false:
   a non-blocking sleep or query, the share 1 - f of S) is outside the queue (an overhead). An
   event loop the probe inferred was seen serving one request at a time: all of S queues.
+- the overhead: its mean for means, its median for percentiles; where the queue is one
+  Server-Timing cannot see (the client's wait for a keep-alive connection, requests unread
+  while a loop blocks), the overhead measured holds that wait, so the station takes the
+  overhead of a request that waited nowhere (``overhead_floor_s``) instead.
 - service time S, its SCV, the overhead and their standard errors: the ServiceEstimate given
   (estimate.py: Server-Timing, a single-user probe, or the utilization law; its ``source``).
   Processor sharing takes the CPU demand instead (CPU seconds per request, the utilization
@@ -145,6 +149,13 @@ def _connections(row) -> int | None:
     return int(n) if n >= 1 else None
 
 
+def _floor(service: ServiceEstimate, otherwise: float) -> float:
+    """The overhead of a request that waited nowhere, where Server-Timing cannot see a
+    station's queue (the rest of the measured overhead is that wait, counted by the model)."""
+    floor = service.overhead_floor_s
+    return floor if math.isfinite(floor) else otherwise
+
+
 def _cpu_demand(row, service: ServiceEstimate) -> tuple[ServiceEstimate, str]:
     """A processor-sharing station's service estimate: the CPU demand per request.
     Server-Timing's svc is wall time, which under sharing includes the wait for a core (two
@@ -187,6 +198,8 @@ def station_for(row, service: ServiceEstimate) -> StationChoice:
         blocks = _flag(row, "server_waits_block") or dsrc == "probe"
         queued = 1.0 if blocks else f
         delay = S * (1.0 - queued)
+        if blocks:  # requests wait unread while the loop blocks: Server-Timing misses it
+            overhead = overhead_mean = _floor(service, overhead)
         station = Station(
             "event_loop",
             1,
@@ -243,6 +256,9 @@ def station_for(row, service: ServiceEstimate) -> StationChoice:
         overhead_mean_s=overhead_mean,
         connections=L,
     )
+    if station.queue_in_client():  # the client's wait for a connection is in the overhead
+        floor = _floor(service, overhead)
+        station = dataclasses.replace(station, overhead_s=floor, overhead_mean_s=floor)
     return StationChoice(station, declared, dsrc, why, service, capacity, f, fsrc)
 
 

@@ -366,6 +366,7 @@ def compare(
             service_se_ms=svc.mean_se_s * 1e3,
             service_n=svc.n,
             overhead_se_ms=svc.overhead_se_s * 1e3,
+            overhead_floor_ms=svc.overhead_floor_s * 1e3,
             service_scv=svc.scv,
             service_source=svc.source,
             overhead_ms=svc.overhead_s * 1e3,

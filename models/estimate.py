@@ -63,6 +63,7 @@ __all__ = [
     "MEASURED_COLUMNS",
 ]
 
+FLOOR_PERCENTILE = 5.0  # ServiceEstimate.overhead_floor_s
 SCV_FAR_FROM_ONE = 0.25  # |SCV - 1| above this: M/G/c for the mean, no p99 claimed
 MEASURED_COLUMNS = {
     "cell_id",
@@ -97,6 +98,10 @@ class ServiceEstimate:
     # NaN: no db_ms measured
     mean_se_s: float = math.nan  # standard error of mean_s (NaN: unknown)
     overhead_se_s: float = math.nan  # standard error of the overhead's mean (NaN: unknown)
+    # the overhead of a request that waited nowhere (its 5th percentile): where the station's
+    # queue is one Server-Timing cannot see (in the client, in a blocked loop's socket
+    # buffers), the rest of the overhead is that queue's wait (NaN: unknown)
+    overhead_floor_s: float = math.nan
 
     @property
     def db_share(self) -> float:
@@ -248,7 +253,7 @@ def estimate_service(
         s = has["svc_ms"].to_numpy(dtype=float) / 1e3
         labels = _trial_labels(has)
         overhead = overhead_mean = 0.0
-        overhead_se = math.nan
+        overhead_se = floor = math.nan
         if "queue_ms" in has.columns and (
             {"latency_ns", "service_ns", "sent_ns"} & set(has.columns)
         ):
@@ -258,6 +263,7 @@ def estimate_service(
             if finite.any():
                 overhead = max(float(np.median(extra[finite])), 0.0)
                 overhead_mean = max(float(extra[finite].mean()), 0.0)
+                floor = max(float(np.percentile(extra[finite], FLOOR_PERCENTILE)), 0.0)
                 overhead_se = standard_error(
                     extra[finite], None if labels is None else labels[finite]
                 )
@@ -281,6 +287,7 @@ def estimate_service(
             db,
             mean_se_s=standard_error(s, labels),
             overhead_se_s=overhead_se,
+            overhead_floor_s=floor,
         )
     single = _single_user_groups(df, trials_df)
     if len(single) < 2:

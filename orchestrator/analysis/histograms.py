@@ -185,9 +185,10 @@ def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
         m = sum(trial_means) / len(trial_means)
         spread = math.sqrt(sum((x - m) ** 2 for x in trial_means) / (len(trial_means) - 1))
         se_ms = max(se_ms, spread / math.sqrt(len(trial_means)))
-    over_se_ms = math.nan
+    over_se_ms = floor_ms = math.nan
     if over_h.total_count >= 2:
         over_se_ms = hdr.mean_std_ms(over_h)[1] / math.sqrt(over_h.total_count)
+        floor_ms = hdr.percentile_ms(over_h, estimate.FLOOR_PERCENTILE)
     return ServiceEstimate(
         mean_ms / 1e3,
         var_ms2 / mean_ms**2,
@@ -199,6 +200,7 @@ def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
         min(db_ms, mean_ms) / 1e3 if db_ms == db_ms else math.nan,
         mean_se_s=se_ms / 1e3,
         overhead_se_s=over_se_ms / 1e3,
+        overhead_floor_s=max(floor_ms, 0.0) / 1e3,
     )
 
 

@@ -79,6 +79,7 @@ def service_of(row: pd.Series) -> estimate.ServiceEstimate | None:
     oh_mean = row.get("overhead_mean_ms", math.nan)
     db = row.get("db_mean_ms", math.nan)  # /db: the figures predict the tandem the table did
     se, oh_se = row.get("service_se_ms", math.nan), row.get("overhead_se_ms", math.nan)
+    floor = row.get("overhead_floor_ms", math.nan)
     return estimate.ServiceEstimate(
         m / 1e3,
         float(row.get("service_scv", 1.0)),
@@ -90,6 +91,7 @@ def service_of(row: pd.Series) -> estimate.ServiceEstimate | None:
         db_mean_s=float(db) / 1e3 if isinstance(db, (int, float)) and db == db else math.nan,
         mean_se_s=float(se) / 1e3 if _finite(se) else math.nan,
         overhead_se_s=float(oh_se) / 1e3 if _finite(oh_se) else math.nan,
+        overhead_floor_s=float(floor) / 1e3 if _finite(floor) else math.nan,
     )
 
 

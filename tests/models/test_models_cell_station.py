@@ -140,3 +140,38 @@ def test_processor_sharing_takes_the_cpu_demand_not_the_stretched_wall_time_of_s
     # a single-user estimate timed one request alone: kept
     alone = ServiceEstimate(0.001, 1.0, "single_user_probe")
     assert station_for(r, alone).station.mean_service_s == 0.001
+
+
+def test_where_server_timing_cannot_see_the_queue_the_overhead_is_a_request_that_waited_nowhere():
+    # the overhead measured (latency - svc - queue) holds the client's wait for a keep-alive
+    # connection: median 3 ms, but a request that waited nowhere took 0.1 ms outside
+    svc = ServiceEstimate(
+        0.004,
+        1.0,
+        "server_timing",
+        overhead_s=0.003,
+        overhead_mean_s=0.006,
+        overhead_floor_s=0.0001,
+    )
+    pinned = station_for(
+        row(server_dispatch="per_connection", connections=2, keepalive=True, work_sleep_us=4000),
+        svc,
+    ).station
+    assert pinned.queue_in_client() and pinned.overhead_s == pinned.overhead_mean_s == 0.0001
+    # C epoll blocks in its sleeps: requests wait unread, outside Server-Timing's queue
+    loop = station_for(
+        row(
+            server_dispatch="event_loop",
+            server_waits_block=True,
+            concurrency_model="epoll",
+            server_threads=1,
+            work_sleep_us=4000,
+        ),
+        svc,
+    )
+    assert loop.station.overhead_s == 0.0001
+    # a shared queue at the server: Server-Timing sees the wait, the overhead stays
+    shared = station_for(
+        row(server_dispatch="shared_queue", connections=64, keepalive=True, work_sleep_us=4000), svc
+    ).station
+    assert (shared.overhead_s, shared.overhead_mean_s) == (0.003, 0.006)
