@@ -19,7 +19,10 @@ What is exact for exponential service (rate mu), Poisson arrivals (rate lambda <
   behind; in service, the m others in service and the w waiting. PASTA gives where it starts
   (the stationary M/M/k distribution). The survival function P(T > t) comes from
   uniformization (a Poisson-weighted sum of the chain's powers), so any percentile is exact
-  up to the truncation of j and w (probability mass below TRUNCATION_MASS).
+  up to the truncation of j (stationary mass below TRUNCATION_MASS) and of w (ten times the
+  mean number in the system, at least W_MIN, at most W_CAP). Above RHO_MAX the chain would
+  not fit: percentiles are taken as infinite there (the capacity search only needs to know
+  they are past any SLO).
 
 Times in seconds, rates per second. Functions raise ValueError naming the bad parameter.
 """
@@ -36,8 +39,10 @@ from . import queues
 
 __all__ = ["LPSResult", "lps"]
 
-TRUNCATION_MASS = 1e-9  # stationary mass (and arrivals behind) left out of the chain
+TRUNCATION_MASS = 1e-9  # stationary mass left out of the chain
 MAX_STEPS = 200_000  # uniformization steps before giving up (only near rho = 1)
+N_CAP, W_MIN, W_CAP = 4000, 50, 400  # the chain's bounds (rho up to ~0.995)
+RHO_MAX = 0.995  # above it, percentiles are taken as infinite (the chain would not fit)
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ class LPSResult(queues.QueueResult):
         t = float(t)
         if t <= 0:
             return 1.0
+        if self._survival is None:  # above RHO_MAX: not computed
+            return 1.0
         s = self._survival
         n = np.arange(len(s))
         x = self._uniform_rate * t
@@ -66,6 +73,8 @@ class LPSResult(queues.QueueResult):
             raise ValueError(f"percentile p must be in [0, 1), got {p!r}")
         if p == 0.0:
             return 0.0
+        if self._survival is None:
+            return math.inf  # above RHO_MAX the percentile is taken as infinite
         return queues._invert_sf(self.response_sf, 1.0 - p, self.mean_response)
 
 
@@ -85,75 +94,79 @@ def _stationary(lam: float, mu: float, k: int, n_max: int) -> np.ndarray:
 
 
 def _chain(lam: float, mu: float, k: int, threads: float, n_max: int, w_max: int):
-    """The tagged request's transient chain: (generator rows as a sparse matrix, initial
-    distribution, uniformization rate). States: in service (m others in service, w waiting
-    behind; w > 0 only when m = T - 1) and waiting (j ahead in the queue, w behind)."""
+    """The tagged request's transient chain: (P, the uniformized transition matrix over the
+    transient states, its initial distribution, the uniformization rate). States: in service
+    with m others (w = 0), in service with T - 1 others and w waiting behind, and waiting
+    with j ahead and w behind. Built with numpy, no Python loop over states."""
     unlimited = not math.isfinite(threads)
     T = n_max + 1 if unlimited else int(threads)
-    index: dict[tuple, int] = {}
+    W = 0 if unlimited else w_max
+    J = 0 if unlimited else max(n_max - T + 1, 0)
+    n_serv, n_full = T, W  # s(m, 0) m < T; s(T - 1, w) w = 1..W
+    base_q = n_serv + n_full
+    n = base_q + J * (W + 1)
 
-    def state(key: tuple) -> int:
-        if key not in index:
-            index[key] = len(index)
-        return index[key]
+    def s_idx(m, w):
+        return np.where(w == 0, m, T - 1 + w)
 
-    for m in range(T):
-        state(("s", m, 0))
-    if not unlimited:
-        for w in range(1, w_max + 1):
-            state(("s", T - 1, w))
-        for j in range(max(n_max - T + 1, 0)):
-            for w in range(w_max + 1):
-                state(("q", j, w))
+    def q_idx(j, w):
+        return base_q + j * (W + 1) + w
+
     rows, cols, vals = [], [], []
-    out_rate = np.zeros(len(index))
+    out = np.zeros(n)
 
-    def move(a: int, b: int, r: float) -> None:
-        rows.append(a)
-        cols.append(b)
-        vals.append(r)
-        out_rate[a] += r
+    def add(src, dst, rate, keep=None):
+        src, dst, rate = np.broadcast_arrays(src, dst, rate)
+        if keep is not None:
+            src, dst, rate = src[keep], dst[keep], rate[keep]
+        rows.append(src)
+        cols.append(dst)
+        vals.append(rate)
 
-    for key, i in index.items():
-        kind, x, w = key
-        if kind == "s":
-            m = x
-            share = mu * min(1.0, k / (m + 1))
-            out_rate[i] += share  # the tagged request finishes: absorbed
-            if m > 0:
-                if w > 0:
-                    move(i, index[("s", m, w - 1)], m * share)
-                else:
-                    move(i, index[("s", m - 1, 0)], m * share)
-            if m + 1 < T and w == 0:
-                if ("s", m + 1, 0) in index:
-                    move(i, index[("s", m + 1, 0)], lam)
-            elif ("s", m, w + 1) in index:
-                move(i, index[("s", m, w + 1)], lam)
-        else:
-            j = x
-            nxt = ("q", j - 1, w) if j > 0 else ("s", T - 1, w)
-            move(i, index[nxt], k * mu)
-            if ("q", j, w + 1) in index:
-                move(i, index[("q", j, w + 1)], lam)
-    rate = float(out_rate.max())
-    # P = I + Q / rate over the transient states (absorption is the missing mass)
-    diag = 1.0 - out_rate / rate
-    n = len(index)
+    # in service, w = 0, m = 0..T-1
+    m = np.arange(T)
+    share = mu * np.minimum(1.0, k / (m + 1.0))
+    out[m] += share + m * share  # finishing (tagged: absorbed) and the others
+    add(m, m - 1, m * share, m > 0)
+    grow = m + 1 < T
+    add(m, m + 1, lam, grow)
+    if W > 0:  # at m = T - 1 an arrival waits behind
+        add(np.array([T - 1]), s_idx(np.array([T - 1]), np.array([1])), lam)
+    out[m] += np.where(grow | (W > 0), lam, 0.0)
+    if W > 0:
+        w = np.arange(1, W + 1)
+        src = s_idx(np.full(W, T - 1), w)
+        sh = mu * min(1.0, k / T)
+        out[src] += sh + (T - 1) * sh
+        add(src, s_idx(np.full(W, T - 1), w - 1), (T - 1) * sh)
+        more = w < W
+        add(src, s_idx(np.full(W, T - 1), np.minimum(w + 1, W)), lam, more)
+        out[src] += np.where(more, lam, 0.0)
+    if J > 0:
+        jj, ww = np.meshgrid(np.arange(J), np.arange(W + 1), indexing="ij")
+        jj, ww = jj.ravel(), ww.ravel()
+        src = q_idx(jj, ww)
+        dst = np.where(jj > 0, q_idx(np.maximum(jj - 1, 0), ww), s_idx(np.full(jj.size, T - 1), ww))
+        add(src, dst, k * mu)
+        more = ww < W
+        add(src, q_idx(jj, np.minimum(ww + 1, W)), lam, more)
+        out[src] += k * mu + np.where(more, lam, 0.0)
+    rate = float(out.max())
+    r, c, v = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals) / rate
     P = sparse.csr_matrix(
         (
-            np.concatenate([np.asarray(vals) / rate, diag]),
-            (np.concatenate([rows, np.arange(n)]), np.concatenate([cols, np.arange(n)])),
+            np.concatenate([v, 1.0 - out / rate]),
+            (np.concatenate([r, np.arange(n)]), np.concatenate([c, np.arange(n)])),
         ),
         shape=(n, n),
     )
     pi = _stationary(lam, mu, k, n_max)
     alpha = np.zeros(n)
-    for others, p in enumerate(pi):
-        if others < T:
-            alpha[index[("s", others, 0)]] += p
-        else:
-            alpha[index[("q", others - T, 0)]] += p
+    others = np.arange(pi.size)
+    in_service = others < T
+    alpha[others[in_service]] += pi[in_service]
+    if J > 0:
+        np.add.at(alpha, q_idx(others[~in_service] - T, 0), pi[~in_service])
     alpha /= alpha.sum()
     return P, alpha, rate
 
@@ -175,20 +188,14 @@ def lps(
     # enough states that the stationary mass beyond n_max, and the chance of more than w_max
     # arrivals behind the tagged request, are below TRUNCATION_MASS
     n_max = k + int(math.ceil(math.log(TRUNCATION_MASS) / math.log(rho))) if rho > 0 else k
-    n_max = max(n_max, k + 1)
+    n_max = min(max(n_max, k + 1), N_CAP)
     if threads > n_max:  # more threads than requests ever in the system: no limit
         threads = math.inf
-    w_max = n_max if math.isfinite(threads) else 0
-    P, alpha, rate = _chain(lam, mu, k, threads, n_max, w_max)
-    PT = P.T.tocsr()
-    v, s = alpha, [1.0]
-    for _ in range(MAX_STEPS):
-        v = PT @ v
-        s.append(float(v.sum()))
-        if s[-1] < TRUNCATION_MASS * 1e-3:
-            break
+    # arrivals behind the tagged request matter while it shares: a few times the mean number
+    # in the system covers them
+    w_max = min(n_max, max(W_MIN, int(10 * base.mean_queue_length)), W_CAP)
     T = math.inf if not math.isfinite(threads) else int(threads)
-    return LPSResult(
+    fields = dict(
         model=f"M/M/{k}-PS" + ("" if T == math.inf else f" ({T} threads)"),
         arrival_rate=lam,
         mean_service=1.0 / mu,
@@ -201,6 +208,15 @@ def lps(
         mean_queue_length=base.mean_queue_length,
         mean_queue_waiting=base.mean_queue_waiting,
         threads=T,
-        _survival=np.asarray(s),
-        _uniform_rate=rate,
     )
+    if rho > RHO_MAX:
+        return LPSResult(**fields)
+    P, alpha, rate = _chain(lam, mu, k, threads, n_max, w_max)
+    PT = P.T.tocsr()
+    v, s = alpha, [1.0]
+    for _ in range(MAX_STEPS):
+        v = PT @ v
+        s.append(float(v.sum()))
+        if s[-1] < TRUNCATION_MASS * 1e-3:
+            break
+    return LPSResult(**fields, _survival=np.asarray(s), _uniform_rate=rate)

@@ -125,3 +125,14 @@ def test_one_event_loop_under_open_load_is_mm1():
     st = Station("event_loop", 1, S)
     assert rel(st.latency_s(150, "mean"), sim.mean) < 0.04
     assert rel(st.latency_s(150, "p99"), sim.percentile(99)) < 0.06
+
+
+def test_the_capacity_search_question_has_an_answer_for_a_processor_sharing_station():
+    from models.stations import rate_for_slo
+
+    st = Station("processor_sharing", 8, S, cores=2)
+    rate = rate_for_slo(st, "p99", 0.060)
+    assert 0 < rate < st.max_rate()
+    assert st.latency_s(rate, "p99") == pytest.approx(0.060, rel=1e-4)
+    # past what the chain can hold the percentile is infinite, never a wrong finite number
+    assert sharing.lps(0.999 * 2 / S, 1 / S, 2, 8).response_percentile(0.99) == math.inf
