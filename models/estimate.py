@@ -57,6 +57,8 @@ import pandas as pd
 __all__ = [
     "ServiceEstimate",
     "estimate_service",
+    "probe_service",
+    "utilization_law_service",
     "worker_gap",
     "db_servers_for",
     "threads_cores",
@@ -354,3 +356,44 @@ def threads_cores(row) -> tuple[float, float]:
     if "python" in str(row.get("server", "")).lower():
         cores = 1.0
     return threads, cores
+
+
+def probe_service(row) -> ServiceEstimate | None:
+    """S from the run-time probe's single-user requests (probe_service_ms, its standard error
+    and SCV, orchestrator/measure/dispatch_probe.py), None without them. The probe times a
+    request from send to answer, so the round trip is inside S."""
+    s_ms = as_float(row.get("probe_service_ms"))
+    if not s_ms > 0:
+        return None
+    se = as_float(row.get("probe_service_se_ms"))
+    n = int(as_float(row.get("probe_requests"), 0.0))
+    return ServiceEstimate(
+        s_ms / 1e3,
+        as_float(row.get("probe_service_scv"), 1.0),
+        "single_user_probe",
+        0.0,
+        n,
+        mean_se_s=se / 1e3 if se > 0 else math.nan,
+    )
+
+
+def utilization_law_service(trials: pd.DataFrame) -> ServiceEstimate | None:
+    """S by the utilization law for a CPU-bound server: CPU seconds per request,
+    server_cpu_pct / 100 / throughput_rps, per trial; its standard error over trials (NaN
+    with one). None without CPU readings. The SCV is unknown and taken as 1."""
+    if not {"server_cpu_pct", "throughput_rps"} <= set(trials.columns):
+        return None
+    cpu = pd.to_numeric(trials["server_cpu_pct"], errors="coerce").to_numpy(dtype=float)
+    x = pd.to_numeric(trials["throughput_rps"], errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(cpu) & np.isfinite(x) & (x > 0) & (cpu > 0)
+    if not ok.any():
+        return None
+    per = cpu[ok] / 100.0 / x[ok]
+    return ServiceEstimate(
+        float(per.mean()),
+        1.0,
+        "utilization_law",
+        0.0,
+        int(ok.sum()),
+        mean_se_s=standard_error(per) if per.size > 1 else math.nan,
+    )
