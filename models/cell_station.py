@@ -28,7 +28,7 @@ The parameters, and their sources, in the order they are looked for:
   event loop the probe inferred was seen serving one request at a time: all of S queues.
 - the overhead: its mean for means, its median for percentiles; where the queue is one
   Server-Timing cannot see (the client's wait for a keep-alive connection, requests unread
-  while a loop blocks), the overhead measured holds that wait, so the station takes the
+  while a loop works or blocks), the overhead measured holds that wait, so the station takes the
   overhead of a request that waited nowhere (``overhead_floor_s``) instead.
 - service time S, its SCV, the overhead and their standard errors: the ServiceEstimate given
   (estimate.py: Server-Timing, a single-user probe, or the utilization law; its ``source``).
@@ -198,8 +198,8 @@ def station_for(row, service: ServiceEstimate) -> StationChoice:
         blocks = _flag(row, "server_waits_block") or dsrc == "probe"
         queued = 1.0 if blocks else f
         delay = S * (1.0 - queued)
-        if blocks:  # requests wait unread while the loop blocks: Server-Timing misses it
-            overhead = overhead_mean = _floor(service, overhead)
+        # requests wait unread while the loop works or blocks: Server-Timing misses the wait
+        overhead = overhead_mean = _floor(service, overhead)
         station = Station(
             "event_loop",
             1,
