@@ -373,6 +373,11 @@ def causes(row, station=None, service=None) -> list[str]:
                 f"injected delay queued behind a worker: each keep-alive connection holds its "
                 f"worker across the {rtt:.3g} ms round trip"
             )
+    if station is not None and station.dispatch == "event_loop" and station.loops > 1:
+        out.append(
+            f"connections spread unevenly over the {station.loops} loops (each loop owns the "
+            "connections it accepted, and one loop may accept a batch)"
+        )
     gc_max = _num(row, "server_gc_pause_max_ms")
     gc_total = _num(row, "server_gc_pause_total_ms")
     if gc_max > 0:

@@ -7,6 +7,7 @@ Every prediction printed carries its verdict; every cell its bottleneck line."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -28,6 +29,7 @@ placement: {{server_cpus: [0], loadgen_cpus: [1]}}
 
 PINNED = """
 name: pool-pinned
+models: true
 servers:
   pool: {impl: c, model: pool, threads: 2}
 workload: {path: /work, params: {sleep_us: 4000, dist: exp}}
@@ -81,7 +83,29 @@ def test_run_what_if_runs_the_changed_configuration_and_judges_the_prediction(
 def test_a_pool_server_with_more_keepalive_connections_than_threads_is_rejected_for_pinning(
     tmp_path, analysis
 ):
-    run = perfctl_run(PINNED, tmp_path, "run")
+    exp = tmp_path / "pinned.yaml"
+    exp.write_text(PINNED)
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            str(exp),
+            "--out",
+            str(run),
+            "--no-plots",
+            "-q",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    # the summary after the run: the prediction with its verdict, the bottleneck line
+    assert "rejected: connection pinning" in done.stdout and "bottleneck:" in done.stdout
     r = analysis("model", run, "--no-plots")
     assert r.code == 0, r.output
     [cell] = json.loads((run / "models.json").read_text())["cells"]
