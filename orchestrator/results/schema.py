@@ -62,6 +62,16 @@ CONFIGURATION_COLUMNS = [
 ]
 MEASUREMENT_COLUMNS = [
     "startup_s",
+    # a `cmd` server declaring neither dispatch nor threads, probed before the load
+    # (measure/dispatch_probe.py): what it inferred and the single-user service time
+    "probe_dispatch",
+    "probe_threads",
+    "probe_service_ms",
+    "probe_service_se_ms",
+    "probe_service_scv",
+    "probe_requests",
+    "probe_server_timing",
+    "probe_note",
     "requests",
     "completed",
     "errors",
