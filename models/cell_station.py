@@ -12,9 +12,10 @@ The parameters, and their sources, in the order they are looked for:
   `virtual`) has as many as connections; `single` has 1; else the probe's ``probe_threads``;
   else unknown, taken as unlimited and said so.
 - cores k: ``server_cores`` (a Python server's CPU work holds the GIL: 1).
-- CPU share f of the service time: spin / (spin + sleep) from the workload; without work
-  parameters, the utilization law: CPU seconds per request (server_cpu_pct / 100 / X) over S;
-  without either, CPU work (f = 1) is assumed, and said.
+- CPU share f of the service time: spin / (spin + sleep) from the workload; a bundled
+  endpoint without work parameters (/search) is CPU work; a server perfctl did not write, the
+  utilization law: CPU seconds per request (server_cpu_pct / 100 / X) over S; without either,
+  CPU work (f = 1) is assumed, and said.
 - c, the servers the station has: T when the work waits (f < MIXED_CPU_SHARE, a sleep or a
   query: every thread can wait at once); with f >= CPU_BOUND_SHARE and more threads than
   cores, processor sharing of the k cores by the threads; in between, the CPU ceiling k / f
@@ -105,6 +106,11 @@ def cpu_share(row, service_mean_s: float) -> tuple[float, str]:
     sleep = max(as_float(row.get("work_sleep_us"), 0.0), 0.0)
     if spin + sleep > 0:
         return spin / (spin + sleep), f"workload (spin {spin:g} us, sleep {sleep:g} us)"
+    if _text(row, "server_impl") in ("c", "java", "python"):
+        # the bundled endpoints without work parameters (/search, /register) are CPU work
+        # (/db's database time is a station of its own); the utilization law would read a
+        # smaller share under sharing, where svc's wall time stretches
+        return 1.0, "bundled endpoint without work parameters: CPU work"
     cpu_pct, x = as_float(row.get("server_cpu_pct")), as_float(row.get("throughput_rps"))
     if cpu_pct >= 0 and x > 0 and service_mean_s > 0:
         per_request_s = cpu_pct / 100.0 / x

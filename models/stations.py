@@ -208,7 +208,11 @@ class Station:
             k = int(self.cores)
             if exp:
                 return sharing.lps(rate_rps, 1.0 / s, k, c)
-            return queues.mgc(rate_rps, s, k, scv) if k > 1 else queues.mg1(rate_rps, s, scv)
+            # sharing's mean does not depend on the service time's distribution (exact for
+            # unlimited threads, a symmetric queue): M/M/k's, with no percentile claimed
+            r = queues.mmc(rate_rps, 1.0 / s, k)
+            kept = {f.name: getattr(r, f.name) for f in dataclasses.fields(queues.QueueResult)}
+            return queues.QueueResult(**{**kept, "model": f"M/G/{k}-PS ({c} threads)"})
         if math.isfinite(self.capacity) and where == "server":
             return queues.mmck(rate_rps, 1.0 / s, c, self.capacity)
         if exp:
