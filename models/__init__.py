@@ -2,12 +2,20 @@
 and ``comparison``), no I/O.
 
 Submodules:
-    queues    open single-station models: mm1, mmc, mmck, mg1, mgc (Allen-Cunneen)
-    closed    exact single-class MVA with asymptotic bounds: mva
-    usl       Universal Scalability Law / Amdahl fits: fit, amdahl_fit, predict
-    laws      Little's law and the utilisation law as measurement checks
-    estimate    service time, servers and capacity from a run's DataFrames; per-cell predictions
-    comparison  the measured-vs-model table of a run: compare(), USL groups
+    queues        open single-station models: mm1, mmc, mmck, mg1, mgc (Allen-Cunneen)
+    sharing       processor sharing of k cores by T threads: lps (exact mean and percentiles)
+    closed        exact single-class MVA with asymptotic bounds: mva
+    usl           Universal Scalability Law / Amdahl fits: fit, amdahl_fit, predict
+    laws          Little's law and the utilisation law as measurement checks
+    stations      a server as one station by how it dispatches work; rate_for_slo, users_for_slo
+    estimate      service time (Server-Timing, single-user, probe, utilization law) and its error
+    cell_station  a run's cell -> its station, every parameter's source: station_for
+    predict       one cell's prediction and the other models that apply: predict_cell
+    verdict       bootstrap bands, held / rejected / inconclusive, the evidence
+    bottleneck    every resource's utilisation, the bottleneck, the operational laws
+    assess        a cell's prediction, band, verdict and bottleneck, as table columns
+    whatif        the fitted models with threads, cores, delay, rate or users changed
+    comparison    the measured-vs-model table of a run: compare(), USL groups
 """
 
 from . import closed, comparison, estimate, laws, queues, usl

@@ -14,15 +14,18 @@ import numpy as np
 import pandas as pd
 
 from . import usl
+from .assess import assess, latency_sample, readings
 from .estimate import (
     MEASURED_COLUMNS,
     ServiceEstimate,
     as_float,
     estimate_service,
     ok_only,
-    predict_cell,
+    probe_service,
     threads_cores,
+    utilization_law_service,
 )
+from .verdict import Sample
 
 __all__ = ["compare"]
 
@@ -49,6 +52,7 @@ _PER_TRIAL_PREFIXES = (
     "service_",
     "throughput_",
     "startup_",
+    "probe_",
     "invalid_",
     "success_",
     "measure_",
@@ -60,6 +64,10 @@ _CONFIG = {
     "server_impl",
     "server_model",
     "concurrency_model",
+    "server_dispatch",
+    "server_dispatch_source",
+    "server_waits_block",
+    "keepalive",
     "server_threads",
     "server_backlog",
     "server_cores",
@@ -191,6 +199,19 @@ def _pooled_service(estimates: list[ServiceEstimate]) -> ServiceEstimate | None:
     return ServiceEstimate(mean, var / mean**2 if mean > 0 else math.nan, es[0].source, 0.0, n)
 
 
+def _row_samples(cr: pd.DataFrame) -> tuple[list[Sample], list[Sample] | None]:
+    """Per trial, the measured latencies [ms] (in one-second blocks of their intended send
+    time) and the Server-Timing svc values [ms] (None without them), for the bootstrap."""
+    lat, svc = [], []
+    keys = [k for k in ("cell_id", "trial") if k in cr.columns]
+    for _, t in cr.groupby(keys, sort=False) if keys else [(None, cr)]:
+        intended = t["intended_ns"].to_numpy() if "intended_ns" in t.columns else None
+        lat.append(latency_sample(t["latency_ns"].to_numpy(dtype=float) / 1e6, intended))
+        if "svc_ms" in t.columns and t["svc_ms"].notna().sum() >= 2:
+            svc.append(Sample.of_values(t["svc_ms"].to_numpy(dtype=float)))
+    return lat, (svc or None)
+
+
 def compare(
     trials_df: pd.DataFrame,
     requests_df: pd.DataFrame | None,
@@ -240,18 +261,25 @@ def compare(
         }
         out["trials"] = len(g)
         out["measured_throughput_rps"] = float(g["throughput_rps"].mean())
+        cell_readings = readings(g)
+        out.update({k: v for k, v in cell_readings.items() if k not in MEASURED_COLUMNS})
+        out["error_rate"] = cell_readings.get("error_rate", math.nan)
+        cell_row = pd.Series({**first.to_dict(), **cell_readings})
         cr = None
         if reqs is not None:
             cr = reqs[(reqs["cell_id"] == cell) & reqs["trial"].isin(g["trial"])]
         m = (measures or {}).get(cell)
+        lat_samples = svc_samples = None
         if m is not None:
             out["measured_mean_ms"], out["measured_p99_ms"] = m["mean_ms"], m["p99_ms"]
+            lat_samples, svc_samples = m.get("latency_samples"), m.get("service_samples")
         elif cr is not None and len(cr):
             lat = cr["latency_ns"].to_numpy(dtype=float) / 1e6
             out["measured_mean_ms"], out["measured_p99_ms"] = (
                 float(lat.mean()),
                 float(np.percentile(lat, 99)),
             )
+            lat_samples, svc_samples = _row_samples(cr)
         else:
             out["measured_mean_ms"] = float(g["latency_mean_ms"].mean())
             out["measured_p99_ms"] = float(g["latency_p99_ms"].mean())
@@ -282,11 +310,24 @@ def compare(
         except ValueError:
             svc = None
         if svc is None:
+            svc = probe_service(cell_row) or utilization_law_service(g)
+        if svc is None:
             out["model"] = "no service estimate"
+            out["verdict"] = "no prediction"
+            out["verdict_why"] = (
+                "no service estimate: no Server-Timing, no single-user trial or probe, "
+                "no CPU reading"
+            )
             rows.append(out)
             continue
+        if svc.source != "server_timing":
+            svc_samples = None  # the samples are Server-Timing's; this S came from elsewhere
         out.update(
             service_mean_ms=svc.mean_s * 1e3,
+            service_se_ms=svc.mean_se_s * 1e3,
+            service_n=svc.n,
+            overhead_se_ms=svc.overhead_se_s * 1e3,
+            overhead_floor_ms=svc.overhead_floor_s * 1e3,
             service_scv=svc.scv,
             service_source=svc.source,
             overhead_ms=svc.overhead_s * 1e3,
@@ -296,11 +337,30 @@ def compare(
             db_share=svc.db_share,
         )
         try:
-            p = predict_cell(first, svc)
+            a = assess(
+                cell_row,
+                svc,
+                out["measured_mean_ms"],
+                out["measured_p99_ms"],
+                lat_samples,
+                svc_samples,
+            )
         except ValueError as e:
             out["model"] = f"error: {e}"
+            out["verdict"] = "no prediction"
+            out["verdict_why"] = str(e)
             rows.append(out)
             continue
+        p = a.pop("prediction")
+        used = p["choice"].service
+        if used is not svc:  # processor sharing: the CPU demand, not svc's wall time
+            out.update(
+                service_wall_mean_ms=svc.mean_s * 1e3,
+                service_mean_ms=used.mean_s * 1e3,
+                service_se_ms=used.mean_se_s * 1e3,
+                service_source=used.source,
+                worker_gap_ms=used.gap_s * 1e3,
+            )
         out.update(
             model=p["model"],
             servers=p["servers"],
@@ -312,6 +372,7 @@ def compare(
             pred_utilization=p["utilization"],
             err_mean=_rel(p["mean_ms"], out["measured_mean_ms"]),
             err_p99=_rel(p["p99_ms"], out["measured_p99_ms"]),
+            **a,
         )
         for key, v in p["candidates"].items():
             out[f"pred_{key}_mean_ms"], out[f"pred_{key}_p99_ms"] = v["mean_ms"], v["p99_ms"]

@@ -1,35 +1,34 @@
-"""Model parameters from a run's DataFrames and per-cell predictions (comparison.py builds the
-measured-vs-model table from them).
+"""Model parameters from a run's DataFrames: the service time (and where it came from, with
+its standard error), the worker gap, the database's share and servers. cell_station.py turns
+them and a cell's configuration into a station; predict.py predicts the cell from it;
+comparison.py builds the measured-vs-model table.
 
 Inputs are a run's result frames: ``trials_df`` (one row per trial) and ``requests_df`` (one
 row per request, times in ns, ``svc_ms``/``queue_ms`` from the server's Server-Timing header).
 
 Approximations (all first order, documented so the numbers can be judged):
 
-- Service time S: from ``svc_ms`` when the server reported it (mean and SCV of the
-  per-request values); the part of the client-observed time that is neither server queue nor
-  service (connect, network, parsing, send lateness: latency - queue - svc) is an overhead
-  added to every predicted latency as a delay: its mean (``overhead_mean_s``) to means and
-  MVA demands, its median (``overhead_s``) to percentiles. A worker is busy longer than svc
-  (reading, writing, closing, picking the next request): for one-worker servers that gap is measured from the completions of requests that queued (``worker_gap``)
-  and added to S, since near saturation a few per cent of S move the mean a lot. Without ``svc_ms``, S is the client
-  latency (done - sent) of a single-user trial, and the overhead is already inside S.
-- Servers c (``servers_for``): a request holds a worker thread for spin + sleep but a CPU only
-  while spinning. Saturation throughput is min(threads / (spin + sleep), cores / spin); c is
-  chosen so that c / S gives the same ceiling, c = min(threads, cores (spin + sleep) / spin).
-  That is min(threads, cores) when CPU-bound and threads when sleep-bound.
-- Capacity K (``capacity_for``) = threads + listen backlog (in service + waiting to be
-  accepted); unknown backlog means infinite. With keep-alive connections this is only a bound.
-- Open mode (Poisson arrivals at ``target_rate``): M/M/c; M/G/c (Allen-Cunneen; M/G/1 exact)
-  when |SCV - 1| > 0.25; M/M/c/K when K is finite and matters (load >= 1 or blocking > 1e-3).
-- Closed mode (N = connections users, think time Z): the server is one c-server station of
-  demand S (solved exactly by ``closed.mva(..., servers=[c, 1])``, the product-form solution for
-  exponential service) plus a delay station for the overhead. The common simpler
-  approximation, a single-server queue of demand S/c (plus, after Seidmann, a delay of
-  S (c - 1)/c), is also reported as candidate ``mva_seidmann``; it is exact at N = 1 and in
-  saturation but over-predicts latency by up to ~25 % near the knee. ``comparison.compare`` also fits the USL
-  across cells that differ only in concurrency when >= 4 levels exist and predicts the latency
-  from its throughput by Little's law, R = N / X(N) - Z.
+- Service time S (``ServiceEstimate.source`` says which):
+  - ``server_timing``: the mean and SCV of the per-request ``svc_ms`` values; the part of the
+    client-observed time that is neither server queue nor service (connect, network, parsing,
+    send lateness: latency - queue - svc) is an overhead added to every predicted latency as a
+    delay: its mean (``overhead_mean_s``) to means and MVA demands, its median
+    (``overhead_s``) to percentiles. A worker is busy longer than svc (reading, writing,
+    closing, picking the next request): for one-worker servers that gap is measured from the
+    completions of requests that queued (``worker_gap``) and added to S, since near
+    saturation a few per cent of S move the mean a lot.
+  - ``single_user_latency``: without ``svc_ms``, the client latency (done - sent) of a
+    single-user trial; the overhead is inside S (so a queue holds it too: an over-estimate by
+    the round trip).
+  - ``single_user_probe``: the run-time probe's sequential requests (the same, measured before
+    the load; orchestrator/measure/dispatch_probe.py).
+  - ``utilization_law``: S = CPU seconds per request (server CPU / throughput), for a
+    CPU-bound server with neither.
+  ``mean_se_s`` is the standard error of S: between trials when there are several (the spread
+  of the per-trial means over sqrt(trials)), never below the within-trial one (the per-request
+  standard deviation over sqrt(n)).
+- Capacity K = threads + listen backlog (in service + waiting to be accepted), for a new
+  connection per request; unknown backlog means infinite.
 - Database time (``db_ms``, Server-Timing ``db;dur=`` of /db, the part of ``svc_ms`` spent
   waiting for the database): ``estimate_service`` splits S into D, the mean database time per
   request (requests without ``db_ms`` count 0), and S - D (``db_mean_s``, ``db_share`` = D / S).
@@ -44,7 +43,7 @@ Approximations (all first order, documented so the numbers can be judged):
   database serves only this server, and a worker waiting for its query does not hold one of
   the server's c slots (exact for a thread per connection; with fewer threads than clients the
   server station is optimistic). When the database is not the bottleneck, the single-station
-  models above apply unchanged and D is reported only.
+  models apply unchanged and D is reported only.
 """
 
 from __future__ import annotations
@@ -55,21 +54,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import closed, queues
-
 __all__ = [
     "ServiceEstimate",
     "estimate_service",
+    "probe_service",
+    "utilization_law_service",
     "worker_gap",
-    "servers_for",
-    "capacity_for",
     "db_servers_for",
-    "predict_cell",
+    "threads_cores",
     "MEASURED_COLUMNS",
 ]
 
-SCV_FAR_FROM_ONE = 0.25
-BLOCKING_MATTERS = 1e-3
+FLOOR_PERCENTILE = 5.0  # ServiceEstimate.overhead_floor_s
+SCV_FAR_FROM_ONE = 0.25  # |SCV - 1| above this: M/G/c for the mean, no p99 claimed
 MEASURED_COLUMNS = {
     "cell_id",
     "trial",
@@ -101,6 +98,12 @@ class ServiceEstimate:
     gap_s: float = 0.0  # worker time per request outside svc, included in mean_s
     db_mean_s: float = math.nan  # mean time per request in the database (part of mean_s);
     # NaN: no db_ms measured
+    mean_se_s: float = math.nan  # standard error of mean_s (NaN: unknown)
+    overhead_se_s: float = math.nan  # standard error of the overhead's mean (NaN: unknown)
+    # the overhead of a request that waited nowhere (its 5th percentile): where the station's
+    # queue is one Server-Timing cannot see (in the client, in a blocked loop's socket
+    # buffers), the rest of the overhead is that queue's wait (NaN: unknown)
+    overhead_floor_s: float = math.nan
 
     @property
     def db_share(self) -> float:
@@ -209,6 +212,32 @@ def worker_gap(df: pd.DataFrame) -> float:
     return max(float(np.median(gap)), 0.0)
 
 
+def standard_error(values: np.ndarray, groups: np.ndarray | None = None) -> float:
+    """The standard error of the mean of `values`: the per-value standard deviation over
+    sqrt(n), or, when `groups` (one label per value: the trial) has several groups, the
+    spread of the group means over sqrt(groups) if that is larger (trials differ by more
+    than their requests do: a bootstrap over trials sees it, one over requests does not)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)] if groups is None else v
+    if v.size < 2:
+        return math.nan
+    within = float(np.nanstd(v, ddof=1)) / math.sqrt(v.size)
+    if groups is None:
+        return within
+    means = pd.Series(v).groupby(np.asarray(groups)).mean().to_numpy()
+    means = means[np.isfinite(means)]
+    if means.size < 2:
+        return within
+    return max(within, float(np.std(means, ddof=1)) / math.sqrt(means.size))
+
+
+def _trial_labels(df: pd.DataFrame) -> np.ndarray | None:
+    keys = [k for k in ("cell_id", "trial") if k in df.columns]
+    if not keys:
+        return None
+    return df.groupby(keys, sort=False).ngroup().to_numpy()
+
+
 def estimate_service(
     requests_df: pd.DataFrame, trials_df: pd.DataFrame | None = None, single_worker: bool = False
 ) -> ServiceEstimate:
@@ -224,16 +253,22 @@ def estimate_service(
     if "svc_ms" in df.columns and df["svc_ms"].notna().sum() >= 2:
         has = df[df["svc_ms"].notna()]
         s = has["svc_ms"].to_numpy(dtype=float) / 1e3
+        labels = _trial_labels(has)
         overhead = overhead_mean = 0.0
+        overhead_se = floor = math.nan
         if "queue_ms" in has.columns and (
             {"latency_ns", "service_ns", "sent_ns"} & set(has.columns)
         ):
             q = has["queue_ms"].fillna(0.0).to_numpy(dtype=float) / 1e3
             extra = _latency_ns(has) / 1e9 - s - q
-            extra = extra[np.isfinite(extra)]
-            if extra.size:
-                overhead = max(float(np.median(extra)), 0.0)
-                overhead_mean = max(float(extra.mean()), 0.0)
+            finite = np.isfinite(extra)
+            if finite.any():
+                overhead = max(float(np.median(extra[finite])), 0.0)
+                overhead_mean = max(float(extra[finite].mean()), 0.0)
+                floor = max(float(np.percentile(extra[finite], FLOOR_PERCENTILE)), 0.0)
+                overhead_se = standard_error(
+                    extra[finite], None if labels is None else labels[finite]
+                )
         gap = worker_gap(has) if single_worker else 0.0
         m = float(s.mean()) + gap
         if m <= 0:
@@ -252,6 +287,9 @@ def estimate_service(
             overhead_mean,
             gap,
             db,
+            mean_se_s=standard_error(s, labels),
+            overhead_se_s=overhead_se,
+            overhead_floor_s=floor,
         )
     single = _single_user_groups(df, trials_df)
     if len(single) < 2:
@@ -259,26 +297,23 @@ def estimate_service(
             "no svc_ms values and no single-user trial to estimate the service time from"
         )
     s = _service_ns(single) / 1e9
-    s = s[np.isfinite(s)]
+    labels = _trial_labels(single)
+    keep = np.isfinite(s)
+    s = s[keep]
     m = float(s.mean())
-    return ServiceEstimate(m, float(s.var(ddof=1)) / m**2, "single_user_latency", 0.0, int(s.size))
+    return ServiceEstimate(
+        m,
+        float(s.var(ddof=1)) / m**2,
+        "single_user_latency",
+        0.0,
+        int(s.size),
+        mean_se_s=standard_error(s, None if labels is None else labels[keep]),
+    )
 
 
 def _limit(v) -> float:
     x = as_float(v)
     return math.inf if math.isnan(x) or x <= 0 else x
-
-
-def servers_for(threads, cores, spin_us=0.0, sleep_us=0.0) -> float:
-    """Effective number of servers c (a float; callers round). Missing/non-positive threads or
-    cores mean 'unlimited'; both unlimited gives inf. See the module docstring."""
-    t, c = _limit(threads), _limit(cores)
-    spin, sleep = max(as_float(spin_us, 0.0), 0.0), max(as_float(sleep_us, 0.0), 0.0)
-    if sleep == 0.0:  # CPU-bound (also: no work parameters at all)
-        return min(t, c)
-    if spin == 0.0:  # sleep-bound: every thread can sleep at once
-        return t
-    return min(t, c * (spin + sleep) / spin)
 
 
 def db_servers_for(row) -> float:
@@ -297,11 +332,6 @@ def db_servers_for(row) -> float:
         else:
             conns = _limit(row.get("server_threads"))
     return min(conns, _limit(row.get("db_cores")))
-
-
-def capacity_for(threads, backlog) -> float:
-    """Most requests the server holds: threads in service + backlog waiting (inf if unknown)."""
-    return _limit(threads) + _limit(backlog)
 
 
 def threads_cores(row) -> tuple[float, float]:
@@ -328,181 +358,42 @@ def threads_cores(row) -> tuple[float, float]:
     return threads, cores
 
 
-def _cand(mean_s, p99_s=math.nan, overhead=(0.0, 0.0), **extra) -> dict:
-    """A prediction plus the overhead: (for the mean, for the p99) = (its mean, its median)."""
-    oh_mean, oh_p99 = overhead
-    return {
-        "mean_ms": (mean_s + oh_mean) * 1e3,
-        "p99_ms": (p99_s + oh_p99) * 1e3 if math.isfinite(p99_s) else math.nan,
-        **extra,
-    }
-
-
-def _of_queue(r: queues.QueueResult, overhead, p99: bool = True, **extra) -> dict:
-    """_cand of a queueing model's result: its mean response, its p99 (when p99: the model
-    knows its response-time distribution), its name and its utilisation."""
-    p99_s = r.response_percentile(0.99) if p99 else math.nan
-    return _cand(
-        r.mean_response, p99_s, overhead, model=r.model, utilization=r.utilization, **extra
+def probe_service(row) -> ServiceEstimate | None:
+    """S from the run-time probe's single-user requests (probe_service_ms, its standard error
+    and SCV, orchestrator/measure/dispatch_probe.py), None without them. The probe times a
+    request from send to answer, so the round trip is inside S."""
+    s_ms = as_float(row.get("probe_service_ms"))
+    if not s_ms > 0:
+        return None
+    se = as_float(row.get("probe_service_se_ms"))
+    n = int(as_float(row.get("probe_requests"), 0.0))
+    return ServiceEstimate(
+        s_ms / 1e3,
+        as_float(row.get("probe_service_scv"), 1.0),
+        "single_user_probe",
+        0.0,
+        n,
+        mean_se_s=se / 1e3 if se > 0 else math.nan,
     )
 
 
-def _open_candidates(lam, S, scv, c, K, oh) -> tuple[dict, str]:
-    cands: dict[str, dict] = {}
-    if not math.isfinite(c):
-        cands["mginf"] = _cand(S, overhead=oh, model="M/G/inf", utilization=0.0)
-        return cands, "mginf"
-    c = max(1, int(round(c)))
-    stable = lam * S < c
-    if stable:
-        cands["mmc"] = _of_queue(queues.mmc(lam, 1.0 / S, c), oh)
-        r = queues.mg1(lam, S, scv) if c == 1 else queues.mgc(lam, S, c, scv)
-        cands["mgc"] = _of_queue(r, oh, p99=False)
-    blocking = 0.0
-    if math.isfinite(K) and K <= 1e6:
-        r = queues.mmck(lam, 1.0 / S, c, max(int(K), c))
-        blocking = r.p_block
-        cands["mmck"] = _of_queue(r, oh, p_block=r.p_block)
-    if "mmck" in cands and (not stable or blocking > BLOCKING_MATTERS):
-        return cands, "mmck"
-    if not stable:
-        cands["unstable"] = {
-            "mean_ms": math.inf,
-            "p99_ms": math.inf,
-            "model": "unstable (rho >= 1)",
-            "utilization": lam * S / c,
-        }
-        return cands, "unstable"
-    return cands, ("mgc" if abs(scv - 1.0) > SCV_FAR_FROM_ONE else "mmc")
-
-
-def predict_cell(row, service: ServiceEstimate) -> dict:
-    """Predicted latency for one cell (a trials row or an aggregated cell row).
-    Returns model (human-readable), key, mean_ms, p99_ms (NaN where no closed form),
-    throughput_rps, utilization, servers, capacity and ``candidates`` {key: {...}} with every
-    applicable model's prediction."""
-    row = pd.Series(row) if isinstance(row, dict) else row
-    S, scv = service.mean_s, service.scv
-    oh = (service.overhead_for_mean_s, service.overhead_s)
-    threads, cores = threads_cores(row)
-    c = servers_for(threads, cores, row.get("work_spin_us"), row.get("work_sleep_us"))
-    K = capacity_for(threads, row.get("server_backlog"))
-    mode = str(row.get("load_mode", "open"))
-    if mode == "closed":
-        n = int(as_float(row.get("connections"), 1.0))
-        z = max(as_float(row.get("think_time_s"), 0.0), 0.0)
-        if math.isfinite(c):
-            cr = max(1, int(round(c)))
-            res = closed.mva([S, oh[0]], n, z, delay_stations=[1], servers=[cr, 1])
-            name = f"MVA (exact, c={cr})"
-            seid = closed.mva([S / cr, S * (cr - 1) / cr, oh[0]], n, z, delay_stations=[1, 2])
-        else:
-            res = seid = closed.mva([S, oh[0]], n, z, delay_stations=[0, 1])
-            name = "MVA (delay only)"
-        x, r = float(res.throughput[-1]), float(res.response_time[-1])
-        cands = {
-            "mva": {
-                "mean_ms": r * 1e3,
-                "p99_ms": math.nan,
-                "model": name,
-                "throughput_rps": x,
-                "utilization": float(res.utilization[-1, 0]),
-            },
-            "mva_seidmann": {
-                "mean_ms": float(seid.response_time[-1]) * 1e3,
-                "p99_ms": math.nan,
-                "model": "MVA (Seidmann S/c + delay)",
-                "throughput_rps": float(seid.throughput[-1]),
-            },
-            "bounds": {
-                "mean_ms": float(res.bound_response_time[-1]) * 1e3,
-                "p99_ms": math.nan,
-                "model": "asymptotic bound (lower)",
-                "throughput_rps": float(res.bound_throughput[-1]),
-            },
-        }
-        key = "mva"
-    else:
-        lam = as_float(row.get("target_rate"))
-        for alt in ("achieved_rate", "throughput_rps"):
-            if not (lam > 0):
-                lam = as_float(row.get(alt))
-        if not (lam > 0):
-            raise ValueError(
-                "open-mode row has no positive target_rate/achieved_rate/throughput_rps"
-            )
-        cands, key = _open_candidates(lam, S, scv, c, K, oh)
-        for v in cands.values():
-            v.setdefault("throughput_rps", lam * (1.0 - v.get("p_block", 0.0)))
-    c_db = math.nan
-    if service.has_db:
-        c_db = db_servers_for(row)
-        D, rest = service.db_mean_s, max(S - service.db_mean_s, 0.0)
-        # the database is the bottleneck when its ceiling c_db / D is below the server's c / S
-        if math.isfinite(c_db) and c_db / D < (c / S if math.isfinite(c) else math.inf):
-            cd = max(1, int(round(c_db)))
-            if mode == "closed":
-                cr = max(1, int(round(c))) if math.isfinite(c) else n
-                res = closed.mva([rest, D, oh[0]], n, z, delay_stations=[2], servers=[cr, cd, 1])
-                cands["mva_db"] = {
-                    "mean_ms": float(res.response_time[-1]) * 1e3,
-                    "p99_ms": math.nan,
-                    "model": f"MVA tandem (server c={cr}, database c={cd})",
-                    "throughput_rps": float(res.throughput[-1]),
-                    "utilization": float(res.utilization[-1, 1]),
-                }
-                key = "mva_db"
-            else:
-                cands["tandem_db"] = _tandem(lam, rest, c, D, cd, oh)
-                key = "tandem_db"
-    best = cands[key]
-    return {
-        "model": best["model"],
-        "key": key,
-        "mean_ms": best["mean_ms"],
-        "p99_ms": best["p99_ms"],
-        "throughput_rps": best.get("throughput_rps", math.nan),
-        "utilization": best.get("utilization", math.nan),
-        "servers": c,
-        "capacity": K,
-        "db_servers": c_db,
-        "candidates": cands,
-    }
-
-
-def _tandem(lam, rest, c, D, c_db, oh) -> dict:
-    """Open load through the server's station (demand rest, c servers; none when rest is 0
-    or c unlimited) and then the database's (demand D, c_db servers): Jackson's product form,
-    each an M/M/c, the mean responses add (no closed-form p99 for the sum)."""
-    name = f"M/M/{c_db} database"
-    r_db = queues.mmc(lam, 1.0 / D, c_db) if lam * D < c_db else None
-    if r_db is None:
-        return {
-            "mean_ms": math.inf,
-            "p99_ms": math.inf,
-            "model": f"{name} unstable (rho >= 1)",
-            "utilization": lam * D / c_db,
-            "throughput_rps": lam,
-        }
-    mean = r_db.mean_response
-    if rest > 0 and math.isfinite(c):
-        cr = max(1, int(round(c)))
-        if lam * rest >= cr:
-            return {
-                "mean_ms": math.inf,
-                "p99_ms": math.inf,
-                "model": "server station unstable",
-                "utilization": r_db.utilization,
-                "throughput_rps": lam,
-            }
-        mean += queues.mmc(lam, 1.0 / rest, cr).mean_response
-        name = f"M/M/{cr} server -> " + name
-    elif rest > 0:
-        mean += rest
-    return _cand(
-        mean,
-        overhead=oh,
-        model=f"{name} (tandem)",
-        utilization=r_db.utilization,
-        throughput_rps=lam,
+def utilization_law_service(trials: pd.DataFrame) -> ServiceEstimate | None:
+    """S by the utilization law for a CPU-bound server: CPU seconds per request,
+    server_cpu_pct / 100 / throughput_rps, per trial; its standard error over trials (NaN
+    with one). None without CPU readings. The SCV is unknown and taken as 1."""
+    if not {"server_cpu_pct", "throughput_rps"} <= set(trials.columns):
+        return None
+    cpu = pd.to_numeric(trials["server_cpu_pct"], errors="coerce").to_numpy(dtype=float)
+    x = pd.to_numeric(trials["throughput_rps"], errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(cpu) & np.isfinite(x) & (x > 0) & (cpu > 0)
+    if not ok.any():
+        return None
+    per = cpu[ok] / 100.0 / x[ok]
+    return ServiceEstimate(
+        float(per.mean()),
+        1.0,
+        "utilization_law",
+        0.0,
+        int(ok.sum()),
+        mean_se_s=standard_error(per) if per.size > 1 else math.nan,
     )

@@ -11,7 +11,7 @@ averaged. Percentiles read from them are within 0.1% (hdr.py); means are exact (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -20,6 +20,7 @@ from loadgen import digest, hdr
 from loadgen.records import stream_batches
 from models import estimate
 from models.estimate import ServiceEstimate, ok_only
+from models.verdict import Sample
 
 from ..results import Run, read_summary, trial_dir
 
@@ -33,6 +34,8 @@ class CellDistribution:
     latency_sum_ns: float = 0.0
     sent_to_done_sum_ns: float = 0.0
     window: digest.Window | None = None
+    latency_samples: list = field(default_factory=list)  # per trial (with samples=True)
+    service_samples: list = field(default_factory=list)
 
     @property
     def latency(self):
@@ -85,15 +88,59 @@ def _window_from_rows(tdir, summary: dict | None) -> digest.Window | None:
     return w
 
 
-def cell_distributions(run: Run, trials: pd.DataFrame) -> dict[str, CellDistribution]:
+def _sample(h, blocks=None) -> Sample:
+    """A histogram (or several, one per block) as a bootstrap sample of values in ms, each
+    bucket at its midpoint."""
+    out = []
+    for g in blocks or [h]:
+        idx, counts = hdr.sparse(g)
+        if counts.sum() == 0:
+            continue
+        mid = hdr.value_at_index(g, idx) + (hdr.bucket_width(g, idx) - 1) / 2.0
+        out.append((mid / 1e6, counts.astype(float)))
+    return Sample(tuple(out))
+
+
+MIN_BLOCKS = 3  # fewer whole seconds in the window: the window's histogram as one block
+
+
+def latency_blocks(run: Run, cell_id: str, trial: int, w: digest.Window) -> list:
+    """The per-second latency histograms (latency.hlog, by completion second) that lie
+    wholly inside the trial's measured window; [] when there are too few."""
+    tdir = trial_dir(run.path, cell_id, int(trial))
+    summary = read_summary(tdir)
+    log = tdir / "latency.hlog"
+    if summary is None or not log.is_file() or "start_ns" not in summary:
+        return []
+    first = math.ceil((w.measure_start_ns - summary["start_ns"]) / digest.BIN_NS)
+    last = math.floor((w.measure_end_ns - summary["start_ns"]) / digest.BIN_NS)
+    try:
+        hs = [h for k, h in enumerate(hdr.iter_log(log)) if first <= k < last]
+    except (OSError, ValueError):
+        return []
+    hs = [h for h in hs if h.total_count]
+    return hs if len(hs) >= MIN_BLOCKS else []
+
+
+def cell_distributions(
+    run: Run, trials: pd.DataFrame, samples: bool = False
+) -> dict[str, CellDistribution]:
     """cell_id -> the added windows of the given trials (cells without any digest left out).
-    One trial's histograms are in memory at a time, plus one running sum per cell."""
+    One trial's histograms are in memory at a time, plus one running sum per cell. samples:
+    keep each trial's latency (per second of its window, when its log has them) and svc
+    histograms as bootstrap samples (models/verdict.py) too."""
     out: dict[str, CellDistribution] = {}
     for cid, k in zip(trials["cell_id"], trials["trial"]):
         w = trial_window(run, cid, int(k))
         if w is None:
             continue
         d = out.setdefault(cid, CellDistribution())
+        if samples and w.counts["completed"]:
+            d.latency_samples.append(
+                _sample(w.hists["latency"], latency_blocks(run, cid, int(k), w))
+            )
+            if w.hists["svc"].total_count >= 2:
+                d.service_samples.append(_sample(w.hists["svc"]))
         d.trials += 1
         d.completed += w.counts["completed"]
         d.latency_sum_ns += w.sums["latency_sum_ns"]
@@ -134,6 +181,21 @@ def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
     over_mean = s["overhead_sum_ms"] / s["overhead_n"] if s["overhead_n"] else 0.0
     # db time per request over the requests with svc (those without db_ms spent none there)
     db_ms = s.get("db_sum_ms", 0.0) / n if s.get("db_n", 0.0) > 0 else math.nan
+    se_ms = math.sqrt(var_ms2 / n)
+    trial_means = [
+        sum(float((v * c).sum()) for v, c in smp.blocks)
+        / sum(float(c.sum()) for _, c in smp.blocks)
+        for smp in d.service_samples
+        if smp.blocks
+    ]
+    if len(trial_means) >= 2:
+        m = sum(trial_means) / len(trial_means)
+        spread = math.sqrt(sum((x - m) ** 2 for x in trial_means) / (len(trial_means) - 1))
+        se_ms = max(se_ms, spread / math.sqrt(len(trial_means)))
+    over_se_ms = floor_ms = math.nan
+    if over_h.total_count >= 2:
+        over_se_ms = hdr.mean_std_ms(over_h)[1] / math.sqrt(over_h.total_count)
+        floor_ms = hdr.percentile_ms(over_h, estimate.FLOOR_PERCENTILE)
     return ServiceEstimate(
         mean_ms / 1e3,
         var_ms2 / mean_ms**2,
@@ -143,6 +205,9 @@ def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
         max(over_mean, 0.0) / 1e3,
         0.0,
         min(db_ms, mean_ms) / 1e3 if db_ms == db_ms else math.nan,
+        mean_se_s=se_ms / 1e3,
+        overhead_se_s=over_se_ms / 1e3,
+        overhead_floor_s=max(floor_ms, 0.0) / 1e3,
     )
 
 
@@ -203,11 +268,12 @@ def worker_gap_from_rows(
 
 def cell_measures(run: Run, trials: pd.DataFrame) -> dict[str, dict]:
     """models.comparison.compare's `measures`: per cell, the pooled measured mean (exact)
-    and p99 (HDR), and service estimates from histograms (a one-worker server's gap from a
-    bounded stretch of rows, when rows were kept)."""
+    and p99 (HDR), service estimates from histograms (a one-worker server's gap from a
+    bounded stretch of rows, when rows were kept), and per trial the bootstrap samples of
+    the latency and of svc (models/verdict.py)."""
     out = {}
     firsts = trials.drop_duplicates("cell_id").set_index("cell_id")
-    for cid, d in cell_distributions(run, trials).items():
+    for cid, d in cell_distributions(run, trials, samples=True).items():
         if not d.completed:
             continue
         svc = service_from_histograms(d)
@@ -223,5 +289,7 @@ def cell_measures(run: Run, trials: pd.DataFrame) -> dict[str, dict]:
             "p99_ms": d.latency_percentile_ms(99.0),
             "service": svc,
             "single_user_service": single_user_service(d),
+            "latency_samples": d.latency_samples,
+            "service_samples": d.service_samples or None,
         }
     return out

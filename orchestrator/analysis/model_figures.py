@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from models import estimate, usl
+from models import predict, usl, whatif
 
 from .figures import (
     Figure,
@@ -22,13 +22,16 @@ from .figures import (
     server_colours,
     xticks_for_cells,
 )
-from .queueing import service_of, usl_fits
+from .queueing import cell_row, service_of, usl_fits
 
 
-def _curve(rows: pd.DataFrame, x: str, service) -> tuple[np.ndarray, dict[str, tuple]]:
-    """Model predictions over a grid of the load axis x: {key: (label, mean_ms, p99_ms)}."""
+def _curve(
+    rows: pd.DataFrame, x: str, service, changes: dict | None = None
+) -> tuple[np.ndarray, dict[str, tuple]]:
+    """Model predictions over a grid of the load axis x: {key: (label, mean_ms, p99_ms)}.
+    With `changes` (models/whatif.py), only the chosen model's, for the changed cell."""
 
-    base = rows.iloc[0].copy()
+    base = cell_row(rows.iloc[0])
     mode = str(base.get("load_mode", "open"))
     driver = "target_rate" if mode == "open" else "connections"
     if driver not in rows or rows[driver].nunique() < 2:
@@ -46,9 +49,17 @@ def _curve(rows: pd.DataFrame, x: str, service) -> tuple[np.ndarray, dict[str, t
     for g, d in zip(grid, drv):
         r = base.copy()
         r[driver] = d
+        svc = service
+        if changes:
+            r, svc, _ = whatif.apply(r, service, changes)
         try:
-            p = estimate.predict_cell(r, service)
+            p = predict.predict_cell(r, svc)
         except ValueError:
+            continue
+        if changes:
+            what = ", ".join(f"{k}={v:g}" for k, v in changes.items())
+            names.setdefault("what_if", f"what if {what}: {p['model']}")
+            curves.setdefault("what_if", []).append((g, p["mean_ms"], p["p99_ms"]))
             continue
         for key, c in p["candidates"].items():
             names.setdefault(key, c["model"])
@@ -62,9 +73,14 @@ def _curve(rows: pd.DataFrame, x: str, service) -> tuple[np.ndarray, dict[str, t
 
 
 def model_latency_figure(
-    table: pd.DataFrame, axes: list[str], out_dir: Path, colours: dict
+    table: pd.DataFrame,
+    axes: list[str],
+    out_dir: Path,
+    colours: dict,
+    what_if: dict | None = None,
 ) -> Figure | None:
-    """Measured mean and p99 latency per cell against load with each model's curve."""
+    """Measured mean and p99 latency per cell against load with each model's curve, and the
+    what-if curve (models/whatif.py changes) beside them when given."""
 
     if table.empty or "pred_mean_ms" not in table:
         return None
@@ -107,6 +123,22 @@ def model_latency_figure(
             fitted = r[r["pred_mean_ms"].notna()]
             service = None if x is None or fitted.empty else service_of(fitted.iloc[0])
             _, curves = _curve(fitted, x, service) if service else (None, {})
+            if service and what_if:
+                _, extra = _curve(fitted, x, service, what_if)
+                for label, gx, mean, p99 in extra.values():
+                    finite = np.isfinite(mean)
+                    if finite.any():
+                        ax.plot(
+                            gx[finite],
+                            mean[finite],
+                            color=c,
+                            lw=2.2,
+                            alpha=0.55,
+                            label=f"{label} mean",
+                        )
+                        values += list(mean[finite])
+                    if np.isfinite(p99).any():
+                        ax.plot(gx, p99, color=c, lw=2.2, alpha=0.3, ls="--", label=f"{label} p99")
             for i, (_key, (name, gx, mean, p99)) in enumerate(curves.items()):
                 finite = np.isfinite(mean)
                 if finite.any():
@@ -152,7 +184,15 @@ def model_latency_figure(
         "Queueing models vs measured latency",
         "Markers: measured mean (filled) and p99 (hollow); lines: each applicable "
         "model's mean (server colour) and p99 (grey), using the service time "
-        "estimated at the lowest load of each line.",
+        "estimated at the lowest load of each line"
+        + (
+            "; thick lines: the what-if "
+            + ", ".join(f"{k}={v:g}" for k, v in what_if.items())
+            + " predicted by the fitted model"
+            if what_if
+            else ""
+        )
+        + ".",
         save(fig, out_dir, "model_latency"),
     )
 
@@ -214,14 +254,17 @@ def usl_figure(run, table: pd.DataFrame, out_dir: Path, colours: dict) -> Figure
     )
 
 
-def draw_models(run, table: pd.DataFrame, out_dir: Path) -> list[Figure]:
-    """The model figures for a queueing.queueing_table of the run."""
+def draw_models(
+    run, table: pd.DataFrame, out_dir: Path, what_if: dict | None = None
+) -> list[Figure]:
+    """The model figures for a queueing.queueing_table of the run; `what_if` (changes, as
+    models.json's what_if.changes) adds the predicted curve of that configuration."""
     if table.empty:
         return []
     colours = server_colours(list(run.trials["server"].unique()))
     axes = run.axes or ["server"]
     figs = [
-        model_latency_figure(table, axes, out_dir, colours),
+        model_latency_figure(table, axes, out_dir, colours, what_if),
         usl_figure(run, table, out_dir, colours),
     ]
     return [f for f in figs if f is not None]

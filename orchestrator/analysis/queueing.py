@@ -16,15 +16,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from models import comparison, estimate, usl
+from models import assess, comparison, estimate, usl, whatif
 
 from ..results import Run, load, write_json
 from ..results.schema import configuration_columns
+from .gc_pauses import with_gc_columns
 from .histograms import cell_measures
 from .views import analysis_trials, cell_labels, measured_trials
 
-# Measurement columns models.comparison.compare reads. The rest (start-up time, self-check
-# readings, CPU...) differs per trial and is left out of the table it is given.
+# Measurement columns models.comparison.compare reads, besides the readings the verdicts and
+# the bottleneck use (models.assess.EVIDENCE_COLUMNS, errors_*, probe_*). The rest (start-up
+# time, the other self-checks...) differs per trial and is left out of the table it is given.
 MEASURED_COLUMNS = [
     "throughput_rps",
     "latency_mean_ms",
@@ -52,12 +54,16 @@ def queueing_table(run: Run, notes: list[str] | None = None) -> pd.DataFrame:
     if measured.empty:
         return pd.DataFrame()
     trials, fallback = analysis_trials(measured)
+    trials = with_gc_columns(run, trials)
     config = configuration_columns(trials, run.axes)
-    keep = list(
-        dict.fromkeys(
-            ["cell_id", "trial", *config] + [c for c in MEASURED_COLUMNS if c in trials.columns]
-        )
-    )
+    readings = [
+        c
+        for c in trials.columns
+        if c in MEASURED_COLUMNS
+        or c in assess.EVIDENCE_COLUMNS
+        or c.startswith(("errors_", "probe_", "latency_p99_ci_", "server_gc_"))
+    ]
+    keep = list(dict.fromkeys(["cell_id", "trial", *config, *readings]))
     table = comparison.compare(
         trials[keep], None, config_columns=config, measures=cell_measures(run, trials)
     )
@@ -76,14 +82,161 @@ def service_of(row: pd.Series) -> estimate.ServiceEstimate | None:
         return None
     oh_mean = row.get("overhead_mean_ms", math.nan)
     db = row.get("db_mean_ms", math.nan)  # /db: the figures predict the tandem the table did
+    se, oh_se = row.get("service_se_ms", math.nan), row.get("overhead_se_ms", math.nan)
+    floor = row.get("overhead_floor_ms", math.nan)
     return estimate.ServiceEstimate(
         m / 1e3,
         float(row.get("service_scv", 1.0)),
         str(row.get("service_source", "")),
         float(row.get("overhead_ms", 0.0) or 0.0) / 1e3,
+        int(row.get("service_n", 0) or 0),
         overhead_mean_s=float(oh_mean) / 1e3 if oh_mean == oh_mean else math.nan,
+        gap_s=float(row.get("worker_gap_ms", 0.0) or 0.0) / 1e3,
         db_mean_s=float(db) / 1e3 if isinstance(db, (int, float)) and db == db else math.nan,
+        mean_se_s=float(se) / 1e3 if _finite(se) else math.nan,
+        overhead_se_s=float(oh_se) / 1e3 if _finite(oh_se) else math.nan,
+        overhead_floor_s=float(floor) / 1e3 if _finite(floor) else math.nan,
     )
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def cell_row(row: pd.Series) -> pd.Series:
+    """A queueing_table row as the models read a cell: its measured throughput back under
+    throughput_rps (the utilization law's X), its measured mean under latency_mean_ms."""
+    r = row.copy()
+    r["throughput_rps"] = row.get("measured_throughput_rps", math.nan)
+    r["latency_mean_ms"] = row.get("measured_mean_ms", math.nan)
+    return r
+
+
+def what_if(table: pd.DataFrame, changes: dict[str, float]) -> pd.DataFrame:
+    """The fitted models' predictions with the configuration changed (models/whatif.py): one
+    row per cell that had a service estimate: label, the cell's configuration after the
+    change, the model, the predicted mean and p99 with their bands, the verdict the model
+    had on the measured cell (basis_verdict: a what-if is no better than that) and notes."""
+    rows = []
+    if table.empty:
+        return pd.DataFrame()
+    for _, r in table.iterrows():
+        svc = service_of(r)
+        base = {
+            "cell_id": r["cell_id"],
+            "label": r.get("label", r["cell_id"]),
+            "basis_verdict": r.get("verdict", "no prediction"),
+            "measured_mean_ms": r.get("measured_mean_ms", math.nan),
+            "measured_p99_ms": r.get("measured_p99_ms", math.nan),
+        }
+        if svc is None:
+            rows.append({**base, "model": "no service estimate", "notes": ""})
+            continue
+        row, svc2, notes = whatif.apply(cell_row(r), svc, changes)
+        try:
+            p, bands, _ = assess.predict_with_band(row, svc2)
+        except ValueError as e:
+            rows.append({**base, "model": f"error: {e}", "notes": "; ".join(notes)})
+            continue
+        if p["broken"]:
+            notes.append(p["broken"])
+        rows.append(
+            {
+                **base,
+                **{k: row.get(k) for k in ("server_threads", "server_cores", "target_rate")},
+                "connections": row.get("connections"),
+                "model": p["model"],
+                "pred_mean_ms": p["mean_ms"],
+                "pred_mean_low_ms": bands["mean"].low,
+                "pred_mean_high_ms": bands["mean"].high,
+                "pred_p99_ms": p["p99_ms"],
+                "pred_p99_low_ms": bands["p99"].low,
+                "pred_p99_high_ms": bands["p99"].high,
+                "pred_throughput_rps": p["throughput_rps"],
+                "notes": "; ".join(notes),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def cell_lines(table: pd.DataFrame) -> list[str]:
+    """One line per cell, for people: its label, the model with its verdict on the mean
+    and the p99 (every prediction printed beside its verdict), and its bottleneck line."""
+    out = []
+    if table.empty:
+        return out
+    for _, r in table.iterrows():
+        label = r.get("label", r["cell_id"])
+        if not _finite(r.get("pred_mean_ms")):
+            out.append(
+                f"{label}: {r.get('model', '')} - {r.get('verdict_why', '') or 'no prediction'}"
+            )
+            continue
+        parts = [f"{label}: {r.get('model', '')}"]
+        for stat in ("mean", "p99"):
+            pred, err = r.get(f"pred_{stat}_ms"), r.get(f"err_{stat}")
+            status = r.get(f"verdict_{stat}", "no prediction")
+            if _finite(pred):
+                parts.append(f"{stat} {pred:.3g} ms ({_pct(err)}) {status}")
+        if r.get("verdict") == "rejected":
+            cause = str(r.get("verdict_causes", "") or r.get("verdict_why", ""))
+            parts.append(f"rejected: {cause.split('; ')[0]}")
+        line = ", ".join(parts)
+        if r.get("bottleneck_line"):
+            line += f"; {r['bottleneck_line']}"
+        out.append(line)
+    return out
+
+
+def cell_details(table: pd.DataFrame) -> list[str]:
+    """Per cell, a few lines for people (`perfctl model`): the bottleneck line, where the
+    model's parameters came from, the operational-law checks that disagree, a rejection's
+    evidence, and the other models' means."""
+    out = []
+    if table.empty:
+        return out
+    for _, r in table.iterrows():
+        lines = [f"{r.get('label', r['cell_id'])}: {r.get('bottleneck_line', '') or ''}"]
+        if _finite(r.get("service_mean_ms")):
+            se = r.get("service_se_ms")
+            lines.append(
+                f"  S = {r['service_mean_ms']:.3g} ms"
+                + (f" +- {1.96 * se:.2g}" if _finite(se) else "")
+                + f" ({str(r.get('service_source', '')).replace('_', ' ')}); "
+                f"{str(r.get('dispatch', '')).replace('_', ' ')} ({r.get('dispatch_source', '')}); "
+                f"{r.get('servers_source', '')}; CPU {_pct_plain(r.get('cpu_share'))} of S "
+                f"({r.get('cpu_share_source', '')})"
+            )
+        if r.get("verdict") == "rejected":
+            lines.append(f"  rejected: {r.get('verdict_why', '')}")
+            for cause in str(r.get("verdict_causes", "") or "").split("; "):
+                if cause:
+                    lines.append(f"    evidence: {cause}")
+        elif r.get("verdict_why"):
+            lines.append(f"  {r.get('verdict')}: {r.get('verdict_why')}")
+        for check in str(r.get("law_checks", "") or "").split("; "):
+            if check and check != "nan":
+                lines.append(f"  check: {check}")
+        others = [
+            f"{k[5:-8]} {r[k]:.3g} ({_pct(r.get('err_' + k[5:-8] + '_mean'))})"
+            for k in r.index
+            if k.startswith("pred_")
+            and k.endswith("_mean_ms")
+            and k not in ("pred_mean_ms", "pred_mean_low_ms", "pred_mean_high_ms")
+            and _finite(r.get(k))
+        ]
+        if others:
+            lines.append("  every applicable model (mean): " + ", ".join(others))
+        out.append("\n".join(lines))
+    return out
+
+
+def _pct_plain(x) -> str:
+    return f"{100 * x:.0f}%" if _finite(x) else "?"
+
+
+def _pct(x) -> str:
+    return f"{100 * x:+.0f}%" if _finite(x) else "n/a"
 
 
 def usl_fits(table: pd.DataFrame) -> list[dict]:
@@ -127,12 +280,14 @@ def _jsonable(v):
     return v
 
 
-def fit_run(run_dir: str | Path) -> tuple[dict, pd.DataFrame]:
+def fit_run(
+    run_dir: str | Path, what_if_changes: dict[str, float] | None = None
+) -> tuple[dict, pd.DataFrame]:
     """Fit the queueing models to a finished run, write RUN_DIR/models.json and return its
     contents ({"generated", "basis", "cells": [one compare row per cell], "usl": [fits],
-    and "left_out": [one line per thing skipped] when something was};
-    non-finite numbers written as null) and the table they came from. Raises PerfctlError
-    when RUN_DIR is no run."""
+    "left_out": [one line per thing skipped] when something was, and "what_if": {"changes",
+    "cells"} when asked}; non-finite numbers written as null) and the table they came from.
+    Raises PerfctlError when RUN_DIR is no run."""
     run = load(run_dir)
     notes: list[str] = []
     table = queueing_table(run, notes)
@@ -152,5 +307,18 @@ def fit_run(run_dir: str | Path) -> tuple[dict, pd.DataFrame]:
     }
     if notes:
         doc["left_out"] = notes
+    if what_if_changes:
+        wi = what_if(table, what_if_changes)
+        doc["what_if"] = {
+            "changes": what_if_changes,
+            "cells": [
+                {
+                    k: _jsonable(v)
+                    for k, v in r.items()
+                    if not (isinstance(v, float) and math.isnan(v))
+                }
+                for r in wi.to_dict("records")
+            ],
+        }
     write_json(run.path / "models.json", doc)
     return doc, table

@@ -254,28 +254,84 @@ def _thresholds(run: results.Run) -> str:
     )
 
 
-def _models(table: pd.DataFrame) -> str:
+def _band(r, stat: str) -> str:
+    lo, hi = r.get(f"pred_{stat}_low_ms", math.nan), r.get(f"pred_{stat}_high_ms", math.nan)
+    if not (isinstance(lo, float) and math.isfinite(lo)):
+        return ""
+    return f" [{_num(lo, '.3g')}, {_num(hi, '.3g')}]"
+
+
+def _models(table: pd.DataFrame, what_if: dict | None = None) -> str:
+    """The queueing models' table: every prediction with its band and its verdict, and per
+    cell the bottleneck line, the operational-law checks and a rejection's evidence."""
     if table.empty or "model" not in table:
         return ""
     rows = []
     for _, r in table.iterrows():
         cls = "fallback" if bool(r.get("from_invalid", False)) else ""
-        rows.append(
-            f'<tr class="{cls}"><td class="l">{_e(r.get("label", r["cell_id"]))}</td>'
-            f'<td class="l">{_e(r.get("model", ""))}</td>'
-            f"<td>{_num(r.get('measured_mean_ms'), '.3f')}</td>"
-            f"<td>{_num(r.get('pred_mean_ms'), '.3f')}</td>"
-            f"<td>{_num(100 * r.get('err_mean', math.nan), '+.0f')}</td>"
-            f"<td>{_num(r.get('measured_p99_ms'), '.3f')}</td>"
-            f"<td>{_num(r.get('pred_p99_ms'), '.3f')}</td>"
-            f"<td>{_num(100 * r.get('err_p99', math.nan), '+.0f')}</td></tr>"
+        cells = [
+            f'<td class="l">{_e(r.get("label", r["cell_id"]))}</td>',
+            f'<td class="l">{_e(r.get("model", ""))}'
+            f"<br><small>{_e(str(r.get('dispatch', '') or '').replace('_', ' '))} "
+            f"({_e(r.get('dispatch_source', '') or '')})</small></td>",
+        ]
+        for stat in ("mean", "p99"):
+            status = str(r.get(f"verdict_{stat}", "no prediction") or "no prediction")
+            vcls = {"held": "good", "rejected": "bad"}.get(status, "")
+            cells += [
+                f"<td>{_num(r.get(f'measured_{stat}_ms'), '.3f')}</td>",
+                f"<td>{_num(r.get(f'pred_{stat}_ms'), '.3f')}{_e(_band(r, stat))}</td>",
+                f"<td>{_num(100 * r.get(f'err_{stat}', math.nan), '+.0f')}</td>",
+                f'<td class="{vcls}">{_e(status)}</td>',
+            ]
+        rows.append(f'<tr class="{cls}">{"".join(cells)}</tr>')
+        notes = [str(r.get("bottleneck_line", "") or "")]
+        if r.get("verdict") == "rejected":
+            notes.append(
+                f"rejected: {r.get('verdict_why', '')}; evidence: {r.get('verdict_causes', '')}"
+            )
+        elif r.get("verdict_why"):
+            notes.append(str(r.get("verdict_why")))
+        if r.get("law_checks"):
+            notes.append(f"laws: {r.get('law_checks')}")
+        notes = [n for n in notes if n and n != "nan"]
+        if notes:
+            rows.append(
+                f'<tr class="{cls}"><td></td><td class="l" colspan="9"><small>'
+                + "<br>".join(_e(n) for n in notes)
+                + "</small></td></tr>"
+            )
+    wi = ""
+    if what_if and what_if.get("cells"):
+        what = ", ".join(f"{k}={v:g}" for k, v in what_if["changes"].items())
+        wrows = "".join(
+            f'<tr><td class="l">{_e(c.get("label", c["cell_id"]))}</td>'
+            f'<td class="l">{_e(c.get("model", ""))}</td>'
+            f"<td>{_num(c.get('pred_mean_ms'), '.3f')}"
+            f"{_e(_band(c, 'mean'))}</td>"
+            f"<td>{_num(c.get('pred_p99_ms'), '.3f')}{_e(_band(c, 'p99'))}</td>"
+            f'<td class="l">{_e(c.get("basis_verdict", ""))}</td>'
+            f'<td class="l">{_e(c.get("notes", ""))}</td></tr>'
+            for c in what_if["cells"]
+        )
+        wi = (
+            f"<h3>What if {_e(what)}</h3><table><tr><th class='l'>cell</th>"
+            "<th class='l'>model</th><th>predicted mean ms [band]</th>"
+            "<th>predicted p99 ms [band]</th><th class='l'>the model's verdict on the "
+            "measured cell</th><th class='l'>notes</th></tr>"
+            f"{wrows}</table>"
         )
     return (
         "<h2>Queueing models</h2><table><tr><th class='l'>cell</th><th class='l'>model</th>"
-        "<th>measured mean ms</th><th>predicted mean ms</th><th>error %</th>"
-        "<th>measured p99 ms</th><th>predicted p99 ms</th><th>error %</th></tr>"
-        f"{''.join(rows)}</table><p>Yellow rows: the cell had no valid trial, so its "
-        "invalid trials were used. <code>perfctl model</code> prints every model.</p>"
+        "<th>measured mean ms</th><th>predicted mean ms [band]</th><th>error %</th>"
+        "<th>verdict</th><th>measured p99 ms</th><th>predicted p99 ms [band]</th>"
+        "<th>error %</th><th>verdict</th></tr>"
+        f"{''.join(rows)}</table><p>A prediction is <b>held</b> when the measurement's "
+        "interval meets the band its parameters' uncertainty allows, <b>rejected</b> when "
+        "not (or when the model's assumptions do not hold in the run), <b>inconclusive</b> "
+        "when the band is wider than the precision asked (10% mean, 25% p99). Yellow rows: "
+        "the cell had no valid trial, so its invalid trials were used. "
+        "<code>perfctl model</code> prints every model.</p>" + wi
     )
 
 
@@ -329,7 +385,8 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
     except (ValueError, KeyError) as e:
         notes.append(f"models: not fitted ({type(e).__name__}: {e})")
         table = pd.DataFrame()
-    figs += draw_models(run, table, plot_dir)
+    what_if = run.models.get("what_if") if isinstance(run.models, dict) else None
+    figs += draw_models(run, table, plot_dir, (what_if or {}).get("changes"))
     info = run.info
     invalid = int((~trials["valid"].fillna(False).astype(bool)).sum()) if not trials.empty else 0
     badge = (
@@ -359,7 +416,7 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
         "<h2>Figures</h2>",
         "".join(f'<p class="warn">skipped: {_e(n)}</p>' for n in dict.fromkeys(notes)),
         *(_figure(f) for f in figs),
-        _models(table),
+        _models(table, what_if),
         "<h2>Configuration and host</h2><details><summary>run.json</summary>"
         f"<pre>{_e(json.dumps(info, indent=1, default=str))}</pre></details>",
     ]

@@ -218,6 +218,8 @@ def _run(
             doc, table = queueing.fit_run(run_dir)
         for note in doc.get("left_out", []):
             console.print(f"skipped: {note}", markup=False)
+        for line in queueing.cell_lines(table):  # each prediction with its verdict
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
         if plots:
             with display.step(console, "drawing the model figures"):
                 draw_models(results.load(run_dir), table, run_dir / "plots")

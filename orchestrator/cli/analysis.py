@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import PerfctlError
@@ -38,65 +39,56 @@ NoisyOpt = Annotated[
 def model(
     run_dir: RunArg,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the model figures.")] = False,
+    what_if: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--what-if",
+            metavar="KEY=VALUE",
+            help="Predict the cells with threads, cores, delay (one way), rate or users "
+            "changed, from the fitted models (repeat for several).",
+        ),
+    ] = None,
+    run_what_if: Annotated[
+        bool,
+        typer.Option(
+            "--run-what-if",
+            help="Also run that configuration for real (into RUN_DIR/what-if/) and print "
+            "predicted vs measured.",
+        ),
+    ] = False,
 ) -> None:
-    """Fit queueing models to a run: predicted vs measured per cell, models.json, figures."""
+    """Fit queueing models to a run: every prediction with its band and verdict, each cell's
+    bottleneck, models.json, figures; what-if predictions of another configuration."""
+    from models import whatif as whatif_  # models: loaded by the command, not at start-up
+
     from .. import results  # pandas, pyarrow: loaded by the command, not at start-up
     from ..analysis import queueing  # scipy, pandas: loaded by the command, not at start-up
     from ..analysis.model_figures import draw_models  # matplotlib: loaded by the command
     from ..api.display import step  # rich.progress: loaded by the command
 
+    try:
+        changes = whatif_.parse(what_if or [])
+    except ValueError as e:
+        raise PerfctlError(f"{e}. See perfctl model --help.") from None
+    if run_what_if and not changes:
+        raise PerfctlError("--run-what-if runs a --what-if configuration: give --what-if too")
     with step(console, "fitting queueing models"):
-        doc, table = queueing.fit_run(run_dir)
+        doc, table = queueing.fit_run(run_dir, changes or None)
     for note in doc.get("left_out", []):
         console.print(f"skipped: {note}", markup=False)
     if not no_plots:
         with step(console, "drawing the model figures"):
             run = results.load(run_dir)
-            draw_models(run, table, run.path / "plots")
+            draw_models(run, table, run.path / "plots", changes or None)
     cells = doc["cells"]
     if not cells:
         console.print("no trials to model")
         return
-    t = Table(
-        title="Models vs measurements (latency in ms; error = (predicted - measured) / measured)"
-    )
-    for col in (
-        "cell",
-        "model",
-        "meas mean",
-        "pred mean",
-        "err",
-        "meas p99",
-        "pred p99",
-        "err",
-        "every applicable model: mean (err)",
-    ):
-        t.add_column(
-            col, justify="left" if col in ("cell", "model") or col.startswith("every") else "right"
+    console.print(model_table(cells))
+    for c, line in zip(cells, queueing.cell_details(table)):
+        console.print(
+            line, highlight=False, soft_wrap=True, style="red" if c.get("from_invalid") else None
         )
-    for c in cells:
-        g = c.get
-        others = [
-            f"{k[5:-8]} {fmt(v, '.3g')} ({pct(g('err_' + k[5:-8] + '_mean'))})"
-            for k, v in c.items()
-            if k.startswith("pred_")
-            and k.endswith("_mean_ms")
-            and k != "pred_mean_ms"
-            and v is not None
-        ]
-        t.add_row(
-            g("label", g("cell_id")),
-            str(g("model", "")),
-            fmt(g("measured_mean_ms"), ".3f"),
-            fmt(g("pred_mean_ms"), ".3f"),
-            pct(g("err_mean")),
-            fmt(g("measured_p99_ms"), ".3f"),
-            fmt(g("pred_p99_ms"), ".3f"),
-            pct(g("err_p99")),
-            "\n".join(others),
-            style="red" if g("from_invalid") else None,
-        )
-    console.print(t)
     for f in doc["usl"]:
         peak = f["peak_concurrency"]
         console.print(
@@ -106,7 +98,82 @@ def model(
         )
     if any(c.get("from_invalid") for c in cells):
         console.print("[red]red rows: no valid trial in the cell; its invalid trials were used[/]")
+    if changes:
+        console.print(what_if_table(doc["what_if"]))
+    if run_what_if:
+        from .what_if_run import run_what_if as run_it  # noqa: PLC0415  (runs servers: only here)
+
+        run_it(results.load(run_dir), changes, doc["what_if"]["cells"])
     console.print(f"models: {results.load(run_dir).path / 'models.json'}")
+
+
+def _band(c: dict, stat: str) -> str:
+    lo, hi = c.get(f"pred_{stat}_low_ms"), c.get(f"pred_{stat}_high_ms")
+    if lo is None:
+        return fmt(c.get(f"pred_{stat}_ms"), ".3f")
+    return escape(f"{fmt(c.get(f'pred_{stat}_ms'), '.3f')} [{fmt(lo, '.3g')}, {fmt(hi, '.3g')}]")
+
+
+def model_table(cells: list[dict]) -> Table:
+    """Measured vs predicted per cell: every prediction beside its band and its verdict."""
+    t = Table(
+        title="Models vs measurements (latency in ms; \\[band]; error = (predicted - measured)"
+        " / measured; verdict: held / rejected / inconclusive)"
+    )
+    for col in (
+        "cell",
+        "model",
+        "meas mean",
+        "pred mean [band]",
+        "err",
+        "verdict",
+        "meas p99",
+        "pred p99 [band]",
+        "err",
+        "verdict",
+    ):
+        t.add_column(
+            escape(col), justify="left" if col in ("cell", "model", "verdict") else "right"
+        )
+    for c in cells:
+        g = c.get
+        row = [g("label", g("cell_id")), str(g("model", ""))]
+        for stat in ("mean", "p99"):
+            status = g(f"verdict_{stat}") or "no prediction"
+            colour = {"held": "green", "rejected": "red", "inconclusive": "yellow"}.get(status)
+            row += [
+                fmt(g(f"measured_{stat}_ms"), ".3f"),
+                _band(c, stat),
+                pct(g(f"err_{stat}")),
+                f"[{colour}]{status}[/]" if colour else status,
+            ]
+        t.add_row(*row, style="red" if g("from_invalid") else None)
+    return t
+
+
+def what_if_table(what_if: dict) -> Table:
+    """The what-if predictions, each with the verdict its model had on the measured cell."""
+    what = ", ".join(f"{k}={v:g}" for k, v in what_if["changes"].items())
+    t = Table(title=f"What if {what} (predicted by each cell's fitted model; ms)")
+    for col in (
+        "cell",
+        "model",
+        "pred mean [band]",
+        "pred p99 [band]",
+        "model's verdict on the measured cell",
+        "notes",
+    ):
+        t.add_column(escape(col), justify="right" if col.startswith("pred") else "left")
+    for c in what_if["cells"]:
+        t.add_row(
+            c.get("label", c["cell_id"]),
+            str(c.get("model", "")),
+            _band(c, "mean"),
+            _band(c, "p99"),
+            str(c.get("basis_verdict", "")),
+            str(c.get("notes", "")),
+        )
+    return t
 
 
 def report(

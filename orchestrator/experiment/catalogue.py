@@ -13,6 +13,38 @@ CONCURRENCY_MODELS: dict[str, tuple[str, ...]] = {
 }
 
 
+# How each bundled concurrency model dispatches requests to its workers: the queueing model's
+# discipline (models/stations.py DISPATCHES). `per_connection`: a worker (thread) keeps a
+# connection until the client closes it (a thread per connection is one too: it never runs
+# out); `shared_queue`: workers take requests from one queue, connections are not pinned
+# (Tomcat's NIO connector parks idle keep-alive connections in its poller); `event_loop`: each
+# loop serves its own connections' requests one at a time.
+DISPATCH: dict[tuple[str, str], str] = {
+    ("c", "single"): "per_connection",
+    ("c", "thread"): "per_connection",
+    ("c", "pool"): "per_connection",
+    ("c", "epoll"): "event_loop",
+    ("java", "single"): "per_connection",
+    ("java", "thread"): "per_connection",
+    ("java", "pool"): "per_connection",
+    ("java", "virtual"): "per_connection",
+    ("java", "rmi"): "per_connection",
+    ("java", "rmi-single"): "per_connection",
+    ("java", "servlet"): "shared_queue",
+    ("java", "spring"): "shared_queue",
+    ("python", "async"): "event_loop",
+    ("python", "pool"): "per_connection",
+}
+# Event loops whose waits (sleep_us, a /db query) block the loop: C `epoll` sleeps in
+# nanosleep and queries synchronously (servers/PROTOCOL.md). Python `async` awaits both.
+BLOCKING_LOOPS = {("c", "epoll")}
+
+
+def dispatch_of(impl: str, model: str) -> str:
+    """How the bundled server (impl, model) dispatches requests (DISPATCH)."""
+    return DISPATCH[(impl, model)]
+
+
 # Concurrency models that speak Java RMI instead of HTTP: only the `rmi` driver can load them.
 RMI_MODELS = ("rmi", "rmi-single")
 

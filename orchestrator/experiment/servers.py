@@ -113,8 +113,17 @@ class CommandServer(FrozenModel):
     )
     threads: int | None = Field(
         None,
-        description="its worker threads, if known: recorded as server_threads and used by "
-        "the queueing models",
+        ge=1,
+        le=100_000,
+        description="worker threads (event_loop: loops) the server runs; without it (or "
+        "`dispatch`) perfctl probes the server before each trial",
+    )
+    dispatch: Literal["shared_queue", "per_connection", "event_loop"] | None = Field(
+        None,
+        description="how the server hands requests to its workers, for the queueing models "
+        "(docs/models.md): shared_queue (one queue, any worker takes the next request), "
+        "per_connection (a worker keeps its keep-alive connection), event_loop (a loop per "
+        "thread, non-blocking); without it perfctl probes the server",
     )
     port: int | None = Field(None, ge=1, le=65535, description="fixed port; default: a free one")
 

@@ -45,12 +45,16 @@ IDENTITY_COLUMNS = [
 CONFIGURATION_COLUMNS = [
     "server_impl",  # c | java | python | cmd
     "concurrency_model",  # the bundled server's concurrency model ("" for a cmd server)
+    "server_dispatch",  # how it hands requests to workers (models/stations.py; "" unknown)
+    "server_dispatch_source",  # catalogue | declared | "" (then the probe's columns say)
+    "server_waits_block",  # an event loop that blocks in its waits (C epoll)
     "server_threads",
     "server_backlog",
     "server_cores",  # CPUs the server may run on
     "load_mode",  # closed | open | burst | ramp
     "load_driver",  # http | a bundled driver (rmi) | cmd  (loadgen/DRIVER.md)
     "connections",
+    "keepalive",
     "think_time_s",
     "window_s",  # the measured window: duration, all bursts, or all ramp steps
     "work_spin_us",
@@ -58,6 +62,16 @@ CONFIGURATION_COLUMNS = [
 ]
 MEASUREMENT_COLUMNS = [
     "startup_s",
+    # a `cmd` server declaring neither dispatch nor threads, probed before the load
+    # (measure/dispatch_probe.py): what it inferred and the single-user service time
+    "probe_dispatch",
+    "probe_threads",
+    "probe_service_ms",
+    "probe_service_se_ms",
+    "probe_service_scv",
+    "probe_requests",
+    "probe_server_timing",
+    "probe_note",
     "requests",
     "completed",
     "errors",

@@ -29,6 +29,7 @@ from loadgen import stats as lstats
 from loadgen.records import stream_batches
 from loadgen.spec import LoadSpec
 
+from ..experiment.catalogue import BLOCKING_LOOPS, dispatch_of
 from ..experiment.load import trial_seed
 from ..experiment.network import Network
 from ..experiment.plan import Cell
@@ -68,6 +69,7 @@ class TrialOutcome:
     spec: LoadSpec | None = None  # the load generator's spec (the whole trial's, not a shard's)
     max_error_rate: float | None = None  # the validity's error limit for spec.mode
     startup_s: float = math.nan  # until the server answered
+    probe: dict = field(default_factory=dict)  # a cmd server's dispatch probe (probe_* columns)
     server_cpus: Sequence[int] | None = None  # where the server may run (None: unknown)
     hosts: dict = field(default_factory=dict)  # a cluster's server_host, loadgen_hosts, shards
     network: dict = field(default_factory=dict)  # the network columns (network_row)
@@ -108,6 +110,7 @@ def trial_row(t: TrialOutcome) -> dict:
         **describe(t.cell, t.server_cpus),
         "seed": t.seed,
         "startup_s": t.startup_s,
+        **t.probe,
         **t.hosts,
         **t.network,
     }
@@ -176,15 +179,25 @@ def describe(cell: Cell, server_cpus: Sequence[int] | None) -> dict:
     server_cpus: the CPUs the server may run on (server_cores; NaN when unknown)."""
     s = cell.server
     bundled_ = isinstance(s, BundledServer)
+    if bundled_:
+        dispatch, source = dispatch_of(s.impl, s.concurrency_model), "catalogue"
+        blocks = (s.impl, s.concurrency_model) in BLOCKING_LOOPS
+    else:
+        dispatch, source = s.dispatch or "", "declared" if s.dispatch else ""
+        blocks = False  # a declared event loop does not block (models/cell_station.py)
     return {
         "server_impl": s.impl if bundled_ else "cmd",
         "concurrency_model": s.concurrency_model if bundled_ else "",
+        "server_dispatch": dispatch,
+        "server_dispatch_source": source,
+        "server_waits_block": blocks,
         "server_threads": s.threads if bundled_ else (s.threads or math.nan),
         "server_backlog": s.backlog if bundled_ else math.nan,
         "server_cores": len(server_cpus) if server_cpus else math.nan,
         "load_mode": cell.load.mode,
         "load_driver": cell.load.driver_label,
         "connections": cell.load.connections,
+        "keepalive": cell.load.keepalive,
         "think_time_s": cell.load.think_time_s,
         "window_s": cell.load.window_s,
         "work_spin_us": cell.workload.spin_us,

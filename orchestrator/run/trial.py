@@ -21,7 +21,7 @@ from loadgen.spec import EXIT_CANNOT_WRITE
 from ..experiment.load import to_load_spec
 from ..experiment.plan import Cell, Plan
 from ..experiment.servers import BundledServer
-from ..measure import kernel_tcp, live, noise, profiler
+from ..measure import dispatch_probe, kernel_tcp, live, noise, profiler
 from ..measure.sampler import ResourceSampler
 from ..netem import make_injector
 from ..proc.process import spawn, tail, terminate
@@ -39,6 +39,15 @@ LOADGEN_GRACE_S = 30.0
 # the timeline
 SCHEDULE_LEAD_NS = 3_000_000_000
 WATCH_S = 0.25  # how often the live view looks at the load generator's live file
+
+
+def needs_probe(cell: Cell) -> bool:
+    """A `cmd` server that declares neither `dispatch:` nor `threads:` (either missing) is
+    probed before each trial (measure/dispatch_probe.py), when the load speaks HTTP."""
+    s = cell.server
+    if isinstance(s, BundledServer) or cell.load.driver != "http":
+        return False
+    return s.dispatch is None or s.threads is None
 
 
 def host_early_wake_ns(run_dir: Path) -> int:
@@ -157,6 +166,8 @@ def execute_trial(
         server.start()
         out.startup_s = server.wait_ready()
         host, port = server.host, server.port
+        if needs_probe(cell):  # directly, before any injected delay and the load
+            out.probe = dispatch_probe.probe(host, port, cell.workload.target).row()
         if injector is not None:
             host, port = injector.start(server.host, server.port)
             probes.append(("before", injector.probe(), injector.state_now()))

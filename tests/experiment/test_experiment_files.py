@@ -169,3 +169,48 @@ def test_free_ports_avoid_the_ephemeral_range():
         assert port < low or low <= 12000
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
+
+
+def test_a_command_server_declares_its_dispatch_and_threads_or_gets_a_clear_error(write_yaml):
+    ok = BASE.replace(
+        "py: {impl: python, model: async}",
+        'py: {cmd: "srv --port {port}", dispatch: per_connection, threads: 8}',
+    )
+    py = next(c for c in experiment.load_plan(write_yaml(ok)).cells if c.server_name == "py")
+    assert (py.server.dispatch, py.server.threads) == ("per_connection", 8)
+    bad = ok.replace("dispatch: per_connection", "dispatch: round_robin")
+    with pytest.raises(PerfctlError, match="dispatch") as e:
+        experiment.load_plan(write_yaml(bad, "bad.yaml"))
+    assert "shared_queue" in str(e.value) and "event_loop" in str(e.value)
+
+
+def test_every_bundled_concurrency_model_declares_how_it_dispatches():
+    from orchestrator.experiment import catalogue
+
+    for impl, models in catalogue.CONCURRENCY_MODELS.items():
+        for model in models:
+            assert catalogue.dispatch_of(impl, model) in (
+                "shared_queue",
+                "per_connection",
+                "event_loop",
+            )
+    assert catalogue.dispatch_of("c", "pool") == "per_connection"
+    assert ("c", "epoll") in catalogue.BLOCKING_LOOPS
+
+
+def test_trial_rows_say_how_the_server_dispatches_and_whether_a_probe_is_needed(write_yaml):
+    from orchestrator.run.trial import describe, needs_probe
+
+    text = BASE.replace(
+        "py: {impl: python, model: async}", 'py: {cmd: "srv --port {port}", threads: 2}'
+    )
+    cells = experiment.load_plan(write_yaml(text)).cells
+    c = next(x for x in cells if x.server_name == "c")
+    py = next(x for x in cells if x.server_name == "py")
+    row = describe(c)
+    assert (row["server_dispatch"], row["server_dispatch_source"]) == (
+        "per_connection",
+        "catalogue",
+    )
+    assert row["keepalive"] is True and not needs_probe(c)
+    assert describe(py)["server_dispatch"] == "" and needs_probe(py)  # threads, no dispatch

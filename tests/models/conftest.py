@@ -74,3 +74,45 @@ def simulate():
         )
 
     return run
+
+
+@functools.cache
+def _simulate_ps(
+    arrival_rate: float, service_rate: float, cores: int, threads: float, customers: int, seeds
+) -> np.ndarray:
+    resp = []
+    for seed in seeds:
+        net = ciw.create_network(
+            arrival_distributions=[ciw.dists.Exponential(arrival_rate)],
+            service_distributions=[ciw.dists.Exponential(service_rate)],
+            number_of_servers=[threads],
+            ps_thresholds=[cores],
+        )
+        ciw.seed(seed)
+        sim = ciw.Simulation(net, node_class=ciw.PSNode)
+        horizon = customers / arrival_rate
+        sim.simulate_until_max_time(horizon)
+        lo, hi = 0.10 * horizon, 0.95 * horizon
+        resp += [
+            r.exit_date - r.arrival_date for r in sim.get_all_records() if lo <= r.arrival_date < hi
+        ]
+    return np.asarray(resp)
+
+
+@pytest.fixture(scope="session")
+def simulate_ps():
+    """simulate_ps(arrival_rate, service_rate, cores, threads, customers_per_seed, seeds) ->
+    response times of Ciw's limited processor sharing node (PSNode: up to `threads` customers
+    share `cores` servers' worth of service evenly; the rest wait FIFO), pooled over seeds."""
+
+    def run(arrival_rate, service_rate, cores, threads, customers_per_seed=25_000, seeds=SEEDS[:2]):
+        return _simulate_ps(
+            float(arrival_rate),
+            float(service_rate),
+            int(cores),
+            threads,
+            int(customers_per_seed),
+            tuple(seeds),
+        )
+
+    return run

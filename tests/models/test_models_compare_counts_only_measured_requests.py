@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import comparison, estimate
+from models import comparison, estimate, predict
 from models.estimate import ServiceEstimate
 
 MS = 1_000_000  # ns per ms
@@ -101,7 +101,7 @@ def test_compare_drops_warmup_when_marked():
 
 def test_predict_cell_unaffected_by_measured_column():
     svc = ServiceEstimate(mean_s=0.001, scv=1.0, source="server_timing")
-    p = estimate.predict_cell(
+    p = predict.predict_cell(
         dict(
             load_mode="open",
             target_rate=500.0,

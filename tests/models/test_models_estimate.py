@@ -9,27 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import closed, comparison, estimate, queues, usl
+from models import closed, comparison, estimate, predict, queues, usl
 from models.estimate import ServiceEstimate
 
 MS = 1_000_000  # ns per ms
-
-
-def test_servers_for():
-    assert estimate.servers_for(8, 4, 100, 0) == 4  # CPU-bound: min(threads, cores)
-    assert estimate.servers_for(8, 4, 0, 1000) == 8  # sleep-bound: threads
-    assert estimate.servers_for(8, 4, 0, 0) == 4  # no work parameters: CPU-bound
-    # mixed: CPU ceiling cores/spin = 4/100us vs thread ceiling 8/(100+100)us -> c = min(8, 8)
-    assert estimate.servers_for(8, 4, 100, 100) == pytest.approx(8)
-    assert estimate.servers_for(16, 4, 100, 100) == pytest.approx(8)  # 4 * 200/100
-    assert estimate.servers_for(None, 4, 100, 0) == 4
-    assert estimate.servers_for(float("nan"), float("nan"), 0, 10) == math.inf
-
-
-def test_capacity_for():
-    assert estimate.capacity_for(4, 128) == 132
-    assert estimate.capacity_for(4, None) == math.inf
-    assert estimate.capacity_for(4, float("nan")) == math.inf
 
 
 def test_predict_cell_model_choice():
@@ -42,18 +25,18 @@ def test_predict_cell_model_choice():
         work_sleep_us=0,
         server_backlog=float("nan"),
     )
-    p = estimate.predict_cell({**base, "target_rate": 1000.0}, svc)  # rho = 0.5
+    p = predict.predict_cell({**base, "target_rate": 1000.0}, svc)  # rho = 0.5
     assert p["key"] == "mmc" and p["servers"] == 4 and math.isfinite(p["p99_ms"])
     assert set(p["candidates"]) == {"mmc", "mgc"}
-    p = estimate.predict_cell({**base, "target_rate": 1000.0}, ServiceEstimate(0.002, 0.1, "x"))
+    p = predict.predict_cell({**base, "target_rate": 1000.0}, ServiceEstimate(0.002, 0.1, "x"))
     assert p["key"] == "mgc" and math.isnan(p["p99_ms"])
-    p = estimate.predict_cell({**base, "target_rate": 1000.0, "server_backlog": 2}, svc)
+    p = predict.predict_cell({**base, "target_rate": 1000.0, "server_backlog": 2}, svc)
     assert p["key"] == "mmck" and p["capacity"] == 6  # blocking matters
-    p = estimate.predict_cell({**base, "target_rate": 1000.0, "server_backlog": 1000}, svc)
+    p = predict.predict_cell({**base, "target_rate": 1000.0, "server_backlog": 1000}, svc)
     assert p["key"] == "mmc" and "mmck" in p["candidates"]  # blocking negligible
-    p = estimate.predict_cell({**base, "target_rate": 3000.0}, svc)
+    p = predict.predict_cell({**base, "target_rate": 3000.0}, svc)
     assert p["key"] == "unstable" and p["mean_ms"] == math.inf
-    p = estimate.predict_cell({**base, "target_rate": 3000.0, "server_backlog": 10}, svc)
+    p = predict.predict_cell({**base, "target_rate": 3000.0, "server_backlog": 10}, svc)
     assert p["key"] == "mmck" and p["throughput_rps"] < 2000.0
 
 
@@ -69,12 +52,12 @@ def test_predict_cell_closed_uses_exact_multiserver_mva():
         work_sleep_us=0,
         server_backlog=128,
     )
-    p = estimate.predict_cell(row, svc)
+    p = predict.predict_cell(row, svc)
     ref = closed.mva([0.004, 0.0005], 16, 0.01, delay_stations=[1], servers=[4, 1])
     assert p["key"] == "mva" and p["mean_ms"] == pytest.approx(ref.response_time[-1] * 1e3)
     assert p["throughput_rps"] <= 4 / 0.004 + 1e-9
     assert p["candidates"]["bounds"]["mean_ms"] <= p["mean_ms"]
-    one = estimate.predict_cell({**row, "connections": 1}, svc)
+    one = predict.predict_cell({**row, "connections": 1}, svc)
     assert one["mean_ms"] == pytest.approx(4.5)
 
 
@@ -240,7 +223,7 @@ def test_a_skewed_overhead_adds_its_mean_to_means_and_its_median_to_percentiles(
         work_spin_us=1000,
         work_sleep_us=0,
     )
-    p = estimate.predict_cell(row, e)
+    p = predict.predict_cell(row, e)
     r = queues.mm1(400.0, 1 / e.mean_s)
     assert p["key"] == "mmc"
     assert p["mean_ms"] == pytest.approx((r.mean_response + e.overhead_mean_s) * 1e3)
@@ -374,7 +357,7 @@ def test_a_database_bottleneck_is_predicted_at_the_database_station():
         server_backlog=128,
         db_connections=2,
     )
-    p = estimate.predict_cell(row, svc)
+    p = predict.predict_cell(row, svc)
     assert p["key"] == "mva_db" and p["db_servers"] == 2 and p["servers"] == 8
     ref = closed.mva([rest, d, 0.0], 16, 0.0, delay_stations=[2], servers=[8, 2, 1])
     assert p["mean_ms"] == pytest.approx(ref.response_time[-1] * 1e3)
@@ -385,11 +368,11 @@ def test_a_database_bottleneck_is_predicted_at_the_database_station():
     one_station = p["candidates"]["mva"]
     assert one_station["throughput_rps"] > 2 * x_sim  # ignoring the database: way off
     # a database with a connection per thread is not the bottleneck: the model is unchanged
-    q = estimate.predict_cell({**row, "db_connections": 16}, svc)
+    q = predict.predict_cell({**row, "db_connections": 16}, svc)
     assert q["key"] == "mva" and "mva_db" not in q["candidates"]
     # cores cap the database station too (PostgreSQL runs a process per connection)
     assert (
-        estimate.predict_cell({**row, "db_connections": 16, "db_cores": 2}, svc)["key"] == "mva_db"
+        predict.predict_cell({**row, "db_connections": 16, "db_cores": 2}, svc)["key"] == "mva_db"
     )
     assert estimate.db_servers_for({"server_threads": 4}) == 4  # the default pool
 
@@ -406,9 +389,9 @@ def test_open_load_on_a_database_bottleneck_is_a_tandem():
         work_sleep_us=0,
         db_connections=2,
     )
-    p = estimate.predict_cell(row, svc)
+    p = predict.predict_cell(row, svc)
     assert p["key"] == "tandem_db"
     want = queues.mmc(500.0, 1 / d, 2).mean_response + queues.mmc(500.0, 1 / rest, 8).mean_response
     assert p["mean_ms"] == pytest.approx(want * 1e3)
     assert p["utilization"] == pytest.approx(500.0 * d / 2)
-    assert estimate.predict_cell({**row, "target_rate": 700.0}, svc)["mean_ms"] == math.inf
+    assert predict.predict_cell({**row, "target_rate": 700.0}, svc)["mean_ms"] == math.inf
