@@ -20,6 +20,7 @@ from .base import FrozenModel
 from .cells import Cell, Cells  # noqa: F401 - Cell is part of this module's API
 from .cluster import Cluster
 from .document import Scalar, apply_override, deep_merge, fail, read_document, validation_error
+from .search import MIN_KNEE_PROBES, SETUP_PROBES, Search, check_search
 from .servers import BundledServer
 from .services import ServiceConfig, check_refs, compile_services
 from .units import fraction
@@ -71,6 +72,9 @@ class Experiment(FrozenModel):
         "(py-spy, JFR or perf: measure/profiler.py) and draw its flame graph",
     )
     cluster: Cluster | None = None
+    search: Search | None = Field(
+        None, description="find each cell's largest load that meets an SLO (search.py)"
+    )
 
     @field_validator("name")
     @classmethod
@@ -160,16 +164,26 @@ class Plan(FrozenModel):
     def trial_count(self) -> int:
         return len(self.cells) * self.repeats
 
-    def estimated_seconds(self) -> float:
+    def estimated_seconds(self, trials_per_cell: int | None = None) -> float:
+        """The wall time of `trials_per_cell` trials of every cell (default: `repeats`)."""
+        per_cell = self.repeats if trials_per_cell is None else trials_per_cell
         total = 0.0
         for c in self.cells:
             start = 0.8
             if isinstance(c.server, BundledServer) and c.server.impl == "java":
                 start = JAVA_START_S.get(c.server.concurrency_model, 2.0)
-            total += self.repeats * (c.load.warmup_s + c.load.window_s + start + 0.7)
+            total += per_cell * (c.load.warmup_s + c.load.window_s + start + 0.7)
+        trials = len(self.cells) * per_cell
         for svc in self.services.values():  # initdb, start, seed: a few seconds each time
-            total += SERVICE_START_S * (self.trial_count if svc.scope == "trial" else 1)
+            total += SERVICE_START_S * (trials if svc.scope == "trial" else 1)
         return total
+
+    def search_trials(self) -> tuple[int, int]:
+        """With `search:`, the fewest and the most trials a cell's search can take: the two
+        set-up probes and two probes at the knee (the fewest an interval needs), and
+        search.max_trials."""
+        s = self.experiment.search
+        return (SETUP_PROBES + MIN_KNEE_PROBES, s.max_trials) if s else (self.repeats,) * 2
 
 
 def compile_document(
@@ -194,6 +208,8 @@ def compile_document(
         exp = Experiment.model_validate(doc)
     except ValidationError as e:
         raise validation_error(source, "", e) from None
+    if exp.search is not None:
+        check_search(exp, doc, source)
     services = compile_services(exp.services, source)
     check_refs(exp.servers, services, source)
     cells = Cells(exp, doc, source)  # refuses a matrix over MAX_CELLS without expanding it
@@ -205,7 +221,11 @@ def compile_document(
         profile=profile,
         overrides=overrides,
         cells=cells,
-        repeats=exp.max_repeats if exp.auto else exp.repeats,
+        repeats=exp.search.max_trials
+        if exp.search
+        else exp.max_repeats
+        if exp.auto
+        else exp.repeats,
         document=doc,
         services=services,
     )
