@@ -14,16 +14,19 @@ from .. import results
 from ..analysis import flamegraph, queueing
 from ..analysis.model_figures import draw_models
 from ..analysis.run_figures import draw_basic
+from ..analysis.search_figures import capacity_figure
 from ..cluster.hosts import cleanup_stale_bridges
 from ..measure.hostinfo import host_info
 from ..netem.namespace import cleanup_stale
 from ..proc import limits, process
+from ..results.schema import read_capacity
 from ..results.store import check_present, storage_guard
 from ..run.execute import execute_plan, run_info
+from ..search.execute import execute_search
 from . import run_target, trial_display
 from .console import console, step
 from .plan import ProfileOpt, SetOpt
-from .summary import summary_table
+from .summary import capacity_table, summary_table
 
 
 def run(
@@ -165,7 +168,9 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
 
         session, trial_fn = _open_cluster(p, run_dir) if p.experiment.cluster else (None, None)
         try:
-            if session is None:
+            if p.experiment.search is not None:
+                execute_search(p, run_dir, display.on_trial, on_start, display.on_second)
+            elif session is None:
                 outcome = execute_plan(p, run_dir, display.on_trial, on_start, display.on_second)
             else:
                 outcome = execute_plan(p, run_dir, display.on_trial, on_start, trial_fn=trial_fn)
@@ -173,6 +178,9 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
             if session is not None:
                 session.close()
             process.stop_all()
+    if p.experiment.search is not None:
+        _search_done(p, run_dir, no_plots)
+        return
     trials = results.read_trials(run_dir)
     info = results.load(run_dir).info
     if "network_backend" in trials.columns:
@@ -198,4 +206,20 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
                 console.print(f"plot: {path}")
     console.print(
         f"trials: {run_dir / 'trials.csv'} ({outcome.ran} run, {outcome.skipped} already recorded)"
+    )
+
+
+def _search_done(p, run_dir: Path, no_plots: bool) -> None:
+    """After a search: the capacity table, its figure, where the files are."""
+    doc = read_capacity(run_dir)
+    console.print(capacity_table(doc, p.axes))
+    if not no_plots:
+        with step("drawing the capacity figure"):
+            fig = capacity_figure(doc, run_dir / "plots")
+        if fig is not None:
+            console.print(f"plot: {fig.png}")
+    trials = results.read_trials(run_dir)
+    console.print(
+        f"capacity: {run_dir / 'capacity.json'}; trials: {run_dir / 'trials.csv'} "
+        f"({len(trials)} probes)"
     )

@@ -1,0 +1,426 @@
+"""One cell's search: which probe comes next, what each probe's outcome means, and the
+cell's entry of capacity.json. No I/O: execute.py runs the probes and hands their rows here.
+
+The probes, in order:
+1. service: one user, no think time (closed). The unloaded latency: if even it misses the SLO,
+   no load level can meet it (PerfctlError). Its Server-Timing gives the service time.
+2. saturation: SATURATION_USERS or more users, no think time (closed): the most the server
+   completes, X_max.
+3. knee probes at the levels estimate.next_level picks (open: arrival rates; closed: users,
+   with the file's think time), until the interval's half-width is within `precision` or
+   `max_trials` trials ran.
+
+Every probe must be valid, quiet and stationary to count. One that is not is retried once at
+the same level (a retry counts as a trial); a second failure is named in capacity.json and
+left out. Two outcomes are evidence rather than failures: a knee probe whose error rate
+exceeds the SLO's, and one overloaded (its latency rose through the window and is above the
+SLO), are upper bounds on the capacity. A probe the load generator could not drive (it fell
+behind its schedule, or its own CPU ran out) is retried once; if it fails again the search
+stops with PerfctlError: past that level the load generator, not the server, would be
+measured, and its limit is never reported as the server's capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.stations import Station
+
+from ..errors import PerfctlError
+from ..experiment.document import fail
+from ..experiment.plan import Cell
+from ..experiment.search import Search
+from .estimate import Curve, Estimate, Point, estimate, next_level
+from .readings import Readings
+from .station import ServiceProbe, station_for
+
+SATURATION_USERS = 16  # at least; 4 per worker thread when the server declares more
+MAX_SATURATION_USERS = 1024
+LOADGEN_WORDS = ("load generator", "load-generator", "achieved send rate")
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """A probe to run: its role, its load level (users for service and saturation probes and
+    closed-load searches, arrivals/s for open-load knee probes) and 1, or 2 for a retry."""
+
+    role: str  # service | saturation | knee
+    level: float
+    attempt: int = 1
+
+
+@dataclass
+class ProbeRecord:
+    trial: int
+    spec: ProbeSpec
+    row: dict
+    readings: Readings
+    used: bool
+    verdict: str  # what the search made of it, in words
+
+
+@dataclass
+class CellSearch:
+    cell: Cell
+    search: Search
+    source: str
+    records: list[ProbeRecord] = field(default_factory=list)
+    station: Station | None = None
+    curve: Curve | None = None
+    model_notes: list[str] = field(default_factory=list)
+    saturation_rps: float | None = None
+    upper: float = math.inf  # the lowest level seen failing the SLO outright
+    upper_why: str = ""
+    retry: ProbeSpec | None = None
+    stopped: str = ""
+    failure: PerfctlError | None = None
+    service: ServiceProbe | None = None
+    given_up: str = ""  # why the cell's search stopped without an answer (not bad input)
+    settled: set = field(default_factory=set)  # roles done: service, saturation
+
+    # --- what the search varies -----------------------------------------------------------
+    @property
+    def open(self) -> bool:
+        return self.cell.load.mode == "open"
+
+    @property
+    def unit(self) -> str:
+        return "rate_rps" if self.open else "users"
+
+    @property
+    def slo_s(self) -> float:
+        return self.search.slo.latency_ms / 1e3
+
+    @property
+    def trials(self) -> int:
+        return len(self.records)
+
+    def probe_cell(self, spec: ProbeSpec) -> Cell:
+        """The cell with its load set for this probe (the cell id stays the search's)."""
+        load = self.cell.load
+        if spec.role == "knee" and self.open:
+            update = {"mode": "open", "rate_rps": spec.level}
+        elif spec.role == "knee":
+            update = {"mode": "closed", "connections": int(spec.level)}
+        else:
+            update = {"mode": "closed", "connections": int(spec.level), "think_time_s": 0.0}
+        return self.cell.model_copy(update={"load": load.model_copy(update=update)})
+
+    def saturation_users(self) -> int:
+        threads = getattr(self.cell.server, "threads", None) or 0
+        conns = self.cell.load.connections if not self.open else 0
+        return int(min(MAX_SATURATION_USERS, max(SATURATION_USERS, 4 * threads, conns)))
+
+    # --- the next probe ---------------------------------------------------------------------
+    def points(self) -> list[Point]:
+        return [
+            Point(r.spec.level, r.readings.stat_ms / 1e3, r.readings.within_var)
+            for r in self.records
+            if r.spec.role == "knee" and r.used and r.verdict == "estimate"
+        ]
+
+    def estimate(self) -> Estimate:
+        if self.curve is None:
+            return Estimate(confidence=self.search.confidence)
+        return estimate(
+            self.points(), self.curve, self.slo_s, self.search.confidence, upper=self.upper
+        )
+
+    def next_spec(self) -> ProbeSpec | None:
+        """The next probe, or None when the cell's search is over (`stopped` says why)."""
+        if self.stopped or self.failure is not None:
+            return None
+        if self.given_up:
+            self.stopped = self.given_up
+            return None
+        if self.trials >= self.search.max_trials:
+            self.stopped = f"max_trials ({self.search.max_trials}) reached"
+            return None
+        if self.retry is not None:
+            spec, self.retry = self.retry, None
+            return spec
+        if "service" not in self.settled:
+            return ProbeSpec("service", 1)
+        if "saturation" not in self.settled:
+            return ProbeSpec("saturation", self.saturation_users())
+        if self.curve is None:
+            self._fit()
+        est = self.estimate()
+        if est.n >= 2 and est.half_width <= self.search.precision:
+            self.stopped = (
+                f"precision reached (±{100 * est.half_width:.1f}% <= "
+                f"{100 * self.search.precision:g}%)"
+            )
+            return None
+        level = next_level(self.points(), self.curve, self.slo_s, est, self.upper)
+        return ProbeSpec("knee", level)
+
+    def _fit(self) -> None:
+        row = next(r.row for r in self.records if r.spec.role == "service")
+        self.station, self.model_notes = station_for(
+            self.cell, self.search.slo.stat, self.service, self.saturation_rps, row
+        )
+        think = None if self.open else self.cell.load.think_time_s
+        self.curve = Curve(self.station, self.search.slo.stat, think)
+
+    # --- what a probe meant ---------------------------------------------------------------
+    def record(self, trial: int, spec: ProbeSpec, row: dict, readings: Readings) -> None:
+        """Judge one finished probe, add the search's columns to its row (results/schema.py)
+        and remember it. Sets `failure` (to be raised once the row is written) when the search
+        cannot go on: an SLO no level meets, or the load generator's limit."""
+        used, verdict = getattr(self, f"_{spec.role}")(spec, row, readings)
+        trend = readings.trend
+        row.update(
+            {
+                "search_role": spec.role,
+                "search_level": spec.level,
+                "search_latency_ms": readings.stat_ms,
+                "search_meets_slo": self._meets(row, readings),
+                "search_used": used,
+                "search_verdict": verdict,
+                **trend.columns(),
+            }
+        )
+        self.records.append(ProbeRecord(trial, spec, row, readings, used, verdict))
+
+    def _meets(self, row: dict, readings: Readings) -> bool:
+        err = float(row.get("error_rate", math.nan))
+        return bool(
+            readings.stat_ms <= self.search.slo.latency_ms
+            and (err != err or err <= self.search.slo.error_rate)
+        )
+
+    @staticmethod
+    def _problems(row: dict, readings: Readings) -> list[str]:
+        out = []
+        if not bool(row.get("valid", False)):
+            out.append(f"invalid: {row.get('invalid_reasons', '')}")
+        if not bool(row.get("quiet", True)):
+            out.append(f"noisy: {row.get('noise_reasons', '')}")
+        if readings.trend.stationary is False:
+            out.append(readings.trend.reason)
+        elif readings.trend.stationary is None:
+            out.append(f"not tested for a trend: {readings.trend.seconds} whole second(s)")
+        return out
+
+    @staticmethod
+    def _loadgen_limited(row: dict) -> bool:
+        """The load generator fell behind or ran out of CPU on a quiet host: its own limit.
+        On a noisy host the same symptoms are the host's doing (a retry, not a verdict)."""
+        why = str(row.get("invalid_reasons", "")).lower()
+        return (
+            not bool(row.get("valid", False))
+            and bool(row.get("quiet", True))
+            and any(w in why for w in LOADGEN_WORDS)
+        )
+
+    def _again(self, spec: ProbeSpec, problems: list[str]) -> tuple[bool, str]:
+        """Retry a failed probe once; name it after the second failure."""
+        if spec.attempt == 1:
+            self.retry = ProbeSpec(spec.role, spec.level, 2)
+            return False, "retried: " + "; ".join(problems)
+        return False, "not used (failed twice): " + "; ".join(problems)
+
+    def _service(self, spec, row, readings) -> tuple[bool, str]:
+        problems = self._problems(row, readings)
+        if problems and spec.attempt == 1:
+            return self._again(spec, problems)
+        slo = self.search.slo
+        err = float(row.get("error_rate", 0.0) or 0.0)
+        misses = not (readings.stat_ms <= slo.latency_ms) or err > slo.error_rate
+        if problems and (misses or not bool(row.get("valid", False))):
+            # twice unusable: nothing to build on, and no verdict on the SLO either
+            self.given_up = "the single-user probe failed twice: " + "; ".join(problems)
+            return False, "not used (failed twice): " + "; ".join(problems)
+        self.settled.add("service")
+        self.service = readings.service
+        if misses:
+            over = readings.stat_ms > slo.latency_ms
+            what = (
+                f"{slo.stat} was {readings.stat_ms:.3g} ms"
+                if over
+                else (f"error rate was {100 * err:.3g}%")
+            )
+            self.failure = fail(
+                self.source,
+                f"search.slo.{slo.stat if over else 'error_rate'}",
+                f"no load can meet the SLO ({slo.text}) in cell {self.cell.label}: with one "
+                f"request at a time, the lowest load there is, its {what} (probe "
+                f"{self.trials + 1}, a valid, quiet, steady trial)",
+                "set the SLO above what one request alone takes, or make the work per request "
+                "smaller",
+            )
+            return True, "model: the SLO is out of reach"
+        note = "; used for the model despite: " + "; ".join(problems) if problems else ""
+        return True, "model" + note
+
+    def _saturation(self, spec, row, readings) -> tuple[bool, str]:
+        problems = self._problems(row, readings)
+        if self._loadgen_limited(row):
+            self.settled.add("saturation")
+            self.model_notes.append(
+                f"saturation probe: the load generator was the limit "
+                f"({float(row.get('throughput_rps', math.nan)):.4g}/s is a lower bound)"
+            )
+            return False, "not used: the load generator was the limit: " + "; ".join(problems)
+        if problems and spec.attempt == 1:
+            return self._again(spec, problems)
+        self.settled.add("saturation")
+        if not bool(row.get("valid", False)):
+            return False, "not used (failed twice): " + "; ".join(problems)
+        self.saturation_rps = float(row.get("throughput_rps", math.nan))
+        note = "; used for the model despite: " + "; ".join(problems) if problems else ""
+        return True, "model" + note
+
+    def _knee(self, spec, row, readings) -> tuple[bool, str]:
+        problems = self._problems(row, readings)
+        slo = self.search.slo
+        err = float(row.get("error_rate", 0.0) or 0.0)
+        unit = "/s" if self.open else " users"
+        lateness_ms = _num(row.get("send_lateness_p99_ms"))
+        behind = not (readings.stat_ms > slo.latency_ms) or lateness_ms >= 0.25 * slo.latency_ms
+        if self._loadgen_limited(row) and behind:
+            if spec.attempt == 1:
+                return self._again(spec, problems)
+            self.failure = fail(
+                self.source,
+                "search",
+                f"in cell {self.cell.label} the load generator could not drive "
+                f"{spec.level:g}{unit} (twice: {row.get('invalid_reasons', '')}), so the "
+                "server's capacity under the SLO lies at or above what perfctl can offer on "
+                "this host; the search stops rather than report the load generator's limit as "
+                "the server's",
+                "give the load generator more CPU (load.processes: 2 or more, "
+                "placement.loadgen_cpus apart from placement.server_cpus), or make each "
+                "request heavier (workload) so the server saturates sooner",
+            )
+            return False, "not used: the load generator was the limit"
+        # the load generator in trouble only because the server is overloaded (its latency,
+        # not the sends' lateness, broke the SLO) is judged below like any overloaded probe
+        if err > slo.error_rate and bool(row.get("quiet", True)):
+            self._fails_at(spec.level, f"error rate {100 * err:.3g}% at {spec.level:g}{unit}")
+            return True, "upper bound: errors above the SLO's"
+        trend = readings.trend
+        valid_quiet = (bool(row.get("valid", False)) or self._loadgen_limited(row)) and bool(
+            row.get("quiet", True)
+        )
+        if (
+            valid_quiet
+            and trend.stationary is False
+            and trend.rising
+            and readings.stat_ms > slo.latency_ms
+        ):
+            self._fails_at(spec.level, f"overloaded at {spec.level:g}{unit}: {trend.reason}")
+            return True, "upper bound: overloaded (latency rising through the window)"
+        if problems:
+            return self._again(spec, problems)
+        return True, "estimate"
+
+    def _fails_at(self, level: float, why: str) -> None:
+        if level < self.upper:
+            self.upper, self.upper_why = level, why
+
+    # --- the result -----------------------------------------------------------------------
+    def result(self, wall_s: float) -> dict:
+        """This cell's entry of capacity.json (results/schema.py documents the keys)."""
+        est = self.estimate()
+        st = self.station
+        status = "found" if math.isfinite(est.low) else "no interval"
+        if self.failure is not None or self.given_up:
+            status = "failed"
+        elif est.n == 0:
+            status = "no estimate"
+        probes = []
+        each = iter(zip(est.each, est.weights, strict=True))
+        for r in self.records:
+            c_i = next(each)[0] if r.used and r.verdict == "estimate" else math.nan
+            probes.append(
+                {
+                    "trial": r.trial,
+                    "role": r.spec.role,
+                    "level": r.spec.level,
+                    "attempt": r.spec.attempt,
+                    "mode": "open" if r.spec.role == "knee" and self.open else "closed",
+                    "latency_ms": r.readings.stat_ms,
+                    "error_rate": _num(r.row.get("error_rate")),
+                    "throughput_rps": _num(r.row.get("throughput_rps")),
+                    "valid": bool(r.row.get("valid", False)),
+                    "quiet": bool(r.row.get("quiet", True)),
+                    "stationary": r.readings.trend.stationary,
+                    "stationarity_p": r.readings.trend.p,
+                    "drift_pct": 100 * r.readings.trend.drift,
+                    "meets_slo": bool(r.row.get("search_meets_slo")),
+                    "capacity_estimate": c_i,
+                    "used": r.used,
+                    "verdict": r.verdict,
+                }
+            )
+        target = self.curve.level_for(self.slo_s) if self.curve else math.nan
+        return {
+            "cell_id": self.cell.cell_id,
+            "label": self.cell.label,
+            "values": dict(self.cell.values),
+            "load_mode": self.cell.load.mode,
+            "unit": self.unit,
+            "think_time_s": None if self.open else self.cell.load.think_time_s,
+            "status": status,
+            "capacity": est.capacity,
+            "low": est.low,
+            "high": est.high,
+            "confidence": self.search.confidence,
+            "half_width_pct": 100 * est.half_width,
+            "precision_pct": 100 * self.search.precision,
+            "precision_reached": bool(est.half_width <= self.search.precision),
+            "knee_probes": est.n,
+            "df": est.df,
+            "log_sd": est.log_sd,
+            "log_se": est.log_se,
+            "upper_bound": self.upper,
+            "upper_bound_why": self.upper_why,
+            "stopped": self.stopped or (str(self.failure) if self.failure else ""),
+            "trials": self.trials,
+            "wall_s": wall_s,
+            "model": None
+            if st is None
+            else {
+                "name": st.name,
+                "dispatch": st.dispatch,
+                "servers": st.servers,
+                "mean_service_ms": 1e3 * st.mean_service_s,
+                "service_scv": st.service_scv,
+                "overhead_ms": 1e3 * st.overhead_s,
+                "saturation_rps": self.saturation_rps,
+                "predicted_capacity": target,
+                # the measured curve is the model's stretched along the load axis:
+                # latency(x) = model(x * calibration)
+                "calibration": target / est.capacity
+                if est.capacity > 0 and target > 0
+                else math.nan,
+                "notes": self.model_notes,
+            },
+            "curve": self._curve_points(est, target),
+            "probes": probes,
+            "notes": est.notes,
+        }
+
+    def _curve_points(self, est: Estimate, target: float, n: int = 60) -> dict:
+        """The fitted curve as drawn (report figure): the model stretched by the calibration,
+        latency(x) = model(x * target / capacity), around the capacity."""
+        if self.curve is None or not target > 0:
+            return {"level": [], "latency_ms": []}
+        k = target / est.capacity if est.capacity > 0 else 1.0
+        centre = est.capacity if est.capacity > 0 else target
+        top = min(1.25 * centre, 0.995 * self.curve.level_max / k)
+        levels = np.linspace(0.5 * centre, top, n)
+        lat = [1e3 * self.curve.latency_s(x * k) for x in levels]
+        return {"level": [float(x) for x in levels], "latency_ms": lat}
+
+
+def _num(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
