@@ -37,7 +37,7 @@ def _panel(ax, cell: dict, slo: dict) -> None:
     ax.axhline(slo["latency_ms"], color="#d62728", ls="--", lw=1, label=f"SLO {slo['stat']}")
     knee = [p for p in cell.get("probes", []) if p["role"] == "knee" and _finite(p["latency_ms"])]
     groups = {
-        "used": [p for p in knee if p["used"] and p["verdict"] == "estimate"],
+        "used": [p for p in knee if p["used"] and p["verdict"].startswith("estimate")],
         "upper bound": [p for p in knee if p["used"] and p["verdict"].startswith("upper")],
         "left out": [p for p in knee if not p["used"]],
     }

@@ -155,9 +155,10 @@ def _run(p, run_dir: Path, choice: run_target.Choice, no_plots: bool, quiet: boo
         results.point_latest(run_dir, run_target.RESULTS_ROOT.resolve())
     _reap_leftovers(run_dir)
     process.record_in(run_dir)
-    console.print(
-        f"[bold]{p.experiment.name}[/]: {len(p.cells)} cells x {p.repeats} repeats -> {run_dir}"
-    )
+    what = f"{len(p.cells)} cells x {p.repeats} repeats"
+    if p.experiment.search is not None:
+        what = f"{len(p.cells)} cells, a search each (at most {p.repeats} trials)"
+    console.print(f"[bold]{p.experiment.name}[/]: {what} -> {run_dir}")
     outcome = None
     done_before = len(results.TrialTable(run_dir).done())
     with trial_display.make(console, p.trial_count, done_before, quiet) as display:

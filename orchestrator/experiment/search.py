@@ -6,6 +6,7 @@ orchestrator/search/; this module only reads and checks what the file asks for).
       precision: 2%                        # stop when the interval's half-width is this small
       confidence: 95%                      # of the interval
       max_trials: 8                        # per cell, the set-up probes and retries included
+      include_noisy: false                 # true: noisy (but valid, steady) probes count too
 
 Open load (`load.mode: open`) searches the arrival rate; closed load searches the number of
 users (`connections`), each with the file's think time. What the search decides, the file must
@@ -109,6 +110,11 @@ class Search(FrozenModel):
     precision: float = Field(0.02, gt=0, lt=1)
     confidence: float = Field(0.95, ge=0.5, lt=1)
     max_trials: int = Field(8, le=1000)
+    include_noisy: bool = Field(
+        False,
+        description="use valid, steady probes the host disturbed too (named as such in "
+        "capacity.json); for shared hosts where no trial is quiet",
+    )
 
     @field_validator("precision", "confidence", mode="before")
     @classmethod

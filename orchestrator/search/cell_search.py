@@ -119,7 +119,7 @@ class CellSearch:
         return [
             Point(r.spec.level, r.readings.stat_ms / 1e3, r.readings.within_var)
             for r in self.records
-            if r.spec.role == "knee" and r.used and r.verdict == "estimate"
+            if r.spec.role == "knee" and r.used and r.verdict.startswith("estimate")
         ]
 
     def estimate(self) -> Estimate:
@@ -193,13 +193,15 @@ class CellSearch:
             and (err != err or err <= self.search.slo.error_rate)
         )
 
-    @staticmethod
-    def _problems(row: dict, readings: Readings) -> list[str]:
+    def _noise(self, row: dict) -> str:
+        return "" if bool(row.get("quiet", True)) else f"noisy: {row.get('noise_reasons', '')}"
+
+    def _problems(self, row: dict, readings: Readings) -> list[str]:
         out = []
         if not bool(row.get("valid", False)):
             out.append(f"invalid: {row.get('invalid_reasons', '')}")
-        if not bool(row.get("quiet", True)):
-            out.append(f"noisy: {row.get('noise_reasons', '')}")
+        if self._noise(row) and not self.search.include_noisy:
+            out.append(self._noise(row))
         if readings.trend.stationary is False:
             out.append(readings.trend.reason)
         elif readings.trend.stationary is None:
@@ -226,11 +228,13 @@ class CellSearch:
 
     def _service(self, spec, row, readings) -> tuple[bool, str]:
         problems = self._problems(row, readings)
-        if problems and spec.attempt == 1:
-            return self._again(spec, problems)
         slo = self.search.slo
         err = float(row.get("error_rate", 0.0) or 0.0)
         misses = not (readings.stat_ms <= slo.latency_ms) or err > slo.error_rate
+        if misses and self._noise(row) and self._noise(row) not in problems:
+            problems.append(self._noise(row))  # a disturbed probe never rules an SLO out
+        if problems and spec.attempt == 1:
+            return self._again(spec, problems)
         if problems and (misses or not bool(row.get("valid", False))):
             # twice unusable: nothing to build on, and no verdict on the SLO either
             self.given_up = "the single-user probe failed twice: " + "; ".join(problems)
@@ -317,7 +321,8 @@ class CellSearch:
             return True, "upper bound: overloaded (latency rising through the window)"
         if problems:
             return self._again(spec, problems)
-        return True, "estimate"
+        noise = self._noise(row)  # with search.include_noisy: used, and said so
+        return True, "estimate" + (f" ({noise}; include_noisy)" if noise else "")
 
     def _fails_at(self, level: float, why: str) -> None:
         if level < self.upper:
@@ -336,7 +341,8 @@ class CellSearch:
         probes = []
         each = iter(zip(est.each, est.weights, strict=True))
         for r in self.records:
-            c_i = next(each)[0] if r.used and r.verdict == "estimate" else math.nan
+            used_here = r.spec.role == "knee" and r.used and r.verdict.startswith("estimate")
+            c_i = next(each)[0] if used_here else math.nan
             probes.append(
                 {
                     "trial": r.trial,

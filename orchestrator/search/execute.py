@@ -44,6 +44,7 @@ def capacity_doc(plan: Plan, searches: list[CellSearch], walls: dict[str, float]
             "precision": s.precision,
             "confidence": s.confidence,
             "max_trials": s.max_trials,
+            "include_noisy": s.include_noisy,
         },
         "axes": plan.axes,
         "cells": [c.result(walls.get(c.cell.cell_id, 0.0)) for c in searches],

@@ -196,3 +196,28 @@ def test_set_up_probes_are_closed_loop_and_keep_the_cell_id(role):
     cell = s.probe_cell(spec)
     assert cell.load.mode == "closed" and cell.load.connections == 16
     assert cell.cell_id == plan_cell.cell_id and cell.load.rate_rps is None
+
+
+def test_with_include_noisy_a_noisy_probe_counts_and_says_so():
+    def noisy(k, spec, row, readings):
+        return {**row, "quiet": False, "noise_reasons": "other processes used 80%"}, readings
+
+    s = cell_search(include_noisy=True, max_trials=5)
+    specs = run_search(s, MMc(seed=4), noisy)
+    r = s.result(0.0)
+    assert all(p.attempt == 1 for p in specs)  # nothing retried
+    knee = [p for p in r["probes"] if p["role"] == "knee"]
+    assert all(p["used"] and "include_noisy" in p["verdict"] for p in knee)
+    assert r["knee_probes"] == 3
+
+
+def test_a_noisy_single_user_probe_never_rules_the_slo_out():
+    def slow_and_noisy(k, spec, row, readings):
+        row = {**row, "quiet": False, "noise_reasons": "other processes used 180%"}
+        return row, dataclasses.replace(readings, stat_ms=35.0)
+
+    s = cell_search(include_noisy=True)
+    specs = run_search(s, MMc(seed=1), slow_and_noisy)
+    assert [p.attempt for p in specs] == [1, 2] and s.failure is None
+    r = s.result(0.0)
+    assert r["status"] == "failed" and "failed twice" in r["stopped"]
