@@ -315,9 +315,11 @@ def _capacity(run: results.Run, plot_dir: Path) -> str:
     return (
         f"<h2>Capacity under the SLO ({_e(slo['stat'])} ≤ {slo['latency_ms']:g} ms, errors ≤ "
         f"{100 * slo['error_rate']:g}%)</h2><table><tr>{head}</tr>{''.join(rows)}</table>"
-        f"<p>The largest load whose median trial meets the SLO, with its "
+        "<p>The largest load whose median trial meets the SLO, with its "
         f"{100 * doc['search']['confidence']:g}% interval (README: the capacity search). "
-        "Every probe is a row of trials.csv; capacity.json holds them all.</p>"
+        "Every probe is a row of trials.csv; capacity.json holds them all. In the summary "
+        "below, a cell's means mix its probes' load levels: read them per probe in "
+        "trials.csv.</p>"
         + (f"<p>Probes not used:</p><ul>{''.join(left_out)}</ul>" if left_out else "")
         + (_figure(fig) if fig is not None else "")
     )

@@ -3,6 +3,7 @@ capacity.json alone.
 
 Each panel: the SLO's statistic of every knee probe against its load level (filled: used for
 the estimate; x: an upper bound, errors or overload; hollow grey: retried or left out), the
+`rate: auto` curve's points joined (squares), the
 fitted curve (the model stretched along the load axis by the calibration the probes gave),
 the SLO as a horizontal line, the capacity as a vertical line and its interval as a band.
 """
@@ -54,6 +55,30 @@ def _panel(ax, cell: dict, slo: dict) -> None:
                 label=f"probe: {name}",
                 **styles[name],
             )
+    points = [p for p in cell.get("probes", []) if p["role"] == "curve"]
+    points = sorted((p for p in points if _finite(p["latency_ms"])), key=lambda p: p["level"])
+    good = [p for p in points if p["used"]]
+    if good:
+        ax.plot(
+            [p["level"] for p in good],
+            [p["latency_ms"] for p in good],
+            "s-",
+            color="#9467bd",
+            ms=4,
+            lw=1,
+            label="rate: auto curve",
+        )
+    if len(good) < len(points):
+        bad = [p for p in points if not p["used"]]
+        ax.plot(
+            [p["level"] for p in bad],
+            [p["latency_ms"] for p in bad],
+            "s",
+            mfc="none",
+            mec="grey",
+            label="curve point left out",
+        )
+    knee = knee + points
     values = [p["latency_ms"] for p in knee] + [slo["latency_ms"]]
     values += [v for v in curve.get("latency_ms", []) if _finite(v)]
     v = np.asarray(values, dtype=float)

@@ -112,8 +112,13 @@ def plan(file: FileArg, profile: ProfileOpt = None, set_: SetOpt = None) -> None
         console.print(
             f"search: {s.slo.text}, precision ±{100 * s.precision:g}% at "
             f"{100 * s.confidence:g}% confidence; per cell 2 set-up probes (service time, "
-            f"saturation) then probes at the knee until the precision is reached: {fewest} to "
-            f"{most} trials"
+            f"saturation) then probes at the knee until the precision is reached"
+            + (
+                f", then {p.curve_points} rates for the curve (rate: auto)"
+                if p.curve_points
+                else ""
+            )
+            + f": {fewest} to {most} trials"
         )
         console.print(
             f"{n * fewest:,} to {n * most:,} trials, estimated wall time "

@@ -219,6 +219,10 @@ def _search_done(p, run_dir: Path, no_plots: bool) -> None:
             fig = capacity_figure(doc, run_dir / "plots")
         if fig is not None:
             console.print(f"plot: {fig.png}")
+    if p.experiment.profile:
+        with step("drawing the servers' flame graphs"):
+            svgs = flamegraph.draw_run(run_dir)
+        console.print(f"profiles: {len(svgs)} flame graph(s), cells/*/trial-*/profile.svg")
     trials = results.read_trials(run_dir)
     console.print(
         f"capacity: {run_dir / 'capacity.json'}; trials: {run_dir / 'trials.csv'} "

@@ -244,7 +244,7 @@ def capacity_table(doc: dict, axes: list[str]) -> Group:
         padding=(0, 1),
         collapse_padding=True,
     )
-    shown = [a for a in axes if a not in ("rate",)]
+    shown = list(axes)
     for a in shown:
         t.add_column(a, overflow="fold")
     for h in ("capacity", "interval", "±", "probes", "trials", "wall"):

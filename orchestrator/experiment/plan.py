@@ -20,7 +20,7 @@ from .base import FrozenModel
 from .cells import Cell, Cells  # noqa: F401 - Cell is part of this module's API
 from .cluster import Cluster
 from .document import Scalar, apply_override, deep_merge, fail, read_document, validation_error
-from .search import MIN_KNEE_PROBES, SETUP_PROBES, Search, check_search
+from .search import MIN_KNEE_PROBES, SETUP_PROBES, Search, auto_rates, check_search
 from .servers import BundledServer
 from .services import ServiceConfig, check_refs, compile_services
 from .units import fraction
@@ -151,6 +151,7 @@ class Plan(FrozenModel):
     repeats: int  # trials per cell; with repeats: auto, the most (max_repeats)
     document: dict[str, Any]  # the raw document after profile and overrides
     services: dict[str, ServiceConfig] = {}  # name -> the typed `services:` entry
+    curve_points: int = 0  # `rate: auto` under search: (search.py auto_rates)
 
     @property
     def order(self) -> str:
@@ -181,9 +182,11 @@ class Plan(FrozenModel):
     def search_trials(self) -> tuple[int, int]:
         """With `search:`, the fewest and the most trials a cell's search can take: the two
         set-up probes and two probes at the knee (the fewest an interval needs), and
-        search.max_trials."""
+        search.max_trials; each plus the `rate: auto` curve's points."""
         s = self.experiment.search
-        return (SETUP_PROBES + MIN_KNEE_PROBES, s.max_trials) if s else (self.repeats,) * 2
+        if s is None:
+            return (self.repeats,) * 2
+        return SETUP_PROBES + MIN_KNEE_PROBES + self.curve_points, s.max_trials + self.curve_points
 
 
 def compile_document(
@@ -204,24 +207,26 @@ def compile_document(
         doc = deep_merge(doc, profiles[profile])
     for a in overrides:
         apply_override(doc, a, source)
+    compiled, curve_points = auto_rates(doc, source)
     try:
-        exp = Experiment.model_validate(doc)
+        exp = Experiment.model_validate(compiled)
     except ValidationError as e:
         raise validation_error(source, "", e) from None
     if exp.search is not None:
-        check_search(exp, doc, source)
+        check_search(exp, compiled, source)
     services = compile_services(exp.services, source)
     check_refs(exp.servers, services, source)
-    cells = Cells(exp, doc, source)  # refuses a matrix over MAX_CELLS without expanding it
+    cells = Cells(exp, compiled, source)  # refuses a matrix over MAX_CELLS without expanding it
     cells.validate()  # every cell, before anything runs
-    check_cluster(exp, doc, cells, source)
+    check_cluster(exp, compiled, cells, source)
     return Plan(
         experiment=exp,
         source=source,
         profile=profile,
         overrides=overrides,
         cells=cells,
-        repeats=exp.search.max_trials
+        curve_points=curve_points,
+        repeats=exp.search.max_trials + curve_points
         if exp.search
         else exp.max_repeats
         if exp.auto

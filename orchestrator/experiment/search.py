@@ -11,7 +11,7 @@ orchestrator/search/; this module only reads and checks what the file asks for).
 Open load (`load.mode: open`) searches the arrival rate; closed load searches the number of
 users (`connections`), each with the file's think time. What the search decides, the file must
 not fix: a `rate` axis or `load.rate` (open), a `connections` axis or `load.connections`
-placeholder (closed), `repeats`. check_search() says so, naming the key and the fix.
+(closed), `repeats`; nor can it run with `models:` or on a `cluster:`. check_search() says so, naming the key and the fix.
 """
 
 from __future__ import annotations
@@ -146,6 +146,38 @@ class Search(FrozenModel):
 
 
 SEARCH_MODES = ("open", "closed")
+CURVE_POINTS = 8  # `rate: auto`
+MAX_CURVE_POINTS = 50
+
+
+def auto_rates(doc: dict, source: str) -> tuple[dict, int]:
+    """`matrix: {rate: auto}` (or `{rate: {auto: K}}`): after each cell's search, K more
+    trials at rates spread from its capacity, denser near the knee, for a latency-vs-load
+    curve. Returns the document without that axis and K (0 when there is none)."""
+    matrix = doc.get("matrix") or {}
+    v = matrix.get("rate") if isinstance(matrix, dict) else None
+    if not (v == "auto" or (isinstance(v, dict) and set(v) == {"auto"})):
+        return doc, 0
+    k = CURVE_POINTS if v == "auto" else v["auto"]
+    if isinstance(k, bool) or not isinstance(k, int) or not 3 <= k <= MAX_CURVE_POINTS:
+        raise fail(
+            source,
+            "matrix.rate.auto",
+            f"the number of rates must be an integer from 3 to {MAX_CURVE_POINTS} (got {k!r})",
+            "write rate: auto (8 rates) or rate: {auto: 12}",
+        )
+    if not doc.get("search"):
+        raise fail(
+            source,
+            "matrix.rate",
+            "rate: auto spreads rates from each cell's searched capacity, and this file has "
+            "no search:",
+            "add search: {slo: {p99: 30ms}} (the rates then follow the capacity it finds), or "
+            "list the rates: rate: [100, 200, 400]",
+        )
+    out = dict(doc)
+    out["matrix"] = {a: vals for a, vals in matrix.items() if a != "rate"}
+    return out, k
 
 
 def check_search(exp, doc: dict, source: str) -> None:
@@ -169,8 +201,9 @@ def check_search(exp, doc: dict, source: str) -> None:
             f"matrix.{key}",
             f"search: chooses the {'arrival rate' if key == 'rate' else 'number of users'} "
             f"itself, so a `{key}` axis would fight it",
-            f"remove matrix.{key} (the search finds it per cell), or remove search: to run "
-            "the rates you list",
+            f"remove matrix.{key} (the search finds it per cell"
+            + ("; `rate: auto` adds a latency-vs-load curve around it" if key == "rate" else "")
+            + "), or remove search: to run the levels you list",
         )
     if key in load:
         named = placeholders(load[key]) & set(axes)
@@ -187,6 +220,14 @@ def check_search(exp, doc: dict, source: str) -> None:
             "repeats",
             "search: decides how many trials each cell needs (search.max_trials)",
             "remove repeats (and precision, max_repeats); set search.max_trials instead",
+        )
+    if exp.models:
+        raise fail(
+            source,
+            "models",
+            "a search fits its own queueing model to its probes (capacity.json, its figure); "
+            "the per-cell models of `models:` would mix the probes' load levels",
+            "remove models: (perfctl model is for runs at fixed loads)",
         )
     if exp.cluster is not None:
         raise fail(

@@ -79,6 +79,8 @@ class CellSearch:
     failure: PerfctlError | None = None
     service: ServiceProbe | None = None
     given_up: str = ""  # why the cell's search stopped without an answer (not bad input)
+    curve_points: int = 0  # `rate: auto`: trials after the search, spread from its capacity
+    curve_queue: list | None = None  # their levels still to run (None: not planned yet)
     settled: set = field(default_factory=set)  # roles done: service, saturation
 
     # --- what the search varies -----------------------------------------------------------
@@ -101,9 +103,9 @@ class CellSearch:
     def probe_cell(self, spec: ProbeSpec) -> Cell:
         """The cell with its load set for this probe (the cell id stays the search's)."""
         load = self.cell.load
-        if spec.role == "knee" and self.open:
+        if spec.role in ("knee", "curve") and self.open:
             update = {"mode": "open", "rate_rps": spec.level}
-        elif spec.role == "knee":
+        elif spec.role in ("knee", "curve"):
             update = {"mode": "closed", "connections": int(spec.level)}
         else:
             update = {"mode": "closed", "connections": int(spec.level), "think_time_s": 0.0}
@@ -130,8 +132,41 @@ class CellSearch:
         )
 
     def next_spec(self) -> ProbeSpec | None:
-        """The next probe, or None when the cell's search is over (`stopped` says why)."""
-        if self.stopped or self.failure is not None:
+        """The next probe, or None when the cell is done: its search over (`stopped` says
+        why), then the `rate: auto` curve's points, if any."""
+        if self.failure is not None:
+            return None
+        if self.curve_queue is None:
+            spec = self._search_spec()
+            if spec is not None:
+                return spec
+            self.curve_queue = self._curve_levels()
+        return ProbeSpec("curve", self.curve_queue.pop(0)) if self.curve_queue else None
+
+    def _curve_levels(self) -> list[float]:
+        """`rate: auto`: curve_points levels at equal steps of the calibrated model's log
+        latency, from its latency at a quarter of the capacity to twice the SLO, so that
+        they crowd where latency climbs: around the knee. None without a capacity."""
+        est = self.estimate()
+        if not self.curve_points or self.curve is None or not est.capacity > 0:
+            return []
+        target = self.curve.level_for(self.slo_s)
+        k = target / est.capacity
+        lo = self.curve.latency_s(0.25 * target)
+        hi = 2 * self.slo_s
+        if not (0 < lo < hi):
+            return []
+        levels = []
+        for j in range(self.curve_points):
+            at = self.curve.level_for(lo * (hi / lo) ** (j / (self.curve_points - 1)))
+            if at > 0:
+                x = _level_of(at / k, self.open)
+                if x not in levels:
+                    levels.append(x)
+        return levels
+
+    def _search_spec(self) -> ProbeSpec | None:
+        if self.stopped:
             return None
         if self.given_up:
             self.stopped = self.given_up
@@ -324,6 +359,12 @@ class CellSearch:
         noise = self._noise(row)  # with search.include_noisy: used, and said so
         return True, "estimate" + (f" ({noise}; include_noisy)" if noise else "")
 
+    def _curve(self, spec, row, readings) -> tuple[bool, str]:
+        problems = self._problems(row, readings)
+        if problems:  # a curve point is not retried: it is named, and drawn hollow
+            return False, "curve point not used: " + "; ".join(problems)
+        return True, "curve point"
+
     def _fails_at(self, level: float, why: str) -> None:
         if level < self.upper:
             self.upper, self.upper_why = level, why
@@ -388,6 +429,7 @@ class CellSearch:
             "upper_bound_why": self.upper_why,
             "stopped": self.stopped or (str(self.failure) if self.failure else ""),
             "trials": self.trials,
+            "curve_trials": sum(r.spec.role == "curve" for r in self.records),
             "wall_s": wall_s,
             "model": None
             if st is None
@@ -430,3 +472,8 @@ def _num(v) -> float:
         return float(v)
     except (TypeError, ValueError):
         return math.nan
+
+
+def _level_of(x: float, open_: bool) -> float:
+    """A level as probed: a rate to 4 digits, users whole (at least 1)."""
+    return float(f"{x:.4g}") if open_ else float(max(1, round(x)))

@@ -45,6 +45,7 @@ def capacity_doc(plan: Plan, searches: list[CellSearch], walls: dict[str, float]
             "confidence": s.confidence,
             "max_trials": s.max_trials,
             "include_noisy": s.include_noisy,
+            "curve_points": plan.curve_points,
         },
         "axes": plan.axes,
         "cells": [c.result(walls.get(c.cell.cell_id, 0.0)) for c in searches],
@@ -60,7 +61,10 @@ def execute_search(
     says where each cell stood."""
     table = TrialTable(run_dir)
     recorded = _recorded(table)
-    searches = [CellSearch(c, plan.experiment.search, plan.source) for c in plan.cells]
+    searches = [
+        CellSearch(c, plan.experiment.search, plan.source, curve_points=plan.curve_points)
+        for c in plan.cells
+    ]
     walls: dict[str, float] = {}
     services = ServiceSet(plan.services, plan.source)
     rng = random.Random(order_seed(plan))

@@ -150,3 +150,19 @@ search: {slo: {p99: 30ms}, max_trials: 6}
     assert p.returncode == 0, p.stderr
     assert "rate searched" in p.stdout
     assert "8 to 12 trials, estimated wall time" in p.stdout
+
+
+def test_models_and_search_do_not_mix():
+    with pytest.raises(PerfctlError, match="key `models`"):
+        compile_(models=True)
+
+
+def test_rate_auto_needs_a_search_and_a_sensible_count():
+    assert compile_(matrix={"rate": "auto"}).curve_points == 8
+    with pytest.raises(PerfctlError, match="key `matrix.rate`.*no search"):
+        compile_document(
+            {k: v for k, v in BASE.items() if k != "search"} | {"matrix": {"rate": "auto"}},
+            "exp.yaml",
+        )
+    with pytest.raises(PerfctlError, match="key `matrix.rate.auto`"):
+        compile_(matrix={"rate": {"auto": 1000}})

@@ -221,3 +221,23 @@ def test_a_noisy_single_user_probe_never_rules_the_slo_out():
     assert [p.attempt for p in specs] == [1, 2] and s.failure is None
     r = s.result(0.0)
     assert r["status"] == "failed" and "failed twice" in r["stopped"]
+
+
+def test_rate_auto_adds_a_curve_after_the_search_crowded_around_the_knee():
+    doc = {**DOC, "matrix": {"rate": {"auto": 9}}, "search": {**DOC["search"], "max_trials": 6}}
+    plan = compile_document(doc, "sim.yaml")
+    assert plan.curve_points == 9 and plan.search_trials() == (13, 15)
+    s = CellSearch(plan.cells[0], plan.experiment.search, "sim.yaml", curve_points=9)
+    specs = run_search(s, MMc(seed=2))
+    roles = [p.role for p in specs]
+    assert roles[:6].count("curve") == 0 and roles[6:] == ["curve"] * (len(specs) - 6)
+    levels = [p.level for p in specs if p.role == "curve"]
+    assert len(levels) == 9 and levels == sorted(levels)
+    cap = s.result(0.0)["capacity"]
+    near = [x for x in levels if abs(x / cap - 1) <= 0.15]
+    assert len(near) >= 4 and min(levels) < 0.5 * cap  # dense at the knee, and the low end
+    cell = s.probe_cell(specs[-1])
+    assert cell.load.mode == "open" and cell.load.rate_rps == levels[-1]
+    r = s.result(0.0)
+    assert r["curve_trials"] == 9 and r["knee_probes"] == 4  # curve points are not estimates
+    assert all(p["verdict"] == "curve point" for p in r["probes"] if p["role"] == "curve")
