@@ -169,8 +169,13 @@ def main() -> int:
         if code != 0 or doc is None:
             print(f"{name}: search failed (exit {code}):\n{text[-2000:]}", flush=True)
             continue
-        found[name] = doc["cells"][0]
-        c = found[name]
+        c = doc["cells"][0]
+        if not (c["capacity"] is not None and math.isfinite(c["capacity"])):
+            print(f"{name}: the search found no capacity ({c['status']}): {c['stopped']}")
+            for p in c["probes"]:
+                print(f"  trial {p['trial']} {p['role']}: {p['verdict'][:160]}")
+            continue
+        found[name] = c
         print(
             f"{name}: search {c['capacity']:.1f}/s [{c['low']:.1f}, {c['high']:.1f}] "
             f"in {c['trials']} trials, {took:.0f} s",

@@ -25,14 +25,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from models.stations import Station
 
 from ..errors import PerfctlError
 from ..experiment.document import fail
 from ..experiment.plan import Cell
 from ..experiment.search import Search
+from .entry import cell_entry, number
 from .estimate import Curve, Estimate, Point, estimate, next_level
 from .readings import Readings
 from .station import ServiceProbe, station_for
@@ -319,7 +318,7 @@ class CellSearch:
         slo = self.search.slo
         err = float(row.get("error_rate", 0.0) or 0.0)
         unit = "/s" if self.open else " users"
-        lateness_ms = _num(row.get("send_lateness_p99_ms"))
+        lateness_ms = number(row.get("send_lateness_p99_ms"))
         behind = not (readings.stat_ms > slo.latency_ms) or lateness_ms >= 0.25 * slo.latency_ms
         if self._loadgen_limited(row) and behind:
             if spec.attempt == 1:
@@ -371,107 +370,8 @@ class CellSearch:
 
     # --- the result -----------------------------------------------------------------------
     def result(self, wall_s: float) -> dict:
-        """This cell's entry of capacity.json (results/schema.py documents the keys)."""
-        est = self.estimate()
-        st = self.station
-        status = "found" if math.isfinite(est.low) else "no interval"
-        if self.failure is not None or self.given_up:
-            status = "failed"
-        elif est.n == 0:
-            status = "no estimate"
-        probes = []
-        each = iter(zip(est.each, est.weights, strict=True))
-        for r in self.records:
-            used_here = r.spec.role == "knee" and r.used and r.verdict.startswith("estimate")
-            c_i = next(each)[0] if used_here else math.nan
-            probes.append(
-                {
-                    "trial": r.trial,
-                    "role": r.spec.role,
-                    "level": r.spec.level,
-                    "attempt": r.spec.attempt,
-                    "mode": "open" if r.spec.role == "knee" and self.open else "closed",
-                    "latency_ms": r.readings.stat_ms,
-                    "error_rate": _num(r.row.get("error_rate")),
-                    "throughput_rps": _num(r.row.get("throughput_rps")),
-                    "valid": bool(r.row.get("valid", False)),
-                    "quiet": bool(r.row.get("quiet", True)),
-                    "stationary": r.readings.trend.stationary,
-                    "stationarity_p": r.readings.trend.p,
-                    "drift_pct": 100 * r.readings.trend.drift,
-                    "meets_slo": bool(r.row.get("search_meets_slo")),
-                    "capacity_estimate": c_i,
-                    "used": r.used,
-                    "verdict": r.verdict,
-                }
-            )
-        target = self.curve.level_for(self.slo_s) if self.curve else math.nan
-        return {
-            "cell_id": self.cell.cell_id,
-            "label": self.cell.label,
-            "values": dict(self.cell.values),
-            "load_mode": self.cell.load.mode,
-            "unit": self.unit,
-            "think_time_s": None if self.open else self.cell.load.think_time_s,
-            "status": status,
-            "capacity": est.capacity,
-            "low": est.low,
-            "high": est.high,
-            "confidence": self.search.confidence,
-            "half_width_pct": 100 * est.half_width,
-            "precision_pct": 100 * self.search.precision,
-            "precision_reached": bool(est.half_width <= self.search.precision),
-            "knee_probes": est.n,
-            "df": est.df,
-            "log_sd": est.log_sd,
-            "log_se": est.log_se,
-            "upper_bound": self.upper,
-            "upper_bound_why": self.upper_why,
-            "stopped": self.stopped or (str(self.failure) if self.failure else ""),
-            "trials": self.trials,
-            "curve_trials": sum(r.spec.role == "curve" for r in self.records),
-            "wall_s": wall_s,
-            "model": None
-            if st is None
-            else {
-                "name": st.name,
-                "dispatch": st.dispatch,
-                "servers": st.servers,
-                "mean_service_ms": 1e3 * st.mean_service_s,
-                "service_scv": st.service_scv,
-                "overhead_ms": 1e3 * st.overhead_s,
-                "saturation_rps": self.saturation_rps,
-                "predicted_capacity": target,
-                # the measured curve is the model's stretched along the load axis:
-                # latency(x) = model(x * calibration)
-                "calibration": target / est.capacity
-                if est.capacity > 0 and target > 0
-                else math.nan,
-                "notes": self.model_notes,
-            },
-            "curve": self._curve_points(est, target),
-            "probes": probes,
-            "notes": est.notes,
-        }
-
-    def _curve_points(self, est: Estimate, target: float, n: int = 60) -> dict:
-        """The fitted curve as drawn (report figure): the model stretched by the calibration,
-        latency(x) = model(x * target / capacity), around the capacity."""
-        if self.curve is None or not target > 0:
-            return {"level": [], "latency_ms": []}
-        k = target / est.capacity if est.capacity > 0 else 1.0
-        centre = est.capacity if est.capacity > 0 else target
-        top = min(1.25 * centre, 0.995 * self.curve.level_max / k)
-        levels = np.linspace(0.5 * centre, top, n)
-        lat = [1e3 * self.curve.latency_s(x * k) for x in levels]
-        return {"level": [float(x) for x in levels], "latency_ms": lat}
-
-
-def _num(v) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
+        """This cell's entry of capacity.json (entry.py)."""
+        return cell_entry(self, wall_s)
 
 
 def _level_of(x: float, open_: bool) -> float:
