@@ -240,4 +240,14 @@ def test_rate_auto_adds_a_curve_after_the_search_crowded_around_the_knee():
     assert cell.load.mode == "open" and cell.load.rate_rps == levels[-1]
     r = s.result(0.0)
     assert r["curve_trials"] == 9 and r["knee_probes"] == 4  # curve points are not estimates
-    assert all(p["verdict"] == "curve point" for p in r["probes"] if p["role"] == "curve")
+    assert all(p["verdict"].startswith("curve point") for p in r["probes"] if p["role"] == "curve")
+
+
+def test_the_readme_worked_example_is_what_the_search_computes():
+    s = cell_search()
+    run_search(s, MMc(seed=3))
+    r = s.result(0.0)
+    knee = [(p["level"], round(p["latency_ms"], 2)) for p in r["probes"] if p["role"] == "knee"]
+    assert knee[0] == (811.1, 34.58) and len(knee) == 6  # README "The capacity search"
+    assert round(r["model"]["predicted_capacity"]) == 811
+    assert (round(r["capacity"]), round(r["low"]), round(r["high"])) == (830, 779, 884)

@@ -62,7 +62,9 @@ def test_the_within_trial_variance_is_a_floor_under_the_spread():
     curve = Curve(MM4, "p99")
     pts = [Point(x, curve.latency_s(x), within_var=0.01) for x in (0.95 * EXACT, EXACT)]
     est = estimate(pts, curve, SLO_S, 0.95)  # the two agree exactly: the spread is the floor
-    assert est.log_sd == pytest.approx(0.1)
+    # var(ln P_i) = s^2 e_i^1.5, so each trial's within variance gives s^2 >= within / e^1.5
+    floor = np.mean([0.01 / curve.elasticity(p.level) ** 1.5 for p in pts])
+    assert est.log_sd == pytest.approx(math.sqrt(floor))
     assert est.low < EXACT < est.high
 
 
