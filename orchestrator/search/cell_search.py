@@ -1,5 +1,5 @@
-"""One cell's search: which probe comes next, what each probe's outcome means, and the
-cell's entry of capacity.json. No I/O: execute.py runs the probes and hands their rows here.
+"""One cell's search: which probe comes next and what each probe's outcome means (its entry
+of capacity.json is entry.py's). No I/O: execute.py runs the probes and hands their rows here.
 
 The probes, in order:
 1. service: one user, no think time (closed). The unloaded latency: if even it misses the SLO,
@@ -8,7 +8,8 @@ The probes, in order:
    completes, X_max.
 3. knee probes at the levels estimate.next_level picks (open: arrival rates; closed: users,
    with the file's think time), until the interval's half-width is within `precision` or
-   `max_trials` trials ran.
+   `max_trials` trials ran;
+4. with `rate: auto`, the curve's points (estimate.py docstring; not retried).
 
 Every probe must be valid, quiet and stationary to count. One that is not is retried once at
 the same level (a retry counts as a trial); a second failure is named in capacity.json and
@@ -46,7 +47,7 @@ class ProbeSpec:
     """A probe to run: its role, its load level (users for service and saturation probes and
     closed-load searches, arrivals/s for open-load knee probes) and 1, or 2 for a retry."""
 
-    role: str  # service | saturation | knee
+    role: str  # service | saturation | knee | curve
     level: float
     attempt: int = 1
 
