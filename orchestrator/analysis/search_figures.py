@@ -13,9 +13,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import matplotlib.ticker
 import numpy as np
 
 from .figures import Figure, plt, save
+
+PLAIN = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
 
 MAX_PANELS = 12
 COLUMNS = 3
@@ -84,8 +87,10 @@ def _panel(ax, cell: dict, slo: dict) -> None:
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
     if v.size:
-        ax.set_ylim(max(v.min() * 0.7, 1e-3), min(v.max() * 1.3, 20 * slo["latency_ms"]))
+        ax.set_ylim(max(v.min() * 0.7, 1e-3), min(v.max() * 1.3, 5 * slo["latency_ms"]))
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(PLAIN)
+        ax.yaxis.set_minor_formatter(PLAIN)
     ax.set_xlabel(unit)
     ax.set_ylabel(f"{slo['stat']} latency, ms")
     ax.set_title(cell.get("label", cell["cell_id"]), fontsize=9)

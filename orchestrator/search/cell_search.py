@@ -9,7 +9,7 @@ The probes, in order:
 3. knee probes at the levels estimate.next_level picks (open: arrival rates; closed: users,
    with the file's think time), until the interval's half-width is within `precision` or
    `max_trials` trials ran;
-4. with `rate: auto`, the curve's points (estimate.py docstring; not retried).
+4. with `rate: auto`, the curve's points (_curve_levels; not retried).
 
 Every probe must be valid, quiet and stationary to count. One that is not is retried once at
 the same level (a retry counts as a trial); a second failure is named in capacity.json and

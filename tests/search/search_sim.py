@@ -54,7 +54,7 @@ class MMc:
         return self._open(0.999 * x)  # the queue is never empty: like the open queue at x
 
     def trial(self, role: str, level: float, **row_extra) -> tuple[dict, Readings]:
-        t, lat = self._closed(int(level)) if role != "knee" else self._open(level)
+        t, lat = self._open(level) if role in ("knee", "curve") else self._closed(int(level))
         secs = [lat[(t >= k) & (t < k + 1)] for k in range(int(self.window_s))]
         per_s = [1e3 * np.percentile(x, 99) if x.size else math.nan for x in secs]
         p99 = 1e3 * float(np.percentile(lat, 99))
