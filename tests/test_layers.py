@@ -6,6 +6,8 @@
                   digest, hdr, records), errors
     cluster    -> run, proc, measure, experiment, netem, results, loadgen (spec, stats, parallel,
                   digest, hdr, records), errors
+    search     -> run, proc, measure, experiment, results, models, loadgen (stats, digest, hdr),
+                  errors
     netem      -> proc, experiment, errors
     measure    -> proc, results (schema: the columns it fills), numbers, errors
     proc       -> errors
@@ -78,6 +80,19 @@ ALLOWED = {
         "loadgen.digest",
         "loadgen.hdr",
         "loadgen.records",
+    ),
+    "orchestrator.search": (
+        "orchestrator.search",
+        "orchestrator.run",
+        "orchestrator.proc",
+        "orchestrator.measure",
+        "orchestrator.experiment",
+        "orchestrator.results",
+        "orchestrator.errors",
+        "models",
+        "loadgen.stats",
+        "loadgen.digest",
+        "loadgen.hdr",
     ),
     "orchestrator.netem": (
         "orchestrator.netem",

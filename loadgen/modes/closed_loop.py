@@ -36,8 +36,18 @@ class ClosedMode(Mode):
     def on_answer(self, worker: Worker, conn: Connection) -> None:
         if self.keepalive and conn.open:
             self._think(worker, conn)
+            return
+        # a new connection per request (or the server closed this one): the user still thinks
+        # before the next request, and its connect is part of that request
+        worker.drop(conn)
+        pause = self._pause()
+        if pause > 0:
+            worker.loop.call_later(pause, self._spawn_reopen, worker)
         else:
-            worker.drop(conn)
+            self._spawn_reopen(worker)
+
+    def _spawn_reopen(self, worker: Worker) -> None:
+        if worker.issuing:
             worker.loop.create_task(self._reopen(worker))
 
     def on_lost(self, worker: Worker, conn: Connection) -> None:
@@ -79,12 +89,18 @@ class ClosedMode(Mode):
             worker.failed_attempt(t0, t0, CONNECT)
             await asyncio.sleep(RECONNECT_PAUSE_S)
 
-    def _think(self, worker: Worker, conn: Connection) -> None:
+    def _pause(self) -> float:
+        """One think time (s): the spec's, or an exponential draw of that mean; 0 without."""
         spec = self.spec
         if spec.think_time_s <= 0:
+            return 0.0
+        if spec.think_dist == "exp":
+            return float(self.think_rng.exponential(spec.think_time_s))
+        return spec.think_time_s
+
+    def _think(self, worker: Worker, conn: Connection) -> None:
+        pause = self._pause()
+        if pause <= 0:
             self._next(worker, conn)
             return
-        pause = spec.think_time_s
-        if spec.think_dist == "exp":
-            pause = float(self.think_rng.exponential(spec.think_time_s))
         worker.loop.call_later(pause, self._next, worker, conn)

@@ -10,6 +10,12 @@ An experiment file (or a separate YAML file) lists
 trials.csv column or a short alias (p50_ms, p90_ms, p99_ms, p999_ms, mean_ms, max_ms ->
 latency_*_ms) mapped to {operator: limit} with operators lt, le, gt, ge.
 
+Runs with `search:` also take thresholds on their capacity (capacity.json): `capacity_rps`
+(open load) and `capacity_users` (closed load), e.g. `{capacity_rps: {gt: 800}}`. Those are
+checked against the cell's searched capacity; the verdict's note gives its interval, and says
+when the interval straddles the limit (the evidence cannot tell). A cell whose search found no
+capacity, or a run without capacity.json, is a breach.
+
 Each (threshold, metric, operator) is checked on every matching cell against the cell's
 **mean over its usable trials**: valid and quiet (views.usable_trials; with include_noisy,
 valid ones whatever the host did). Each verdict says how many trials it used and, when it left
@@ -40,6 +46,7 @@ OPERATORS = {
     "gt": (operator.gt, ">"),
     "ge": (operator.ge, ">="),
 }
+CAPACITY_METRICS = {"capacity_rps": "rate_rps", "capacity_users": "users"}  # metric -> unit
 NON_METRICS = {"cell_id", "trial", "seed", "valid", "invalid_reasons", "quiet", "noise_reasons"}
 
 
@@ -108,11 +115,12 @@ def parse(entries, source: str, columns: list[str]) -> list[Threshold]:
             raise PerfctlError(f"{where_} has no metric. Fix: add one, e.g. p99_ms: {{lt: 5}}.")
         for metric, bounds in metrics.items():
             column = ALIASES.get(metric, metric)
-            if column not in cols or column in NON_METRICS:
+            if (column not in cols or column in NON_METRICS) and column not in CAPACITY_METRICS:
                 raise PerfctlError(
                     f"{where_}: unknown metric '{metric}'. Fix: use a trials.csv column "
-                    f"(throughput_rps, error_rate, latency_p99_ms, ...) or an alias "
-                    f"({', '.join(ALIASES)})."
+                    f"(throughput_rps, error_rate, latency_p99_ms, ...), an alias "
+                    f"({', '.join(ALIASES)}) or, for a run with search:, "
+                    f"{' or '.join(CAPACITY_METRICS)}."
                 )
             if not isinstance(bounds, dict) or not bounds:
                 raise PerfctlError(
@@ -192,6 +200,9 @@ def evaluate(
     out = []
     for th in thresholds:
         sel = trials[_matches(trials, th.where)]
+        if th.column in CAPACITY_METRICS and not sel.empty:
+            out += _capacity_verdicts(run, th, list(dict.fromkeys(sel["cell_id"])), labels)
+            continue
         if sel.empty:
             out.append(Verdict(th, "", f"({th.where_text})", math.nan, 0, False, "matches no cell"))
             continue
@@ -225,3 +236,52 @@ def check_run(run_dir, file: Path | None = None, include_noisy: bool = False) ->
     """Load a run and evaluate its thresholds (or those of `file`)."""
     run = results.load(run_dir)
     return evaluate(run, thresholds_for(run, file), include_noisy)
+
+
+def _capacity_verdicts(
+    run: results.Run, th: Threshold, cell_ids: list[str], labels: dict
+) -> list[Verdict]:
+    """A capacity threshold on each matching cell's searched capacity (module docstring)."""
+    doc = results.read_capacity(run.path)
+    if doc is None:
+        return [
+            Verdict(
+                th,
+                "",
+                f"({th.where_text})",
+                math.nan,
+                0,
+                False,
+                "no capacity.json: the run had no search:",
+            )
+        ]
+    by_id = {c["cell_id"]: c for c in doc["cells"]}
+    unit = CAPACITY_METRICS[th.column]
+    out = []
+    for cid in cell_ids:
+        label = labels.get(cid, cid)
+        c = by_id.get(cid)
+        if c is None or c.get("unit") != unit:
+            why = "no search in this cell" if c is None else f"its capacity is in {c['unit']}"
+            out.append(Verdict(th, cid, label, math.nan, 0, False, why))
+            continue
+        cap, lo, hi = c["capacity"], c["low"], c["high"]
+        left_out = sum(1 for p in c["probes"] if not p["used"])
+        if cap != cap:
+            note = f"no capacity found ({c['status']}: {c.get('stopped', '')})"
+            out.append(Verdict(th, cid, label, cap, 0, False, note, left_out))
+            continue
+        fn = OPERATORS[th.op][0]
+        note = (
+            f"{100 * c['confidence']:.0f}% interval {lo:.4g}-{hi:.4g}"
+            if lo == lo and hi == hi
+            else "no interval (too few usable probes)"
+        )
+        if lo == lo and hi == hi and fn(lo, th.limit) != fn(hi, th.limit):
+            note += f"; it straddles {th.limit:g}: the evidence cannot tell"
+        out.append(
+            Verdict(
+                th, cid, label, cap, int(c["knee_probes"]), bool(fn(cap, th.limit)), note, left_out
+            )
+        )
+    return out

@@ -27,6 +27,10 @@ when there is one (trial-to-trial and run-to-run together), else the spread of t
 within the cells of the two runs. Request-level figures (p50 and p99 of the pooled requests, from the trials'
 HdrHistograms added up) stay as secondary detail.
 
+Runs with `search:` compare their capacities instead (capacity_compare.py): a search's
+probes vary the load, so their trial metrics are not comparable, and a search run is never
+compared with a run without one.
+
 With a host calibration (calibration.py), a significant change, or one past the tolerance,
 that is smaller than what the host resolves at the cell's trial count is named as such. The
 note never changes the verdict: the calibration measured a reference experiment, not this one.
@@ -44,6 +48,7 @@ import pandas as pd
 from .. import results
 from ..errors import PerfctlError
 from . import calibration as calib
+from .capacity_compare import CapacityChange, compare_capacities
 from .histograms import cell_distributions, has_distributions
 from .trial_tests import holm, mann_whitney_p, median_change_ci, min_attainable_p, trials_needed
 from .views import cell_labels, usable_trials, usage_note
@@ -85,15 +90,18 @@ class Comparison:
     cells: list[CellComparison]
     notes: list[str]  # cells on one side only, the calibration used
     calibration: Path | None = None
+    capacities: list[CapacityChange] = field(default_factory=list)  # runs with search:
 
     @property
     def verdict(self) -> str:
         """The two runs' verdict, the one `perfctl compare` exits on: "regression" (exit 1)
         when a cell is significantly slower by more than the tolerance, else "inconclusive"
-        (exit 3) when a cell has too few usable trials to decide, else "no regression"."""
-        if regressed(self.cells):
+        (exit 3) when a cell has too few usable trials to decide, else "no regression". Runs
+        with `search:` are judged on their capacities (significantly lower: a regression)."""
+        judged = self.capacities or self.cells
+        if regressed(judged):
             return "regression"
-        return "inconclusive" if inconclusive(self.cells) else "no regression"
+        return "inconclusive" if inconclusive(judged) else "no regression"
 
     @property
     def exit_code(self) -> int:
@@ -225,6 +233,17 @@ def compare_runs(
     pairs, notes = _pairs(base, cand)
     if not pairs:
         raise _no_common_cell(base, cand)
+    b_cap, c_cap = results.read_capacity(base.path), results.read_capacity(cand.path)
+    if (b_cap is None) != (c_cap is None):
+        searched = base.path if b_cap is not None else cand.path
+        raise PerfctlError(
+            f"{searched} is a capacity search (capacity.json) and the other run is not, so "
+            "their trials measure different things (probes at changing loads against fixed "
+            "loads). Fix: compare two search runs, or two runs without search:."
+        )
+    if b_cap is not None:  # a search's probes vary the load: only the capacities compare
+        caps = compare_capacities(b_cap, c_cap, pairs, tolerance, alpha)
+        return Comparison([], notes, None, caps)
     _check_requests(base, {b for b, _, _ in pairs}, "base")
     _check_requests(cand, {c for _, c, _ in pairs}, "candidate")
     bt, ct = usable_trials(base.trials, include_noisy), usable_trials(cand.trials, include_noisy)
@@ -400,10 +419,11 @@ def _resolution_notes(
                 )
 
 
-def regressed(cells: list[CellComparison]) -> bool:
-    """True when any cell is significantly slower by more than the tolerance."""
+def regressed(cells: list[CellComparison | CapacityChange]) -> bool:
+    """True when any cell is significantly slower by more than the tolerance (for a
+    capacity: significantly lower)."""
     return any(c.verdict == "slower" for c in cells)
 
 
-def inconclusive(cells: list[CellComparison]) -> bool:
+def inconclusive(cells: list[CellComparison | CapacityChange]) -> bool:
     return any(c.verdict == "inconclusive" for c in cells)

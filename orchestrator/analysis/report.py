@@ -1,7 +1,7 @@
 """`perfctl report RUN_DIR`: one self-contained RUN_DIR/report.html.
 
 Every figure is embedded as a base64 PNG (the SVGs stay in plots/ beside it); the page loads
-nothing from anywhere else. Sections: the summary table (invalid trials in red, noisy ones in
+nothing from anywhere else. Sections: with `search:`, the capacity per cell and its figure; the summary table (invalid trials in red, noisy ones in
 amber, each with its reasons; the precision reached with `precision:`), threshold verdicts
 when the experiment has thresholds, the kernel's TCP counters per cell, the figures, the models table (fitted in memory), and the
 run's configuration and host (run.json).
@@ -27,6 +27,7 @@ from . import check, flamegraph, queueing
 from .figures import Figure
 from .model_figures import draw_models
 from .run_figures import draw_run
+from .search_figures import capacity_figure
 from .views import flag
 
 CSS = """
@@ -360,6 +361,53 @@ def _host_check(info: dict) -> str:
     )
 
 
+def _capacity(run: results.Run, plot_dir: Path) -> str:
+    """With `search:`: the capacity per cell with its interval, the figure, the probes left
+    out and why (capacity.json)."""
+    doc = results.read_capacity(run.path)
+    if doc is None:
+        return ""
+    slo = doc["search"]["slo"]
+    head = "".join(f'<th class="l">{_e(a)}</th>' for a in run.axes)
+    head += (
+        "<th>capacity</th><th>interval</th><th>±</th><th>knee probes</th><th>trials</th>"
+        '<th>wall s</th><th class="l">model</th><th class="l">stopped</th>'
+    )
+    rows, left_out = [], []
+    for c in doc["cells"]:
+        unit = "/s" if c["unit"] == "rate_rps" else " users"
+        cells = "".join(f'<td class="l">{_e(c["values"].get(a, ""))}</td>' for a in run.axes)
+        ok = bool(c.get("precision_reached"))
+        model = c.get("model") or {}
+        cells += (
+            f"<td>{_num(c['capacity'], '.4g')}{unit}</td>"
+            f"<td>{_num(c['low'], '.4g')} – {_num(c['high'], '.4g')}</td>"
+            f'<td class="{"good" if ok else "warn"}">{_num(c["half_width_pct"], ".1f")}%</td>'
+            f"<td>{c['knee_probes']}</td><td>{c['trials']}</td><td>{_num(c['wall_s'], '.0f')}</td>"
+            f'<td class="l">{_e(model.get("name", "-"))}</td>'
+            f'<td class="l">{_e(c.get("stopped", ""))}</td>'
+        )
+        cls = "" if c["status"] == "found" else "invalid" if c["status"] == "failed" else "noisy"
+        rows.append(f'<tr class="{cls}">{cells}</tr>')
+        left_out += [
+            f"<li>{_e(c['label'])}, trial {p['trial']} ({_e(p['role'])}): {_e(p['verdict'])}</li>"
+            for p in c["probes"]
+            if not p["used"]
+        ]
+    fig = capacity_figure(doc, plot_dir)
+    return (
+        f"<h2>Capacity under the SLO ({_e(slo['stat'])} ≤ {slo['latency_ms']:g} ms, errors ≤ "
+        f"{100 * slo['error_rate']:g}%)</h2><table><tr>{head}</tr>{''.join(rows)}</table>"
+        "<p>The largest load whose median trial meets the SLO, with its "
+        f"{100 * doc['search']['confidence']:g}% interval (README: the capacity search). "
+        "Every probe is a row of trials.csv; capacity.json holds them all. In the summary "
+        "below, a cell's means mix its probes' load levels: read them per probe in "
+        "trials.csv.</p>"
+        + (f"<p>Probes not used:</p><ul>{''.join(left_out)}</ul>" if left_out else "")
+        + (_figure(fig) if fig is not None else "")
+    )
+
+
 def _figure(f: Figure) -> str:
     data = base64.b64encode(f.png.read_bytes()).decode("ascii")
     return (
@@ -408,6 +456,7 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
         f"<h1>{_e(info.get('experiment', run.path.name))}</h1><p class='sub'>{sub}</p>",
         f"<p>{_e(info.get('document', {}).get('description', ''))}</p>",
         f"<h2>Summary {badge}</h2>",
+        _capacity(run, plot_dir),
         _summary(trials, run.axes) if not trials.empty else "<p>No trial recorded.</p>",
         _thresholds(run) if not trials.empty else "",
         _kernel_tcp(trials, run.axes) if not trials.empty else "",

@@ -23,16 +23,19 @@ from .. import results
 from ..analysis import flamegraph, queueing
 from ..analysis.model_figures import draw_models
 from ..analysis.run_figures import draw_basic
+from ..analysis.search_figures import capacity_figure
 from ..cluster.hosts import cleanup_stale_bridges
 from ..errors import PerfctlError
 from ..measure import hostcheck
 from ..measure.hostinfo import host_info
 from ..netem.namespace import cleanup_stale
 from ..proc import limits, process
+from ..results.schema import read_capacity
 from ..results.store import check_present, storage_guard
 from ..run.execute import execute_plan, run_info
+from ..search.execute import execute_search
 from . import display, target
-from .summary import summary_table
+from .summary import capacity_table, summary_table
 
 
 def run(
@@ -184,9 +187,10 @@ def _run(
         results.point_latest(run_dir, target.RESULTS_ROOT.resolve())
     _reap_leftovers(run_dir, console)
     process.record_in(run_dir)
-    console.print(
-        f"[bold]{p.experiment.name}[/]: {len(p.cells)} cells x {p.repeats} repeats -> {run_dir}"
-    )
+    what = f"{len(p.cells)} cells x {p.repeats} repeats"
+    if p.experiment.search is not None:
+        what = f"{len(p.cells)} cells, a search each (at most {p.repeats} trials)"
+    console.print(f"[bold]{p.experiment.name}[/]: {what} -> {run_dir}")
     outcome = None
     done_before = len(results.TrialTable(run_dir).done())
     with display.make(console, p.trial_count, done_before, quiet) as shown:
@@ -199,7 +203,9 @@ def _run(
             _open_cluster(p, run_dir, console) if p.experiment.cluster else (None, None)
         )
         try:
-            if session is None:
+            if p.experiment.search is not None:
+                execute_search(p, run_dir, shown.on_trial, on_start, shown.on_second)
+            elif session is None:
                 outcome = execute_plan(p, run_dir, shown.on_trial, on_start, shown.on_second)
             else:
                 outcome = execute_plan(p, run_dir, shown.on_trial, on_start, trial_fn=trial_fn)
@@ -207,6 +213,9 @@ def _run(
             if session is not None:
                 session.close()
             process.stop_all()
+    if p.experiment.search is not None:
+        _search_done(p, run_dir, plots, console)
+        return
     trials = results.read_trials(run_dir)
     info = results.load(run_dir).info
     if "network_backend" in trials.columns:
@@ -239,4 +248,24 @@ def _run(
                 console.print(f"plot: {path}")
     console.print(
         f"trials: {run_dir / 'trials.csv'} ({outcome.ran} run, {outcome.skipped} already recorded)"
+    )
+
+
+def _search_done(p, run_dir: Path, plots: bool, console: Console) -> None:
+    """After a search: the capacity table, its figure, where the files are."""
+    doc = read_capacity(run_dir)
+    console.print(capacity_table(doc, p.axes))
+    if plots:
+        with display.step(console, "drawing the capacity figure"):
+            fig = capacity_figure(doc, run_dir / "plots")
+        if fig is not None:
+            console.print(f"plot: {fig.png}")
+    if p.experiment.profile:
+        with display.step(console, "drawing the servers' flame graphs"):
+            svgs = flamegraph.draw_run(run_dir)
+        console.print(f"profiles: {len(svgs)} flame graph(s), cells/*/trial-*/profile.svg")
+    trials = results.read_trials(run_dir)
+    console.print(
+        f"capacity: {run_dir / 'capacity.json'}; trials: {run_dir / 'trials.csv'} "
+        f"({len(trials)} probes)"
     )

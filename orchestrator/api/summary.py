@@ -207,3 +207,58 @@ def summary_table(
             )
         )
     return Group(table, *notes)
+
+
+def capacity_table(doc: dict, axes: list[str]) -> Group:
+    """The searched capacity per cell (capacity.json): the capacity and its interval, how
+    precise it is, the trials and wall time it took; under it, the probes left out and why."""
+    slo = doc["search"]["slo"]
+    t = Table(
+        title=f"Capacity under the SLO: {slo['stat']} <= {slo['latency_ms']:g} ms, errors <= "
+        f"{100 * slo['error_rate']:g}%",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
+    shown = list(axes)
+    for a in shown:
+        t.add_column(a, overflow="fold")
+    for h in ("capacity", "interval", "±", "probes", "trials", "wall"):
+        t.add_column(h, justify="right", no_wrap=True)
+    t.add_column("stopped", overflow="fold")
+    notes: list[Text] = []
+    for c in doc["cells"]:
+        unit = "/s" if c["unit"] == "rate_rps" else " users"
+        cap, lo, hi = c["capacity"], c["low"], c["high"]
+        interval = f"{fmt(lo)}-{fmt(hi)}" if lo == lo and hi == hi else "-"
+        half = c.get("half_width_pct", float("nan"))
+        ok = bool(c.get("precision_reached"))
+        pm = "-" if half != half else f"{half:.1f}%" if ok else f"[yellow]{half:.1f}%[/]"
+        style = None if c["status"] == "found" else "yellow" if c["status"] != "failed" else "red"
+        t.add_row(
+            *[str(c["values"].get(a, "")) for a in shown],
+            f"{fmt(cap)}{unit}" if cap == cap else "-",
+            interval,
+            pm,
+            str(c.get("knee_probes", 0)),
+            str(c["trials"]),
+            f"{c['wall_s']:.0f}s",
+            str(c.get("stopped", "")),
+            style=style,
+        )
+        for p in c["probes"]:
+            if not p["used"]:
+                notes.append(
+                    Text(f"{c['label']} trial {p['trial']} ({p['role']}): {p['verdict']}", "dim")
+                )
+    if any(not bool(c.get("precision_reached")) for c in doc["cells"]):
+        notes.append(
+            Text(
+                f"±: the interval's half-width; yellow: above the precision asked for "
+                f"({100 * doc['search']['precision']:g}%). capacity.json has every probe.",
+                style="dim",
+            )
+        )
+    return Group(t, *notes)

@@ -310,6 +310,9 @@ def compare(
         include_noisy=include_noisy,
         calibration=calibration,
     )
+    if result.capacities:
+        _compare_capacities(base, cand, result, tolerance)
+        return
     t = Table(
         title=f"{base} -> {cand}: median of trials, change (95% CI), Holm-adjusted "
         "Mann-Whitney p across trials"
@@ -346,6 +349,47 @@ def compare(
         console.print(
             "[yellow]inconclusive[/]: a cell has too few usable trials to decide "
             "(more repeats, a quieter host, or --include-noisy)"
+        )
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def _compare_capacities(base: Path, cand: Path, result, tolerance: float) -> None:
+    """compare's table and exit code for two capacity searches."""
+    t = Table(
+        title=f"{base} -> {cand}: searched capacity, change (95% CI), Holm-adjusted p "
+        "(capacity_compare.py)"
+    )
+    for col in ("cell", "base", "candidate", "change", "p", "verdict", "notes"):
+        t.add_column(
+            col, justify="right" if col in ("base", "candidate", "change", "p") else "left"
+        )
+    for c in result.capacities:
+        unit = "/s" if c.unit == "rate_rps" else " users"
+        colour = {"slower": "bold red", "faster": "green", "inconclusive": "yellow"}.get(c.verdict)
+        t.add_row(
+            c.label,
+            f"{fmt(c.base, '.4g')}{unit}\n[{fmt(c.base_interval[0], '.4g')}, "
+            f"{fmt(c.base_interval[1], '.4g')}]",
+            f"{fmt(c.cand, '.4g')}{unit}\n[{fmt(c.cand_interval[0], '.4g')}, "
+            f"{fmt(c.cand_interval[1], '.4g')}]",
+            f"{pct(c.change)}\n[{pct(c.ci[0])}, {pct(c.ci[1])}]",
+            fmt(c.p_holm, ".2g"),
+            f"[{colour}]{c.verdict}[/]" if colour else c.verdict,
+            "\n".join(c.notes),
+        )
+    console.print(t)
+    for n in result.notes:
+        console.print(f"note: {n}")
+    if result.verdict == "regression":
+        console.print(
+            f"[bold red]regression[/]: a cell's capacity is significantly lower by more than "
+            f"{tolerance:.0%}"
+        )
+    elif result.verdict == "inconclusive":
+        console.print(
+            "[yellow]inconclusive[/]: a cell's capacities are too uncertain to decide "
+            "(a larger search.max_trials, or a quieter host)"
         )
     if result.exit_code:
         raise typer.Exit(result.exit_code)

@@ -37,8 +37,15 @@ SetOpt = Annotated[
 ]
 
 
-def _load_text(cell) -> str:
+def _load_text(cell, searching: bool = False) -> str:
     ld = cell.load
+    if searching:
+        what = "rate" if ld.mode == "open" else f"users (think {fmt_span(ld.think_time_s)})"
+        driver = "" if ld.driver == "http" else f" (driver {ld.driver_label})"
+        return (
+            f"{ld.mode}: {what} searched, {fmt_span(ld.window_s)} + "
+            f"{fmt_span(ld.warmup_s)} warm-up per probe{driver}"
+        )
     text = {
         "open": f"open {ld.arrivals} {ld.rate_rps or 0:g}/s",
         "closed": f"closed {ld.connections} conn",
@@ -56,8 +63,11 @@ def _cell_table(p: Plan, cells, title: str) -> Table:
         t.add_column(a)
     t.add_column("server")
     t.add_column("load")
+    searching = p.experiment.search is not None
     for c in cells:
-        t.add_row(c.cell_id, *[str(c.values[a]) for a in p.axes], c.server.label, _load_text(c))
+        t.add_row(
+            c.cell_id, *[str(c.values[a]) for a in p.axes], c.server.label, _load_text(c, searching)
+        )
     return t
 
 
@@ -85,10 +95,12 @@ def plan(file: FileArg, profile: ProfileOpt = None, set_: SetOpt = None) -> None
 
     p = load_plan(file.resolve(), profile, set_)
     n = len(p.cells)
+    s = p.experiment.search
+    per_cell = f"{n} cells x {p.repeats} repeats"
+    if s is not None:
+        per_cell = f"{n} cells, a search each (at most {s.max_trials} trials)"
     if n <= SCREEN_CELLS:
-        console.print(
-            _cell_table(p, p.cells, f"{p.experiment.name}: {n} cells x {p.repeats} repeats")
-        )
+        console.print(_cell_table(p, p.cells, f"{p.experiment.name}: {per_cell}"))
     else:
         console.print(_axes_table(p))
         console.print(
@@ -100,6 +112,25 @@ def plan(file: FileArg, profile: ProfileOpt = None, set_: SetOpt = None) -> None
             f"... and {n - FIRST_CELLS:,} more cells (a line per cell only up to "
             f"{SCREEN_CELLS} cells)"
         )
+    if s is not None:
+        fewest, most = p.search_trials()
+        console.print(
+            f"search: {s.slo.text}, precision ±{100 * s.precision:g}% at "
+            f"{100 * s.confidence:g}% confidence; per cell 2 set-up probes (service time, "
+            f"saturation) then probes at the knee until the precision is reached"
+            + (
+                f", then {p.curve_points} rates for the curve (rate: auto)"
+                if p.curve_points
+                else ""
+            )
+            + f": {fewest} to {most} trials"
+        )
+        console.print(
+            f"{n * fewest:,} to {n * most:,} trials, estimated wall time "
+            f"{fmt_duration(p.estimated_seconds(fewest))} to "
+            f"{fmt_duration(p.estimated_seconds(most))}"
+        )
+        return
     console.print(
         f"{p.trial_count:,} trials, estimated wall time {fmt_duration(p.estimated_seconds())}"
     )

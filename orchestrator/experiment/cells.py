@@ -115,11 +115,12 @@ class Cells(Sequence):
 
         server, server_json = self._section(key, self.exp.servers[name], values, server_)
         parts: dict[str, tuple[Any, str]] = {}
+        context = {"search": self.exp.search is not None}
         for section, model_cls in BODY_SECTIONS.items():
 
             def body_(doc, section=section, model_cls=model_cls):
-                try:
-                    model = model_cls.model_validate(doc)
+                try:  # under search: the search gives open load its rates
+                    model = model_cls.model_validate(doc, context=context)
                 except ValidationError as e:
                     raise validation_error(self.source, section, e, label) from None
                 return model, _dumps(model.model_dump())

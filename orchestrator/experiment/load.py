@@ -11,7 +11,7 @@ import hashlib
 from typing import Any, Literal
 from urllib.parse import urlencode
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from loadgen.spec import LoadSpec, keep_fraction, measured_window_s
 
@@ -230,7 +230,7 @@ class Load(FrozenModel):
         return self.driver if isinstance(self.driver, str) else self.driver.label
 
     @model_validator(mode="after")
-    def _rate(self) -> Load:
+    def _rate(self, info: ValidationInfo) -> Load:
         if isinstance(self.driver, str) and self.mode not in DRIVERS[self.driver]:
             raise ValueError(
                 f"driver {self.driver!r} has no {self.mode} mode; it implements "
@@ -241,7 +241,8 @@ class Load(FrozenModel):
                 f"records: {self.records} needs the HTTP generator (driver: http); "
                 "other drivers write every request (loadgen/DRIVER.md)"
             )
-        if self.mode == "open" and self.rate_rps is None:
+        searching = bool(info.context and info.context.get("search"))
+        if self.mode == "open" and self.rate_rps is None and not searching:
             raise ValueError("open mode needs `rate` (arrivals per second), e.g. rate: 1000")
         if self.mode == "ramp" and self.ramp is None:
             raise ValueError(

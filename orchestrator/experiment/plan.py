@@ -20,6 +20,7 @@ from .base import FrozenModel
 from .cells import Cell, Cells  # noqa: F401 - Cell is part of this module's API
 from .cluster import Cluster
 from .document import Scalar, apply_override, deep_merge, fail, read_document, validation_error
+from .search import MIN_KNEE_PROBES, SETUP_PROBES, Search, auto_rates, check_search
 from .servers import BundledServer
 from .services import ServiceConfig, check_refs, compile_services
 from .units import fraction
@@ -128,6 +129,11 @@ class Experiment(FrozenModel):
         description="run on the hosts of a Dask distributed cluster (cluster below); "
         "without it nothing of Dask is imported",
     )
+    search: Search | None = Field(
+        None,
+        description="find each cell's largest load that meets an SLO, with a confidence "
+        "interval (the capacity search below)",
+    )
 
     @field_validator("name")
     @classmethod
@@ -204,6 +210,7 @@ class Plan(FrozenModel):
     repeats: int  # trials per cell; with repeats: auto, the most (max_repeats)
     document: dict[str, Any]  # the raw document after profile and overrides
     services: dict[str, ServiceConfig] = {}  # name -> the typed `services:` entry
+    curve_points: int = 0  # `rate: auto` under search: (search.py auto_rates)
 
     @property
     def order(self) -> str:
@@ -217,16 +224,28 @@ class Plan(FrozenModel):
     def trial_count(self) -> int:
         return len(self.cells) * self.repeats
 
-    def estimated_seconds(self) -> float:
+    def estimated_seconds(self, trials_per_cell: int | None = None) -> float:
+        """The wall time of `trials_per_cell` trials of every cell (default: `repeats`)."""
+        per_cell = self.repeats if trials_per_cell is None else trials_per_cell
         total = 0.0
         for c in self.cells:
             start = 0.8
             if isinstance(c.server, BundledServer) and c.server.impl == "java":
                 start = JAVA_START_S.get(c.server.concurrency_model, 2.0)
-            total += self.repeats * (c.load.warmup_s + c.load.window_s + start + 0.7)
+            total += per_cell * (c.load.warmup_s + c.load.window_s + start + 0.7)
+        trials = len(self.cells) * per_cell
         for svc in self.services.values():  # initdb, start, seed: a few seconds each time
-            total += SERVICE_START_S * (self.trial_count if svc.scope == "trial" else 1)
+            total += SERVICE_START_S * (trials if svc.scope == "trial" else 1)
         return total
+
+    def search_trials(self) -> tuple[int, int]:
+        """With `search:`, the fewest and the most trials a cell's search can take: the two
+        set-up probes and two probes at the knee (the fewest an interval needs), and
+        search.max_trials; each plus the `rate: auto` curve's points."""
+        s = self.experiment.search
+        if s is None:
+            return (self.repeats,) * 2
+        return SETUP_PROBES + MIN_KNEE_PROBES + self.curve_points, s.max_trials + self.curve_points
 
 
 def compile_document(
@@ -247,22 +266,30 @@ def compile_document(
         doc = deep_merge(doc, profiles[profile])
     for a in overrides:
         apply_override(doc, a, source)
+    compiled, curve_points = auto_rates(doc, source)
     try:
-        exp = Experiment.model_validate(doc)
+        exp = Experiment.model_validate(compiled)
     except ValidationError as e:
         raise validation_error(source, "", e) from None
+    if exp.search is not None:
+        check_search(exp, compiled, source)
     services = compile_services(exp.services, source)
     check_refs(exp.servers, services, source)
-    cells = Cells(exp, doc, source)  # refuses a matrix over MAX_CELLS without expanding it
+    cells = Cells(exp, compiled, source)  # refuses a matrix over MAX_CELLS without expanding it
     cells.validate()  # every cell, before anything runs
-    check_cluster(exp, doc, cells, source)
+    check_cluster(exp, compiled, cells, source)
     return Plan(
         experiment=exp,
         source=source,
         profile=profile,
         overrides=overrides,
         cells=cells,
-        repeats=exp.max_repeats if exp.auto else exp.repeats,
+        curve_points=curve_points,
+        repeats=exp.search.max_trials + curve_points
+        if exp.search
+        else exp.max_repeats
+        if exp.auto
+        else exp.repeats,
         document=doc,
         services=services,
     )

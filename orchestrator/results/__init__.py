@@ -2,7 +2,7 @@
 columns and keys (schema.py). Notebooks: `from orchestrator import results;
 run = results.load("results/latest")` gives run.trials, run.requests, run.timeline."""
 
-from .schema import read_summary, read_trials, write_json
+from .schema import read_capacity, read_summary, read_trials, write_json
 from .store import Run, TrialTable, load, new_run_dir, point_latest, prepare, trial_dir
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "new_run_dir",
     "point_latest",
     "prepare",
+    "read_capacity",
     "read_summary",
     "read_trials",
     "trial_dir",

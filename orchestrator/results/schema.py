@@ -22,6 +22,23 @@ value of a bucket 1/1024 of its value wide, so at most 0.1% above the exact orde
 never below it). The timeline's per-second p50/p99 (timeline.parquet) always come from the
 per-second HdrHistograms of latency.hlog, with the same bound.
 
+A run with `search:` (orchestrator/search/) writes one row per probe, with the probe's load in
+the configuration columns (load_mode, connections, target_rate), and these: `search_role`
+(service | saturation | knee), `search_level` (the probe's arrivals/s, or users),
+`search_latency_ms` (the SLO's statistic of the trial), `search_meets_slo`, `search_used`,
+`search_verdict` (what the search made of the probe, in words), `trial_wall_s`, and the
+stationarity test of measure/stationarity.py (`stationary`, `stationarity_p`,
+`stationarity_drift_pct`, `stationarity_seconds`). Its capacity.json (CAPACITY_FILE) holds,
+per cell: `capacity` (arrivals/s, or users: `unit`), `low` and `high` (the interval at
+`confidence`), `half_width_pct`, `precision_pct`, `precision_reached`, `knee_probes`, `df`,
+`log_sd` and `log_se` (the spread of ln p99 per probe and the standard error of ln capacity),
+`upper_bound` (the lowest level seen failing outright) and why, `status` (found | no interval |
+no estimate | failed), `stopped` (why the search ended), `trials`, `wall_s`, `model` (the
+fitted station: name, dispatch, servers, mean_service_ms, service_scv, overhead_ms,
+saturation_rps, predicted_capacity, calibration) and `probes` (trial, role, level, latency_ms,
+error_rate, valid, quiet, stationary, meets_slo, capacity_estimate, used, verdict). Numbers
+that are not finite are written as null.
+
 Columns renamed since older perfctl versions are renamed on read (RENAMED_COLUMNS), so a
 results directory written before keeps loading.
 """
@@ -29,6 +46,7 @@ results directory written before keeps loading.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -80,6 +98,13 @@ MEASUREMENT_COLUMNS = [
     "success_ratio",
     "throughput_rps",
     "throughput_kib_s",
+    "search_role",  # search: service | saturation | knee (module docstring)
+    "search_level",  # search: the probe's arrivals/s (open knee probes) or users
+    "search_latency_ms",  # search: the SLO's statistic of the trial
+    "search_meets_slo",
+    "search_used",
+    "search_verdict",
+    "trial_wall_s",  # search: the trial's wall time, start-up and teardown included
     "target_rate",  # open: the rate asked for, arrivals/s
     "offered_rate",  # open: arrivals the schedule put in the window / window_s
     "achieved_rate",  # open: requests sent in the window / window_s; closed: completed
@@ -165,6 +190,11 @@ SELF_CHECK_COLUMNS = [
     "precision_trials",
     "precision_half_width_pct",
     "precision_reached",
+    # search probes: a trend in the measured window's per-second p99 (measure/stationarity.py)
+    "stationary",
+    "stationarity_p",
+    "stationarity_drift_pct",
+    "stationarity_seconds",
     "valid",
     "invalid_reasons",  # the measurement worked (the load generator, the server)
     "quiet",
@@ -246,3 +276,34 @@ def read_summary(trial_dir: Path) -> dict | None:
     loadgen's (loadgen/DRIVER.md): measure_start_ns, measure_end_ns, start_ns, self-checks."""
     f = trial_dir / "summary.json"
     return json.loads(f.read_text()) if f.is_file() else None
+
+
+CAPACITY_FILE = "capacity.json"
+
+
+def _finite(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
+def write_capacity(run_dir: Path, doc: dict) -> None:
+    """capacity.json (module docstring), non-finite numbers as null."""
+    write_json(Path(run_dir) / CAPACITY_FILE, _finite(doc))
+
+
+def read_capacity(run_dir: str | Path) -> dict | None:
+    """capacity.json of a run (None when the run had no `search:`); nulls read as NaN."""
+    f = Path(run_dir) / CAPACITY_FILE
+    if not f.is_file():
+        return None
+    doc = json.loads(f.read_text())
+    for cell in doc.get("cells", []):
+        for k in ("capacity", "low", "high", "half_width_pct", "log_sd", "log_se", "upper_bound"):
+            if cell.get(k) is None:
+                cell[k] = math.inf if k == "upper_bound" else math.nan
+    return doc

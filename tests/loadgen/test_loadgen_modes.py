@@ -80,6 +80,22 @@ def test_closed_think_time_sets_the_rate(tmp_path, py_server):
     assert 4 / 0.05 * 0.6 < row["throughput_rps"] < 4 / 0.05 * 1.05
 
 
+def test_closed_think_time_sets_the_rate_with_a_new_connection_per_request(tmp_path, py_server):
+    """Without keep-alive each user still thinks between its requests (it once reopened at
+    once, so the rate was the server's, not N / (Z + R))."""
+    df, _, row = generate(
+        tmp_path,
+        py_server,
+        mode="closed",
+        connections=4,
+        think_time_s=0.05,
+        keepalive=False,
+        duration_s=2.0,
+    )
+    assert 4 / 0.05 * 0.6 < row["throughput_rps"] < 4 / 0.05 * 1.05
+    assert df["conn"].nunique() == len(df)  # still one connection per request
+
+
 def test_open_poisson_keeps_rate_and_measures_from_intended(tmp_path, py_server):
     df, summary, row = generate(
         tmp_path, py_server, mode="open", rate_rps=400, connections=8, duration_s=2.0

@@ -1,0 +1,77 @@
+"""The capacity search against a server whose answer is known in closed form: the reference
+M/M/c server (servers/reference/mmc_server.py, started through `cmd:` like any user's
+server) with 4 workers and exponential 4 ms services, SLO p99 <= 30 ms. Its sojourn time is
+M/M/4's, so the rate at which p99 meets the SLO is exact (models.stations.rate_for_slo) once
+its service time is known; the test takes the mean the server measured itself (Server-Timing
+`svc`, its sleeps' overshoot included) over every probe, and the overhead outside the queue
+from the single-user probe."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from loadgen import digest as ldigest
+from models.stations import Station, rate_for_slo
+from orchestrator.results import read_capacity, trial_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "servers" / "reference" / "mmc_server.py"
+pytestmark = pytest.mark.slow
+
+EXPERIMENT = f"""
+name: mmc-search
+servers:
+  mmc: {{cmd: "{sys.executable} {SERVER} --port {{port}} --workers 4 --service-ms 4",
+         threads: 4}}
+load: {{mode: open, connections: 64, duration: 5s, warmup: 1s}}
+search: {{slo: {{p99: 30ms}}, max_trials: 10, include_noisy: true}}
+placement: {{server_cpus: [0], loadgen_cpus: [1]}}
+"""
+
+
+def _sums(run: Path, cell_id: str, trials) -> dict:
+    total: dict = {}
+    for k in trials:
+        w = ldigest.read(trial_dir(run, cell_id, int(k)) / "digest.json")["windows"][0]
+        for key in ("svc_n", "svc_sum_ms", "overhead_n", "overhead_sum_ms"):
+            total[key] = total.get(key, 0.0) + w.sums[key]
+    return total
+
+
+def test_the_searched_interval_holds_the_mmc_servers_exact_capacity(tmp_path, perfctl_env):
+    exp = tmp_path / "mmc.yaml"
+    exp.write_text(EXPERIMENT)
+    out = tmp_path / "run"
+    p = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(exp), "--out", str(out), "-q"],
+        cwd=ROOT,
+        env=perfctl_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Capacity under the SLO" in p.stdout
+    [cell] = read_capacity(out)["cells"]
+    trials = pd.read_csv(out / "trials.csv")
+    assert len(trials) == cell["trials"] <= 10
+    assert list(trials["search_role"][:2]) == ["service", "saturation"]
+    knee = trials[trials["search_role"] == "knee"]
+    assert (knee["target_rate"] == knee["search_level"]).all()
+    assert knee["stationary"].notna().all()
+
+    every = _sums(out, cell["cell_id"], trials["trial"])
+    service_ms = every["svc_sum_ms"] / every["svc_n"]
+    first = _sums(out, cell["cell_id"], trials["trial"][:1])
+    overhead_ms = max(0.0, first["overhead_sum_ms"] / first["overhead_n"])
+    exact = rate_for_slo(
+        Station("shared_queue", 4, service_ms / 1e3, overhead_s=overhead_ms / 1e3), "p99", 0.030
+    )
+    assert cell["status"] == "found", cell
+    assert cell["low"] <= exact <= cell["high"], (exact, cell["low"], cell["high"], cell)
+    assert (out / "plots" / "capacity.png").is_file()

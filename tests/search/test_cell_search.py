@@ -1,0 +1,253 @@
+"""One cell's search, driven by a simulated M/M/4 server (tests/search/search_sim.py) instead of
+trials: the order of its probes, what each outcome means (retries, upper bounds, the errors
+that stop a run), and its capacity.json entry."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from search_sim import OVERHEAD_S, MMc, run_search
+
+from models.stations import Station, rate_for_slo
+from orchestrator.experiment import compile_document
+from orchestrator.measure.stationarity import Trend
+from orchestrator.search.cell_search import CellSearch
+
+DOC = {
+    "name": "sim",
+    "servers": {"mmc": {"cmd": "mmc --port {port}", "threads": 4}},
+    "load": {"mode": "open", "connections": 64, "duration": "5s", "warmup": "1s"},
+    "search": {"slo": {"p99": "30ms"}, "max_trials": 8},
+}
+EXACT_RPS = rate_for_slo(Station("shared_queue", 4, 0.004, overhead_s=OVERHEAD_S), "p99", 0.030)
+
+
+def cell_search(**search) -> CellSearch:
+    doc = {**DOC, "search": {**DOC["search"], **search}}
+    plan = compile_document(doc, "sim.yaml")
+    return CellSearch(plan.cells[0], plan.experiment.search, "sim.yaml")
+
+
+def test_the_search_finds_a_simulated_mmc_capacity_with_an_interval_around_it():
+    s = cell_search()
+    specs = run_search(s, MMc(seed=3))
+    assert [p.role for p in specs[:2]] == ["service", "saturation"]
+    assert all(p.role == "knee" for p in specs[2:]) and len(specs) <= 8
+    r = s.result(wall_s=0.0)
+    assert r["status"] == "found" and r["unit"] == "rate_rps"
+    # 5-s windows put the median trial's p99 below the long-run one: the capacity so defined
+    # is ~3% above the closed form (README: the capacity search); the interval holds both
+    assert r["low"] <= EXACT_RPS <= r["high"], r
+    assert abs(r["capacity"] / EXACT_RPS - 1) < 0.06
+    assert r["model"]["name"] == "M/M/4" and r["model"]["servers"] == 4
+    knee = [p for p in r["probes"] if p["role"] == "knee"]
+    assert all(p["used"] and p["verdict"] == "estimate" for p in knee)
+    assert all(math.isfinite(p["capacity_estimate"]) for p in knee)
+    # the probes bracket the answer: the first at the model's, later ones on both sides
+    levels = [p["level"] for p in knee]
+    assert min(levels) < r["capacity"] < max(levels)
+
+
+def test_the_search_stops_once_the_interval_is_as_narrow_as_asked():
+    s = cell_search(precision="20%", max_trials=12)
+    specs = run_search(s, MMc(seed=5))
+    r = s.result(0.0)
+    assert r["precision_reached"] and r["half_width_pct"] <= 20
+    assert len(specs) < 12 and "precision reached" in r["stopped"]
+
+
+def test_each_probe_row_gets_the_search_and_stationarity_columns():
+    s = cell_search(max_trials=5)
+    sim = MMc(seed=2)
+    run_search(s, sim)
+    row = sim.rows[-1]
+    assert row["search_role"] == "knee" and row["search_used"] is True
+    assert row["search_verdict"] == "estimate"
+    assert row["search_level"] > 0 and row["search_latency_ms"] == row["latency_p99_ms"]
+    for col in ("stationary", "stationarity_p", "stationarity_drift_pct", "stationarity_seconds"):
+        assert col in row
+    assert row["stationarity_seconds"] == 5
+
+
+def test_a_noisy_probe_is_retried_once_at_the_same_level_then_named_and_left_out():
+    def noisy(k, spec, row, readings):
+        if k in (3, 4):  # the first knee probe and its retry
+            row = {**row, "quiet": False, "noise_reasons": "other processes used 80% of a CPU"}
+        return row, readings
+
+    s = cell_search()
+    specs = run_search(s, MMc(seed=4), noisy)
+    assert specs[3].level == specs[2].level and specs[3].attempt == 2
+    r = s.result(0.0)
+    first, retry = r["probes"][2], r["probes"][3]
+    assert first["verdict"].startswith("retried: noisy") and not first["used"]
+    assert retry["verdict"].startswith("not used (failed twice): noisy") and not retry["used"]
+    assert r["knee_probes"] == len(specs) - 4  # neither counted in the estimate
+
+
+def test_a_probe_with_a_trend_is_not_used_until_its_retry_is_steady():
+    def drifting(k, spec, row, readings):
+        if k == 3:
+            readings = dataclasses.replace(readings, trend=Trend(5, 0.017, -0.5, False))
+        return row, readings
+
+    s = cell_search(max_trials=6)
+    run_search(s, MMc(seed=6), drifting)
+    r = s.result(0.0)
+    assert r["probes"][2]["verdict"].startswith("retried: per-second p99 fell 50%")
+    assert r["probes"][3]["attempt"] == 2 and r["probes"][3]["used"]
+
+
+def test_an_overloaded_or_failing_probe_is_an_upper_bound_not_a_retry():
+    def overloaded(k, spec, row, readings):
+        if k == 3:
+            readings = dataclasses.replace(
+                readings, stat_ms=400.0, trend=Trend(5, 0.017, 3.0, False)
+            )
+        if k == 4:
+            row = {**row, "error_rate": 0.05}
+        return row, readings
+
+    s = cell_search(max_trials=7)
+    specs = run_search(s, MMc(seed=7), overloaded)
+    r = s.result(0.0)
+    assert r["probes"][2]["verdict"].startswith("upper bound: overloaded")
+    assert r["probes"][3]["verdict"] == "upper bound: errors above the SLO's"
+    assert r["upper_bound"] == min(specs[2].level, specs[3].level)
+    assert all(p.level < r["upper_bound"] for p in specs[4:])
+    assert r["high"] <= r["upper_bound"]
+
+
+def test_an_slo_no_load_can_meet_stops_the_run_naming_the_key():
+    s = cell_search(slo={"p99": "5ms"})  # one request alone: p99 of Exp(4 ms) is 18 ms
+    specs = run_search(s, MMc(seed=1))
+    assert len(specs) == 1 and s.failure is not None
+    text = str(s.failure)
+    assert "key `search.slo.p99`" in text and "no load can meet the SLO" in text
+    assert "Fix:" in text and s.failure.exit_code == 2
+
+
+def test_the_load_generators_limit_is_never_reported_as_the_servers_capacity():
+    def behind(k, spec, row, readings):
+        if spec.role == "knee":
+            row = {
+                **row,
+                "valid": False,
+                "invalid_reasons": "send lateness p99 4.1 ms > 1.00 ms: the load generator "
+                "fell behind its schedule",
+                "send_lateness_p99_ms": 4.1,
+            }
+        return row, readings
+
+    s = cell_search()
+    specs = run_search(s, MMc(seed=1), behind)
+    assert [p.role for p in specs] == ["service", "saturation", "knee", "knee"]
+    text = str(s.failure)
+    assert "key `search`" in text and "load generator could not drive" in text
+    assert "load.processes" in text and s.failure.exit_code == 2
+    r = s.result(0.0)
+    assert r["status"] == "failed" and math.isnan(r["capacity"])
+
+
+def test_on_a_noisy_host_a_late_load_generator_is_noise_not_its_limit():
+    def behind_noisy(k, spec, row, readings):
+        if spec.role == "knee" and k < 5:
+            row = {
+                **row,
+                "valid": False,
+                "quiet": False,
+                "invalid_reasons": "send lateness p99 4.1 ms > 1.00 ms: the load generator "
+                "fell behind its schedule",
+                "noise_reasons": "load generator waited 400 ms/s for its own CPU",
+            }
+        return row, readings
+
+    s = cell_search()
+    run_search(s, MMc(seed=1), behind_noisy)
+    assert s.failure is None
+    assert s.result(0.0)["probes"][3]["verdict"].startswith("not used (failed twice)")
+
+
+def test_a_closed_load_search_finds_users():
+    doc = {
+        **DOC,
+        "load": {"mode": "closed", "think_time": "20ms", "duration": "5s", "warmup": "1s"},
+        "search": {"slo": {"mean": "10ms"}, "max_trials": 6},
+    }
+    plan = compile_document(doc, "sim.yaml")
+    s = CellSearch(plan.cells[0], plan.experiment.search, "sim.yaml")
+    assert s.unit == "users"
+    spec = s.next_spec()
+    assert (spec.role, spec.level) == ("service", 1)
+    cell = s.probe_cell(spec)
+    assert cell.load.mode == "closed" and cell.load.connections == 1
+    assert cell.load.think_time_s == 0.0 and cell.cell_id == plan.cells[0].cell_id
+    knee = s.probe_cell(dataclasses.replace(spec, role="knee", level=7))
+    assert knee.load.connections == 7 and knee.load.think_time_s == 0.02
+
+
+@pytest.mark.parametrize("role", ["service", "saturation"])
+def test_set_up_probes_are_closed_loop_and_keep_the_cell_id(role):
+    s = cell_search()
+    plan_cell = s.cell
+    spec = dataclasses.replace(s.next_spec(), role=role, level=16)
+    cell = s.probe_cell(spec)
+    assert cell.load.mode == "closed" and cell.load.connections == 16
+    assert cell.cell_id == plan_cell.cell_id and cell.load.rate_rps is None
+
+
+def test_with_include_noisy_a_noisy_probe_counts_and_says_so():
+    def noisy(k, spec, row, readings):
+        return {**row, "quiet": False, "noise_reasons": "other processes used 80%"}, readings
+
+    s = cell_search(include_noisy=True, max_trials=5)
+    specs = run_search(s, MMc(seed=4), noisy)
+    r = s.result(0.0)
+    assert all(p.attempt == 1 for p in specs)  # nothing retried
+    knee = [p for p in r["probes"] if p["role"] == "knee"]
+    assert all(p["used"] and "include_noisy" in p["verdict"] for p in knee)
+    assert r["knee_probes"] == 3
+
+
+def test_a_noisy_single_user_probe_never_rules_the_slo_out():
+    def slow_and_noisy(k, spec, row, readings):
+        row = {**row, "quiet": False, "noise_reasons": "other processes used 180%"}
+        return row, dataclasses.replace(readings, stat_ms=35.0)
+
+    s = cell_search(include_noisy=True)
+    specs = run_search(s, MMc(seed=1), slow_and_noisy)
+    assert [p.attempt for p in specs] == [1, 2] and s.failure is None
+    r = s.result(0.0)
+    assert r["status"] == "failed" and "failed twice" in r["stopped"]
+
+
+def test_rate_auto_adds_a_curve_after_the_search_crowded_around_the_knee():
+    doc = {**DOC, "matrix": {"rate": {"auto": 9}}, "search": {**DOC["search"], "max_trials": 6}}
+    plan = compile_document(doc, "sim.yaml")
+    assert plan.curve_points == 9 and plan.search_trials() == (13, 15)
+    s = CellSearch(plan.cells[0], plan.experiment.search, "sim.yaml", curve_points=9)
+    specs = run_search(s, MMc(seed=2))
+    roles = [p.role for p in specs]
+    assert roles[:6].count("curve") == 0 and roles[6:] == ["curve"] * (len(specs) - 6)
+    levels = [p.level for p in specs if p.role == "curve"]
+    assert len(levels) == 9 and levels == sorted(levels)
+    cap = s.result(0.0)["capacity"]
+    near = [x for x in levels if abs(x / cap - 1) <= 0.15]
+    assert len(near) >= 4 and min(levels) < 0.5 * cap  # dense at the knee, and the low end
+    cell = s.probe_cell(specs[-1])
+    assert cell.load.mode == "open" and cell.load.rate_rps == levels[-1]
+    r = s.result(0.0)
+    assert r["curve_trials"] == 9 and r["knee_probes"] == 4  # curve points are not estimates
+    assert all(p["verdict"].startswith("curve point") for p in r["probes"] if p["role"] == "curve")
+
+
+def test_the_readme_worked_example_is_what_the_search_computes():
+    s = cell_search()
+    run_search(s, MMc(seed=3))
+    r = s.result(0.0)
+    knee = [(p["level"], round(p["latency_ms"], 2)) for p in r["probes"] if p["role"] == "knee"]
+    assert knee[0] == (811.1, 34.58) and len(knee) == 6  # README "The capacity search"
+    assert round(r["model"]["predicted_capacity"]) == 811
+    assert (round(r["capacity"]), round(r["low"]), round(r["high"])) == (830, 779, 884)
