@@ -223,3 +223,36 @@ def perfctl_load(url: str, *args: str) -> dict:
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout)
+
+
+def neighbour(
+    seed: int,
+    cpus: list[int],
+    log: str,
+    stop,
+    gap_s: tuple[float, float] = (4.0, 12.0),
+    duty: tuple[float, float] = (0.5, 0.7),
+    length_s: tuple[float, float] = (2.0, 6.0),
+) -> None:
+    """A seeded noisy neighbour until `stop` (an Event) is set: after a gap drawn from gap_s,
+    a burst of length_s seconds spinning on a random CPU of `cpus` for a `duty` share of each
+    10 ms period; one JSON line per burst into `log` (start_ns, end_ns, cpu, duty)."""
+    import json
+    import random
+
+    rng = random.Random(seed)
+    period = 0.010
+    with open(log, "a") as f:
+        while not stop.wait(rng.uniform(*gap_s)):
+            cpu, share, length = rng.choice(cpus), rng.uniform(*duty), rng.uniform(*length_s)
+            os.sched_setaffinity(0, {cpu})
+            start = time.perf_counter_ns()
+            end = start + int(length * 1e9)
+            while time.perf_counter_ns() < end and not stop.is_set():
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < share * period:
+                    pass
+                time.sleep(max(0.0, period - (time.perf_counter() - t0)))
+            burst = {"start_ns": start, "end_ns": time.perf_counter_ns(), "cpu": cpu}
+            f.write(json.dumps({**burst, "duty": round(share, 3)}) + "\n")
+            f.flush()

@@ -25,14 +25,13 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import random
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
-from _common import perfctl
+from _common import neighbour, perfctl
 
 from orchestrator.measure.schedstat import USER_HZ, read_cpu_ticks
 
@@ -79,35 +78,6 @@ BASE_SPIN_US = 1000
 SLOWDOWN = 1.10
 OVERLAPPED = 0.25  # share of the window the neighbour must cover to count as overlapped
 MARGIN_S = 0.3
-
-
-def neighbour(seed: int, cpus: list[int], log: str, stop) -> None:
-    """Random bursts of spinning on random CPUs until `stop` is set; one JSON line each."""
-    rng = random.Random(seed)
-    period = 0.010
-    with open(log, "a") as f:
-        while not stop.wait(rng.uniform(4.0, 12.0)):
-            cpu, duty, length = rng.choice(cpus), rng.uniform(0.5, 0.7), rng.uniform(2.0, 6.0)
-            os.sched_setaffinity(0, {cpu})
-            start = time.perf_counter_ns()
-            end = start + int(length * 1e9)
-            while time.perf_counter_ns() < end and not stop.is_set():
-                t0 = time.perf_counter()
-                while time.perf_counter() - t0 < duty * period:
-                    pass
-                time.sleep(max(0.0, period - (time.perf_counter() - t0)))
-            f.write(
-                json.dumps(
-                    {
-                        "start_ns": start,
-                        "end_ns": time.perf_counter_ns(),
-                        "cpu": cpu,
-                        "duty": round(duty, 3),
-                    }
-                )
-                + "\n"
-            )
-            f.flush()
 
 
 def run(exp: Path, out: Path) -> Path:

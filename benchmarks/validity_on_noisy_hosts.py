@@ -32,12 +32,12 @@ import json
 import math
 import multiprocessing as mp
 import os
-import random
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
+import _common
 import numpy as np
 import pandas as pd
 from _common import perfctl
@@ -63,32 +63,11 @@ FLOOR = 0.02  # loadgen/validity.py PRECISION_FLOOR
 
 
 def neighbour(seed: int, cpus: list[int], log: str, stop) -> None:
-    """Bursts of spinning on a random CPU until `stop` is set; one JSON line per burst."""
-    rng = random.Random(seed)
-    period = 0.010
-    with open(log, "a") as f:
-        while not stop.wait(rng.uniform(4.0, 10.0)):
-            cpu, duty, length = rng.choice(cpus), rng.uniform(0.4, 0.6), rng.uniform(1.0, 3.0)
-            os.sched_setaffinity(0, {cpu})
-            start = time.perf_counter_ns()
-            end = start + int(length * 1e9)
-            while time.perf_counter_ns() < end and not stop.is_set():
-                t0 = time.perf_counter()
-                while time.perf_counter() - t0 < duty * period:
-                    pass
-                time.sleep(max(0.0, period - (time.perf_counter() - t0)))
-            f.write(
-                json.dumps(
-                    {
-                        "start_ns": start,
-                        "end_ns": time.perf_counter_ns(),
-                        "cpu": cpu,
-                        "duty": round(duty, 3),
-                    }
-                )
-                + "\n"
-            )
-            f.flush()
+    """_common.neighbour with this benchmark's bursts: 1-3 s at 40-60% duty after gaps of
+    4-10 s (10-15% of a CPU on average)."""
+    _common.neighbour(
+        seed, cpus, log, stop, gap_s=(4.0, 10.0), duty=(0.4, 0.6), length_s=(1.0, 3.0)
+    )
 
 
 def host_busy_pct(seconds: float = 3.0) -> float:

@@ -22,26 +22,12 @@ from ..results import Run, load, write_json
 from ..results.schema import configuration_columns
 from .gc_pauses import with_gc_columns
 from .histograms import cell_measures
-from .views import analysis_trials, cell_labels, measured_trials
+from .views import HEADLINE_COLUMNS, analysis_trials, cell_labels, measured_trials
 
 # Measurement columns models.comparison.compare reads, besides the readings the verdicts and
 # the bottleneck use (models.assess.EVIDENCE_COLUMNS, errors_*, probe_*). The rest (start-up
 # time, the other self-checks...) differs per trial and is left out of the table it is given.
-MEASURED_COLUMNS = [
-    "throughput_rps",
-    "latency_mean_ms",
-    "latency_p50_ms",
-    "latency_p90_ms",
-    "latency_p99_ms",
-    "latency_p999_ms",
-    "latency_max_ms",
-    "requests",
-    "errors",
-    "error_rate",
-    "target_rate",
-    "achieved_rate",
-    "valid",
-]
+MEASURED_COLUMNS = [*HEADLINE_COLUMNS, "target_rate", "achieved_rate", "valid"]
 
 
 def queueing_table(run: Run, notes: list[str] | None = None) -> pd.DataFrame:

@@ -115,7 +115,8 @@ def usage_note(trials: pd.DataFrame, include_noisy: bool = False) -> str:
     return "; ".join(parts)
 
 
-MEASUREMENT_COLUMNS = (
+# the figures every trial that measured something has (measured_trials fills the missing)
+HEADLINE_COLUMNS = (
     "requests",
     "errors",
     "error_rate",
@@ -131,15 +132,15 @@ MEASUREMENT_COLUMNS = (
 
 def measured_trials(trials: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The trials that recorded at least one request (without a `requests` value: that have
-    any figure), with every MEASUREMENT_COLUMNS column present (NaN where a trial has no
+    any figure), with every HEADLINE_COLUMNS column present (NaN where a trial has no
     value), and a one-line note on those left out ("" when none was): "left out 1 trial that
     measured nothing: load driver cmd wrote output that breaks loadgen/DRIVER.md"."""
     t = trials.copy()
-    for col in MEASUREMENT_COLUMNS:
+    for col in HEADLINE_COLUMNS:
         if col not in t.columns:
             t[col] = np.nan
     requests = pd.to_numeric(t["requests"], errors="coerce")
-    figures = t[list(MEASUREMENT_COLUMNS[3:])].apply(pd.to_numeric, errors="coerce")
+    figures = t[list(HEADLINE_COLUMNS[3:])].apply(pd.to_numeric, errors="coerce")
     measured = (requests > 0) | (requests.isna() & figures.notna().any(axis=1))
     left = t[~measured]
     if left.empty:
