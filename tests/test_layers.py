@@ -45,6 +45,7 @@ ALLOWED = {
         "orchestrator.netem",
         "orchestrator.results",
         "orchestrator.analysis",
+        "orchestrator.search",
         "orchestrator.numbers",
         "orchestrator.errors",
         "loadgen",

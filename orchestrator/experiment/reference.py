@@ -27,6 +27,7 @@ from .load import DriverCommand, Load, Ramp, Slo, Workload
 from .network import GilbertElliott, Network, NetworkStep
 from .placement import LoadgenPlace, Placement, ServerPlace
 from .plan import Experiment
+from .search import Search, SearchSlo
 from .servers import BundledServer, CommandServer, ReadyCheck
 from .services import PostgresData, PostgresService
 from .validity import Validity
@@ -82,6 +83,15 @@ SECTIONS: tuple[Section, ...] = (
     Section("placement", Placement),
     Section("placement.server", ServerPlace),
     Section("placement.loadgen", LoadgenPlace),
+    Section("search", Search),
+    Section(
+        "search.slo",
+        SearchSlo,
+        not_keys=(
+            ("stat", "the key itself: `mean`, `p50`, `p95`, `p99`, `p99.9`, ... (exactly one)"),
+            ("latency_ms", "that key's value, a duration with its unit: `p99: 30ms`"),
+        ),
+    ),
     Section("cluster", Cluster),
     Section("cluster.local", LocalCluster),
 )

@@ -51,9 +51,11 @@ class SearchSlo(FrozenModel):
     """The SLO a load level must meet: one latency statistic at most `latency_ms`, and at most
     `error_rate` of the requests failed. Written `{p99: 30ms, error_rate: 0.1%}`."""
 
-    stat: str  # `mean` or a percentile (`p99`, `p99.9`)
-    latency_ms: float = Field(gt=0)
-    error_rate: float = Field(0.001, ge=0, le=1)
+    stat: str = Field(description="`mean` or a percentile (`p50`, `p95`, `p99`, `p99.9`)")
+    latency_ms: float = Field(gt=0, description="the statistic's limit, ms")
+    error_rate: float = Field(
+        0.001, ge=0, le=1, description="the largest share of failed requests (`0.1%`)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -106,10 +108,24 @@ class SearchSlo(FrozenModel):
 class Search(FrozenModel):
     """The `search:` block (module docstring)."""
 
-    slo: SearchSlo
-    precision: float = Field(0.02, gt=0, lt=1)
-    confidence: float = Field(0.95, ge=0.5, lt=1)
-    max_trials: int = Field(8, le=1000)
+    slo: SearchSlo = Field(
+        description="one latency statistic with its limit, and the error rate: "
+        "`{p99: 30ms, error_rate: 0.1%}` (search.slo below)"
+    )
+    precision: float = Field(
+        0.02,
+        gt=0,
+        lt=1,
+        description="stop when the capacity's interval is within this of it (half-width, `2%`)",
+    )
+    confidence: float = Field(
+        0.95, ge=0.5, lt=1, description="the interval's confidence level (`95%`)"
+    )
+    max_trials: int = Field(
+        8,
+        le=1000,
+        description="trials per cell at most, the two set-up probes and retries included",
+    )
     include_noisy: bool = Field(
         False,
         description="use valid, steady probes the host disturbed too (named as such in "

@@ -199,7 +199,8 @@ def test_every_bundled_concurrency_model_declares_how_it_dispatches():
 
 
 def test_trial_rows_say_how_the_server_dispatches_and_whether_a_probe_is_needed(write_yaml):
-    from orchestrator.run.trial import describe, needs_probe
+    from orchestrator.run.row import describe
+    from orchestrator.run.trial import needs_probe
 
     text = BASE.replace(
         "py: {impl: python, model: async}", 'py: {cmd: "srv --port {port}", threads: 2}'
@@ -207,10 +208,10 @@ def test_trial_rows_say_how_the_server_dispatches_and_whether_a_probe_is_needed(
     cells = experiment.load_plan(write_yaml(text)).cells
     c = next(x for x in cells if x.server_name == "c")
     py = next(x for x in cells if x.server_name == "py")
-    row = describe(c)
+    row = describe(c, [0])
     assert (row["server_dispatch"], row["server_dispatch_source"]) == (
         "per_connection",
         "catalogue",
     )
     assert row["keepalive"] is True and not needs_probe(c)
-    assert describe(py)["server_dispatch"] == "" and needs_probe(py)  # threads, no dispatch
+    assert describe(py, [0])["server_dispatch"] == "" and needs_probe(py)  # threads, no dispatch
