@@ -24,7 +24,8 @@ The parameters, and their sources, in the order they are looked for:
   with a new connection per request, and None for runs recorded before perfctl wrote that
   column (their models did not look at connections either).
 - event loops: one loop per thread (``loops``) for a loop-per-thread server (C `epoll`), one
-  for `async`; time the request waits without holding its loop (``server_waits_block`` false:
+  for `async`; loops doing CPU work share the cores as threads do (at most k / f of them work at
+  once, rounded); time the request waits without holding its loop (``server_waits_block`` false:
   a non-blocking sleep or query, the share 1 - f of S) is outside the queue (an overhead). An
   event loop the probe inferred was seen serving one request at a time: all of S queues.
 - the overhead: its mean for means, its median for percentiles; where the queue is one
@@ -199,6 +200,13 @@ def station_for(row, service: ServiceEstimate) -> StationChoice:
             capacity = threads + backlog
     if dispatch == "event_loop":
         loops = int(threads) if math.isfinite(threads) else 1
+        cap_why = ""
+        if math.isfinite(cores) and cores >= 1 and math.isfinite(f) and f >= MIXED_CPU_SHARE:
+            # loops share the cores as threads do: k / f of them can work at once
+            at_once = max(1, int(round(cores / f)))
+            if at_once < loops:
+                cap_why = f"; {loops} loops share {cores:g} core(s): {at_once} at once"
+                loops = at_once
         # a probed "event loop" is a server seen serving one request at a time: whatever it
         # waits for holds it
         blocks = _flag(row, "server_waits_block") or dsrc == "probe"
@@ -216,8 +224,10 @@ def station_for(row, service: ServiceEstimate) -> StationChoice:
             connections=L,
             loops=loops,
         )
-        why = f"{loops} loop(s)" + (
-            f"; {100 * (1 - queued):.0f}% of S waits off the loop" if delay > 0 else ""
+        why = (
+            f"{loops} loop(s)"
+            + cap_why
+            + (f"; {100 * (1 - queued):.0f}% of S waits off the loop" if delay > 0 else "")
         )
         return StationChoice(station, declared, dsrc, why, service, math.inf, f, fsrc)
     if dispatch not in ("shared_queue", "per_connection", "processor_sharing"):

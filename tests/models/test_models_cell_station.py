@@ -175,3 +175,20 @@ def test_where_server_timing_cannot_see_the_queue_the_overhead_is_a_request_that
         row(server_dispatch="shared_queue", connections=64, keepalive=True, work_sleep_us=4000), svc
     ).station
     assert (shared.overhead_s, shared.overhead_mean_s) == (0.003, 0.006)
+
+
+def test_event_loops_doing_cpu_work_share_the_cores_and_waiting_ones_do_not():
+    """C epoll runs a loop per thread; four loops pinned to one core can only spin one at a time
+    (the capacity search once fitted 4 x M/M/1 here, stretched S to 6 ms to meet the measured
+    ceiling, and put its first probe at 34/s of a 650/s server)."""
+    epoll = dict(server_dispatch="event_loop", server_dispatch_source="catalogue")
+    spin = station_for(row(**epoll, server_threads=4, server_cores=1, work_spin_us=2000), SVC)
+    assert spin.station.loops == 1 and "4 loops share 1 core(s): 1 at once" in spin.servers_source
+    two = station_for(row(**epoll, server_threads=4, server_cores=2, work_spin_us=2000), SVC)
+    assert two.station.loops == 2
+    # loops that block while they wait (the C server's sleep) hold S but not a core
+    sleep = station_for(
+        row(**epoll, server_threads=4, server_cores=1, work_sleep_us=2000, server_waits_block=True),
+        SVC,
+    )
+    assert sleep.station.loops == 4
