@@ -1,22 +1,29 @@
 """When to wake before a timed send, so a send is on time on a host whose timer is slow.
 
-An open-loop arrival must leave at its intended instant. The event loop's timers are coarse
-(libuv rounds to milliseconds and may fire up to a tick early) and the host adds its own
-wake-up delay: on a quiet bare host tens of microseconds, on a cloud vCPU woken from halt up
-to a few milliseconds at the 99th percentile. So the loop aims its timer `early_ns` before the
-instant and polls (call_soon, serving I/O in between) for the last stretch, never sending early.
+An open-loop arrival must leave at its intended instant. The generator's timer is a timerfd
+(hosttimer.py: nanosecond instants, never early) where the host has one, else the event
+loop's own timers, which are coarse (libuv rounds to milliseconds and may fire up to a tick
+early). Either way the host adds its own wake-up delay: on a quiet bare host tens of
+microseconds, on a cloud vCPU woken from halt up to a few milliseconds at the 99th
+percentile. So the loop aims its timer `early_ns` before the instant and polls (call_soon,
+serving I/O in between) for the last stretch, never sending early.
 
 `early_ns` follows the ~99th percentile of how late the timer actually fires against what it
 was aimed at (a stochastic-approximation quantile: up 99 steps on a late wake, down one step
-on a wake in time), between EARLY_MIN_NS and EARLY_MAX_NS, starting at EARLY_START_NS (or the
+on a wake in time), between a floor and EARLY_MAX_NS, starting at EARLY_START_NS (or the
 host's measured timer lateness, when the orchestrator measured it before the run). The same
-rule as the latency proxy's release timer (orchestrator/netem/proxy/proxy.c).
+rule as the latency proxy's release timer (orchestrator/netem/proxy/proxy.c). The floor is
+EARLY_MIN_PRECISE_NS with a timerfd (only the cost of waking) and EARLY_MIN_NS with the
+loop's millisecond timers (a tick early at most, so polled below that).
 
 CPU cost, bounded and stated: polling burns the CPU from the wake to the instant, so at a
 rate r the loop polls about r x early_ns of every second. Polling is allowed at most
-SPIN_BUDGET of one CPU in every BUDGET_WINDOW_NS; past it the loop aims its timers at
-EARLY_MIN_NS for the rest of the window (counted in `denied`), so a generator at a low rate
-on a slow host spends at most a quarter of a CPU on punctuality. The summary reports the
+SPIN_BUDGET of one CPU in every BUDGET_WINDOW_NS; past it the loop aims its timers at the
+floor for the rest of the window (counted in `denied`), so a generator at a low rate on a
+slow host spends at most a quarter of a CPU on punctuality. With a timerfd a denied send is
+late by the host's wake-up latency (tens to hundreds of microseconds), not by a millisecond
+tick: at 2,000 arrivals a second, where the polling alone would take most of a CPU, the
+sends stay well inside a millisecond. The summary reports the
 final `early_ns`, the share of CPU spent polling and the windows denied.
 """
 
@@ -27,6 +34,7 @@ import time
 _now = time.perf_counter_ns
 
 EARLY_MIN_NS = 200_000  # libuv's millisecond timers fire at most a tick early; poll below this
+EARLY_MIN_PRECISE_NS = 20_000  # a timerfd (hosttimer.py) is never early: only the wake-up's cost
 EARLY_START_NS = 1_200_000
 EARLY_MAX_NS = 6_000_000
 STEP_NS = 2_000  # a late wake moves early_ns up 99 steps (198 us), a wake in time down 1
@@ -41,8 +49,10 @@ class EarlyWake:
     how late a timer fired against the instant it was aimed at; polled(ns) counts polling time
     against the budget."""
 
-    def __init__(self, start_ns: int = EARLY_START_NS) -> None:
-        self.early_ns = min(max(int(start_ns), EARLY_MIN_NS), EARLY_MAX_NS)
+    def __init__(self, start_ns: int | None = None, floor_ns: int = EARLY_MIN_NS) -> None:
+        self.floor_ns = floor_ns
+        start = EARLY_START_NS if start_ns is None else int(start_ns)
+        self.early_ns = min(max(start, floor_ns), EARLY_MAX_NS)
         self.polled_ns = 0
         self.denied = 0
         self._window_start_ns = _now()
@@ -53,17 +63,17 @@ class EarlyWake:
         """The timer aimed at aimed_ns fired at now_ns: follow the 99th percentile."""
         late = now_ns - aimed_ns
         e = self.early_ns + 99 * STEP_NS if late > self.early_ns else self.early_ns - STEP_NS
-        self.early_ns = min(max(e, EARLY_MIN_NS), EARLY_MAX_NS)
+        self.early_ns = min(max(e, self.floor_ns), EARLY_MAX_NS)
 
     def lead_ns(self, now_ns: int) -> int:
         """How far before a timed action to wake: early_ns while the polling budget lasts,
-        EARLY_MIN_NS once this window's budget is spent."""
+        the floor once this window's budget is spent."""
         if now_ns - self._window_start_ns >= BUDGET_WINDOW_NS:
             self._window_start_ns = now_ns
             self._window_polled_ns = 0
         if self._window_polled_ns >= SPIN_BUDGET * BUDGET_WINDOW_NS:
             self.denied += 1
-            return EARLY_MIN_NS
+            return self.floor_ns
         return self.early_ns
 
     def polled(self, ns: int) -> None:

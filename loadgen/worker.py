@@ -23,7 +23,8 @@ from . import records
 from .client import Connection
 from .records import TIMEOUT, UNFINISHED, Chunk, Records
 from .spec import LoadSpec
-from .wake import EarlyWake
+from .hosttimer import HostTimer
+from .wake import EARLY_MIN_NS, EARLY_MIN_PRECISE_NS, EarlyWake
 
 if TYPE_CHECKING:  # modes/ imports this module; the type is only a hint here
     from .modes.base import Mode
@@ -91,7 +92,11 @@ class Worker:
         self.fast = mode.sends_next_inline
         self._next_ident = 0
         self._lags_ns: list[int] = []
-        self.wake = EarlyWake(spec.early_wake_ns) if spec.early_wake_ns else EarlyWake()
+        # timed sends: a timerfd where the host has one (hosttimer.py), else the loop's
+        # millisecond timers, which need the early wake-up to reach below a millisecond
+        self.timer = HostTimer.open(loop)
+        floor_ns = EARLY_MIN_NS if self.timer is None else EARLY_MIN_PRECISE_NS
+        self.wake = EarlyWake(spec.early_wake_ns or None, floor_ns=floor_ns)
         self._finished = asyncio.Event()
         info = socket.getaddrinfo(spec.host, spec.port, type=socket.SOCK_STREAM)[0]
         self.family, self.addr = info[0], info[4]
@@ -177,7 +182,11 @@ class Worker:
         lead_ns = self.wake.lead_ns(now)
         if wait_ns > lead_ns:
             aimed_ns = when_ns - lead_ns
-            self.loop.call_later((aimed_ns - now) / 1e9, self._woke, aimed_ns, when_ns, fn, args)
+            if self.timer is not None:
+                self.timer.schedule(aimed_ns, self._woke, aimed_ns, when_ns, fn, args)
+            else:
+                delay_s = (aimed_ns - now) / 1e9
+                self.loop.call_later(delay_s, self._woke, aimed_ns, when_ns, fn, args)
         else:
             self.loop.call_soon(self._poll, now, when_ns, fn, args)
 
@@ -342,6 +351,7 @@ def generate(mode: Mode, sink=None, seq_base: int = 0, live=None) -> tuple[Recor
     gc.freeze()
     gc.callbacks.append(gc_cb)
     ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    worker = None
     try:
         worker = Worker(mode, loop, sink, seq_base)
         if live is not None:
@@ -358,6 +368,8 @@ def generate(mode: Mode, sink=None, seq_base: int = 0, live=None) -> tuple[Recor
     finally:
         gc.callbacks.remove(gc_cb)
         gc.unfreeze()
+        if worker is not None and worker.timer is not None:
+            worker.timer.close()
         loop.close()
     ru1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - wall0
     cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
