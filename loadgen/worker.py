@@ -21,9 +21,9 @@ import uvloop
 
 from . import records
 from .client import Connection
+from .hosttimer import HostTimer
 from .records import TIMEOUT, UNFINISHED, Chunk, Records
 from .spec import LoadSpec
-from .hosttimer import HostTimer
 from .wake import EARLY_MIN_NS, EARLY_MIN_PRECISE_NS, EarlyWake
 
 if TYPE_CHECKING:  # modes/ imports this module; the type is only a hint here

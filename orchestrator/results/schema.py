@@ -36,7 +36,8 @@ per cell: `capacity` (arrivals/s, or users: `unit`), `low` and `high` (the inter
 no estimate | failed), `stopped` (why the search ended), `trials`, `wall_s`, `model` (the
 fitted station: name, dispatch, servers, mean_service_ms, service_scv, overhead_ms,
 saturation_rps, predicted_capacity, calibration) and `probes` (trial, role, level, latency_ms,
-error_rate, valid, quiet, stationary, meets_slo, capacity_estimate, used, verdict). Numbers
+error_rate, valid, valid_for_slo (valid, or late only on figures other than the SLO's),
+quiet, stationary, meets_slo, capacity_estimate, used, verdict). Numbers
 that are not finite are written as null.
 
 Columns renamed since older perfctl versions are renamed on read (RENAMED_COLUMNS), so a

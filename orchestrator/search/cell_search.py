@@ -40,6 +40,8 @@ from .station import ServiceProbe, station_for
 SATURATION_USERS = 16  # at least; 4 per worker thread when the server declares more
 MAX_SATURATION_USERS = 1024
 LOADGEN_WORDS = ("load generator", "load-generator", "achieved send rate")
+LATENESS = "send lateness ("  # how loadgen/validity.py's send-lateness reason begins
+PRECISION_FLOOR = 0.02  # as loadgen/validity.py: below 2% of a figure nothing is resolved
 
 
 @dataclass(frozen=True)
@@ -231,10 +233,41 @@ class CellSearch:
     def _noise(self, row: dict) -> str:
         return "" if bool(row.get("quiet", True)) else f"noisy: {row.get('noise_reasons', '')}"
 
+    def _reasons(self, row: dict) -> list[str]:
+        """The trial's invalid_reasons that bear on this search's SLO. Send lateness is
+        judged against the SLO's own statistic: a lateness that moved a 0.1 ms p50 by 20% but
+        the 3 ms p99 the SLO names by less than the p99's precision leaves the probe's answer
+        (does the p99 meet the SLO?) intact, so it does not cost the probe."""
+        if bool(row.get("valid", False)):
+            return []
+        reasons = [r for r in str(row.get("invalid_reasons", "")).split("; ") if r]
+        if not reasons:
+            return ["invalid (no reason recorded)"]
+        return [r for r in reasons if not (r.startswith(LATENESS) and self._slo_on_time(row))]
+
+    def _slo_on_time(self, row: dict) -> bool:
+        """Send lateness moved the SLO's statistic by less than its precision: its 95%
+        interval's lower half (the p99's, from its CI columns) or 2%, whichever is larger;
+        a statistic with no shift column (p95) is never excused."""
+        column = self.search.slo.column
+        if column is None:
+            return False
+        name = column.removeprefix("latency_").removesuffix("_ms")
+        shift = number(row.get(f"lateness_shift_{name}_pct"))
+        allowed = 100.0 * PRECISION_FLOOR
+        value = number(row.get(column))
+        low = number(row.get(f"{column.removesuffix('_ms')}_ci_low_ms"))
+        if value == value and low == low and value > 0:
+            allowed = max(allowed, 100.0 * (value - low) / value)
+        return shift == shift and shift <= allowed
+
+    def _valid(self, row: dict) -> bool:
+        return not self._reasons(row)
+
     def _problems(self, row: dict, readings: Readings) -> list[str]:
         out = []
-        if not bool(row.get("valid", False)):
-            out.append(f"invalid: {row.get('invalid_reasons', '')}")
+        if not self._valid(row):
+            out.append(f"invalid: {'; '.join(self._reasons(row))}")
         if self._noise(row) and not self.search.include_noisy:
             out.append(self._noise(row))
         if readings.trend.stationary is False:
@@ -243,13 +276,12 @@ class CellSearch:
             out.append(f"not tested for a trend: {readings.trend.seconds} whole second(s)")
         return out
 
-    @staticmethod
-    def _loadgen_limited(row: dict) -> bool:
+    def _loadgen_limited(self, row: dict) -> bool:
         """The load generator fell behind or ran out of CPU on a quiet host: its own limit.
         On a noisy host the same symptoms are the host's doing (a retry, not a verdict)."""
-        why = str(row.get("invalid_reasons", "")).lower()
+        why = "; ".join(self._reasons(row)).lower()
         return (
-            not bool(row.get("valid", False))
+            not self._valid(row)
             and bool(row.get("quiet", True))
             and any(w in why for w in LOADGEN_WORDS)
         )
@@ -270,7 +302,7 @@ class CellSearch:
             problems.append(self._noise(row))  # a disturbed probe never rules an SLO out
         if problems and spec.attempt == 1:
             return self._again(spec, problems)
-        if problems and (misses or not bool(row.get("valid", False))):
+        if problems and (misses or not self._valid(row)):
             # twice unusable: nothing to build on, and no verdict on the SLO either
             self.given_up = "the single-user probe failed twice: " + "; ".join(problems)
             return False, "not used (failed twice): " + "; ".join(problems)
@@ -308,7 +340,7 @@ class CellSearch:
         if problems and spec.attempt == 1:
             return self._again(spec, problems)
         self.settled.add("saturation")
-        if not bool(row.get("valid", False)):
+        if not self._valid(row):
             return False, "not used (failed twice): " + "; ".join(problems)
         self.saturation_rps = float(row.get("throughput_rps", math.nan))
         note = "; used for the model despite: " + "; ".join(problems) if problems else ""
@@ -328,7 +360,7 @@ class CellSearch:
                 self.source,
                 "search",
                 f"in cell {self.cell.label} the load generator could not drive "
-                f"{spec.level:g}{unit} (twice: {row.get('invalid_reasons', '')}), so the "
+                f"{spec.level:g}{unit} (twice: {'; '.join(self._reasons(row))}), so the "
                 "server's capacity under the SLO lies at or above what perfctl can offer on "
                 "this host; the search stops rather than report the load generator's limit as "
                 "the server's",
@@ -343,7 +375,7 @@ class CellSearch:
             self._fails_at(spec.level, f"error rate {100 * err:.3g}% at {spec.level:g}{unit}")
             return True, "upper bound: errors above the SLO's"
         trend = readings.trend
-        valid_quiet = (bool(row.get("valid", False)) or self._loadgen_limited(row)) and bool(
+        valid_quiet = (self._valid(row) or self._loadgen_limited(row)) and bool(
             row.get("quiet", True)
         )
         if (
@@ -357,7 +389,10 @@ class CellSearch:
         if problems:
             return self._again(spec, problems)
         noise = self._noise(row)  # with search.include_noisy: used, and said so
-        return True, "estimate" + (f" ({noise}; include_noisy)" if noise else "")
+        notes = [f"{noise}; include_noisy"] if noise else []
+        if not bool(row.get("valid", False)):
+            notes.append(f"send lateness moved other figures, not the {self.search.slo.stat}")
+        return True, "estimate" + (f" ({'; '.join(notes)})" if notes else "")
 
     def _curve(self, spec, row, readings) -> tuple[bool, str]:
         problems = self._problems(row, readings)

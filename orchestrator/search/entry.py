@@ -47,6 +47,7 @@ def cell_entry(cs: CellSearch, wall_s: float) -> dict:
                 "error_rate": number(r.row.get("error_rate")),
                 "throughput_rps": number(r.row.get("throughput_rps")),
                 "valid": bool(r.row.get("valid", False)),
+                "valid_for_slo": cs._valid(r.row),
                 "quiet": bool(r.row.get("quiet", True)),
                 "stationary": r.readings.trend.stationary,
                 "stationarity_p": r.readings.trend.p,

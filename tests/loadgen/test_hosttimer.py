@@ -37,7 +37,7 @@ def test_callbacks_fire_in_order_and_never_early(loop):
         timer.schedule(t0 + off_us * 1000, hit, name, t0 + off_us * 1000)
 
     def chain() -> None:  # scheduled from inside a callback, earlier than one still waiting
-        timer.schedule(_now() + 1_500_000, hit, "d", _now() + 1_500_000)
+        timer.schedule(t0 + 2_000_000, hit, "d", t0 + 2_000_000)
 
     timer.schedule(t0 + 1_000_000, chain)
     loop.run_until_complete(done)
@@ -56,7 +56,7 @@ def test_an_item_earlier_than_the_armed_one_rearms_the_timer(loop):
 
     def first() -> None:
         fired.append("first")
-        timer.schedule(_now() + 200_000_000, last)  # 200 ms on
+        timer.schedule(t0 + 200_000_000, last)  # 200 ms on
 
     def early() -> None:
         fired.append("early")

@@ -251,3 +251,46 @@ def test_the_readme_worked_example_is_what_the_search_computes():
     assert knee[0] == (811.1, 34.58) and len(knee) == 6  # README "The capacity search"
     assert round(r["model"]["predicted_capacity"]) == 811
     assert (round(r["capacity"]), round(r["low"]), round(r["high"])) == (830, 779, 884)
+
+
+def late(shift_p99_pct: float):
+    """A tamper: every knee probe invalid for send lateness that moved its p50 by 30% and its
+    p99 by shift_p99_pct (the real sentence's opening, as loadgen/validity.py writes it)."""
+
+    def tamper(k, spec, row, readings):
+        if spec.role == "knee":
+            row = {
+                **row,
+                "valid": False,
+                "invalid_reasons": "send lateness (p99 0.05 ms) moved the p50 latency by up to "
+                "30.0% (0.05 of 0.17 ms), more than its precision of 2.0%: the load generator "
+                "fell behind its schedule. Fix: pin the load generator",
+                "send_lateness_p99_ms": 0.05,
+                "lateness_shift_p50_pct": 30.0,
+                "lateness_shift_p99_pct": shift_p99_pct,
+            }
+        return row, readings
+
+    return tamper
+
+
+def test_lateness_that_spares_the_slos_statistic_does_not_cost_the_probe():
+    """A 50 us lateness ruins a 0.17 ms p50 but not the 30 ms p99 the SLO names: the probes
+    count (and say why they count), and the capacity is found."""
+    s = cell_search()
+    run_search(s, MMc(seed=1), late(shift_p99_pct=0.4))
+    r = s.result(0.0)
+    assert s.failure is None and r["status"] == "found", r
+    knees = [p for p in r["probes"] if p["role"] == "knee"]
+    assert knees and all(p["used"] and not p["valid"] and p["valid_for_slo"] for p in knees)
+    estimates = [p for p in knees if p["verdict"].startswith("estimate")]
+    assert estimates and all("not the p99" in p["verdict"] for p in estimates)
+    assert r["low"] <= EXACT_RPS <= r["high"], r
+
+
+def test_lateness_that_moved_the_slos_statistic_still_costs_the_probe():
+    s = cell_search()
+    run_search(s, MMc(seed=1), late(shift_p99_pct=5.0))
+    knees = [p for p in s.result(0.0)["probes"] if p["role"] == "knee"]
+    assert knees and not any(p["used"] for p in knees)
+    assert not any(p["valid_for_slo"] for p in knees)
