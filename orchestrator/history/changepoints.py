@@ -31,7 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
 MIN_RUNS = 3
 ALPHA = 0.01
@@ -63,7 +62,7 @@ class _Series:
         self.sizes = np.array([r.size for r in self.runs], dtype=float)
         # ranks, not values: the energy of an outlier is that of the largest rank, however far
         # out it lies (the ratio of medians is computed on the values)
-        x = rankdata(np.concatenate(self.runs)) / sum(r.size for r in self.runs)
+        x = _ranks(np.concatenate(self.runs)) / sum(r.size for r in self.runs)
         owner = np.repeat(np.arange(len(self.runs)), self.sizes.astype(int))
         d = np.abs(x[:, None] - x[None, :])
         # dist[i, j]: the sum of |x_a - x_b| over trial a of run i and trial b of run j
@@ -71,6 +70,13 @@ class _Series:
         np.add.at(per_row, owner, d)
         self.dist = np.zeros((len(self.runs), len(self.runs)))
         np.add.at(self.dist.T, owner, per_row.T)
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties given their average rank (scipy.stats.rankdata's default, without
+    the second scipy costs `history check` to import)."""
+    s = np.sort(x)
+    return (np.searchsorted(s, x, "left") + np.searchsorted(s, x, "right") + 1) / 2.0
 
 
 def _q(dist: np.ndarray, sizes: np.ndarray, ks: np.ndarray) -> np.ndarray:

@@ -130,6 +130,9 @@ class Store:
             conn = sqlite3.connect(path, timeout=busy_timeout_s(), isolation_level=None)
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s() * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL: a crash keeps the file whole, a power cut may drop the last adds,
+            # which `history import` restores from their run directories
+            conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as e:
             raise self._sqlite_error(e) from None
