@@ -19,7 +19,9 @@ Scoring (an alert = a run a detector says the level changed at):
           L + 15);
   false alerts: alerts matching no injected change, as a share of all alerts;
   located +-1: of the steps with an alert within 5 runs, the share whose nearest alert is at
-          L +- 1.
+          L +- 1;
+  on none: alerts on the null and outlier series (all false; the rest of the false alerts
+          are real changes located more than 1 run off).
 Detectors:
   perfctl: orchestrator/history/changepoints.py on trial-level data (min 3 runs a side,
            alpha 0.01, 499 run permutations);
@@ -178,7 +180,7 @@ def otava_alerts(python: str | None, series: list, params: dict) -> list[list[in
 
 def score(labels: list[dict], alerts: list[list[int]]) -> dict:
     hit = {s: [0, 0] for s in SCENARIOS if s not in ("null", "outlier")}
-    false = total = near = located = 0
+    false = total = near = located = quiet_false = 0
     for label, found in zip(labels, alerts):
         total += len(found)
         kind = label["kind"]
@@ -194,7 +196,9 @@ def score(labels: list[dict], alerts: list[list[int]]) -> dict:
                     located += min(abs(a - label["at"]) for a in close) <= 1
         else:
             false += len(found)
+            quiet_false += len(found)
     return {
+        "no_change_alerts": quiet_false,
         "recall": {k: v[0] / v[1] for k, v in hit.items()},
         "false_share": false / total if total else 0.0,
         "alerts": total,
@@ -308,7 +312,7 @@ def table(run_dir: Path, args, scale: float) -> None:
         print(f"perfctl's detector: {perfctl_s * 1e3:.0f} ms per series on average")
     print()
     head = f"{'metric':<11}{'detector':<18}{'rec 3%':>7}{'rec 5%':>7}{'rec 10%':>8}"
-    head += f"{'drift':>7}{'false':>7}{'alerts':>7}{'loc±1':>7}"
+    head += f"{'drift':>7}{'false':>7}{'alerts':>7}{'loc±1':>7}{'on none':>8}"
     print(head)
     print("-" * len(head))
     for metric, d, s in rows:
@@ -319,6 +323,7 @@ def table(run_dir: Path, args, scale: float) -> None:
         print(
             f"{metric:<11}{d:<18}{r['step3']:>7.0%}{r['step5']:>7.0%}{r['step10']:>8.0%}"
             f"{r['drift10']:>7.0%}{s['false_share']:>7.0%}{s['alerts']:>7d}{s['located']:>7.0%}"
+            f"{s['no_change_alerts']:>8d}"
         )
     print(
         f"\n{args.series} series per scenario and metric (null, outlier, step3, step5, step10, "

@@ -324,21 +324,30 @@ class Store:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _rows(self, sql: str, params: tuple = ()) -> list[dict]:
+    def _table(self, sql: str, params: tuple = ()) -> tuple[list[str], list[tuple]]:
         cur = self._execute(sql, params)
         names = [d[0] for d in cur.description]
         try:
-            return [dict(zip(names, row)) for row in cur.fetchall()]
+            return names, cur.fetchall()
         except self._db_errors() as e:
             raise self._error(e) from None
+
+    def _rows(self, sql: str, params: tuple = ()) -> list[dict]:
+        names, rows = self._table(sql, params)
+        return [dict(zip(names, row)) for row in rows]
 
     def _filter(self, experiment: str | None) -> tuple[str, tuple]:
         return ("WHERE r.experiment = ?", (experiment,)) if experiment else ("", ())
 
     def trials(self, experiment: str | None = None) -> list[dict]:
         """Every trial with its run's columns, oldest run first."""
+        names, rows = self.trials_table(experiment)
+        return [dict(zip(names, row)) for row in rows]
+
+    def trials_table(self, experiment: str | None = None) -> tuple[list[str], list[tuple]]:
+        """trials() as column names and row tuples (what a DataFrame is made from fastest)."""
         where, params = self._filter(experiment)
-        return self._rows(
+        return self._table(
             "SELECT r.run_id, r.experiment, r.started, r.commit_sha, r.host_fingerprint, "
             "t.cell_id, t.cell_label, t.trial, t.throughput_rps, t.latency_p50_ms, "
             "t.latency_p99_ms, t.error_rate, t.valid, t.quiet FROM trials t JOIN runs r ON "

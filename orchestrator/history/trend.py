@@ -103,8 +103,8 @@ def check_metric(name: str) -> str:
 
 def trials_frame(store, experiment: str | None = None) -> pd.DataFrame:
     """Every trial in the store with its run's columns (the notebook view)."""
-    rows = store.trials(experiment)
-    df = pd.DataFrame(rows)
+    names, rows = store.trials_table(experiment)
+    df = pd.DataFrame.from_records(rows, columns=names)
     if df.empty:
         return df
     df["started"] = pd.to_datetime(df["started"], utc=True, errors="coerce")
@@ -125,7 +125,8 @@ def build_series(
     out: list[Series] = []
     trial_metrics = [m for m in metrics if m != "capacity"]
     if trial_metrics:
-        rows = pd.DataFrame(store.trials(experiment))
+        names, tuples = store.trials_table(experiment)
+        rows = pd.DataFrame.from_records(tuples, columns=names)
         if not rows.empty:
             usable = rows["valid"].astype(bool)
             if not include_noisy:
