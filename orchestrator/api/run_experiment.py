@@ -115,7 +115,7 @@ def _add_to_history(plan, run_dir: Path, console: Console) -> None:
     config = plan.experiment.history
     location = None if config is None else locate(None, config, plan.source)
     text, warning = add_finished_run(run_dir, location)
-    console.print(text, style="yellow" if warning else None, highlight=False, soft_wrap=True)
+    console.print(text, style="yellow" if warning else None, highlight=False)
 
 
 def _path(p: str | Path | None) -> Path | None:

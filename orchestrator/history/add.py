@@ -53,7 +53,8 @@ def add_finished_run(run_dir: Path, location: Location | None) -> tuple[str, boo
         )
     what = "added" if result.changed else "already there"
     return (
-        f"history: {what} as run {result.run_id} in {location} ({result.trials} trial(s), "
-        f"{result.capacities} capacity(ies)); perfctl history show for the trend",
+        f"history: {what} as run {result.run_id} in {location} ({result.trials} trial(s)"
+        + (f", {result.capacities} capacities" if result.capacities else "")
+        + "); perfctl history show for the trend",
         False,
     )
