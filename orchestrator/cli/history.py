@@ -196,7 +196,8 @@ def import_(
         list[Path],
         typer.Argument(
             metavar="RUN_DIR...",
-            help="Run directories written by perfctl run, e.g. results/*/*.",
+            help="Run directories written by perfctl run, or directories holding them "
+            "(results/, results/EXPERIMENT/), e.g. results/*.",
             show_default=False,
         ),
     ],
@@ -209,6 +210,19 @@ def import_(
     from ..results.store import RUN_FILE  # (pandas too)
 
     dirs = list(dict.fromkeys(d.resolve() for d in run_dirs))  # results/latest: seen once
+    # a directory holding runs (results/, results/<experiment>/) stands for them
+    for _ in range(2):
+        dirs = list(
+            dict.fromkeys(
+                x
+                for d in dirs
+                for x in (
+                    [d]
+                    if (d / RUN_FILE).is_file() or not d.is_dir()
+                    else sorted(c.resolve() for c in d.iterdir() if c.is_dir()) or [d]
+                )
+            )
+        )
     runs = [d for d in dirs if (d / RUN_FILE).is_file()]
     skipped = [d for d in dirs if d.is_dir() and not (d / RUN_FILE).is_file()]
     if not runs:

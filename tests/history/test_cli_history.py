@@ -135,3 +135,14 @@ def test_import_backfills_each_run_once(tmp_path, env, perfctl):
         assert [r["commit_sha"] for r in runs] == ["abc", "def"]
         assert runs[0]["labels"] == {"branch": "main"}
         assert len(st.trials()) == 6
+
+
+def test_import_takes_directories_holding_runs(tmp_path, perfctl):
+    run_dir(tmp_path / "results/kit/a", started="2026-01-01T00:00:00+0000")
+    run_dir(tmp_path / "results/other/b", started="2026-01-02T00:00:00+0000", experiment="other")
+    store = tmp_path / "h.sqlite"
+    p = perfctl(
+        "history", "import", tmp_path / "results/kit", tmp_path / "results", "--store", store
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "2 run(s) added, 0 already there" in p.stdout

@@ -156,3 +156,20 @@ def test_which_store_is_used(tmp_path, monkeypatch):
 def test_levels_kit_makes_the_series_it_says():
     runs = levels(10, step_at=5, step=0.5, seed=1, sd_run=0, sd_trial=0)
     assert [round(float(r[0])) for r in runs] == [1000] * 5 + [1500] * 5
+
+
+def test_the_commit_of_a_git_work_tree_and_a_clear_error_elsewhere(tmp_path):
+    from orchestrator.history.record import git_head, parse_labels
+
+    repo = tmp_path / "sut"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert git_head(repo, "exp.yaml") == head.strip()
+    with pytest.raises(PerfctlError, match="exp.yaml: key `history.git`.*--commit"):
+        git_head(tmp_path / "nothing", "exp.yaml")
+    assert parse_labels(["a=1", "b.c=x=y"]) == {"a": "1", "b.c": "x=y"}
+    with pytest.raises(PerfctlError, match="--label 'nokey'"):
+        parse_labels(["nokey"])
