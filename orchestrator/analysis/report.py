@@ -427,7 +427,7 @@ def _history(run: results.Run, plot_dir: Path, notes: list[str]) -> str:
     except PerfctlError as e:
         notes.append(f"history: not shown ({e})")
         return ""
-    series = [trend.detect(s.tail(200)) for s in series if run_id in s.run_ids]
+    series = [trend.detect(t) for t in (s.tail(100) for s in series) if run_id in t.run_ids]
     if not series:
         return ""
     rows = []

@@ -90,7 +90,7 @@ def show(
     ] = None,
     last: Annotated[
         int, typer.Option("--last", min=2, help="The newest runs of each series to analyse.")
-    ] = 200,
+    ] = 100,
     png: Annotated[
         Path | None,
         typer.Option(

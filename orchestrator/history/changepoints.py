@@ -101,10 +101,14 @@ def _q(dist: np.ndarray, sizes: np.ndarray, ks: np.ndarray) -> np.ndarray:
 
 
 def _orders(series: _Series, a: int, b: int, rng, permutations: int):
-    """The observed order of runs [a, b) and `permutations` random ones, as (dist, sizes)."""
+    """The observed order of runs [a, b) first, then `permutations` random ones, as
+    (dist, sizes) chunks small enough to keep memory flat on long series (about 32 MB)."""
     order = np.arange(a, b)
-    perms = np.vstack([order, *(rng.permutation(order) for _ in range(permutations))])
-    return series.dist[perms[:, :, None], perms[:, None, :]], series.sizes[perms]
+    per_chunk = max(1, 4_000_000 // (len(order) ** 2))
+    perms = [order, *(rng.permutation(order) for _ in range(permutations))]
+    for i in range(0, len(perms), per_chunk):
+        chunk = np.vstack(perms[i : i + per_chunk])
+        yield series.dist[chunk[:, :, None], chunk[:, None, :]], series.sizes[chunk]
 
 
 def _best_split(series: _Series, a: int, b: int, min_runs: int, rng, permutations: int):
@@ -113,18 +117,28 @@ def _best_split(series: _Series, a: int, b: int, min_runs: int, rng, permutation
     ks = np.arange(min_runs, b - a - min_runs + 1)
     if ks.size == 0:
         return None, 1.0
-    dist, sizes = _orders(series, a, b, rng, permutations)
-    q = _q(dist, sizes, ks)
-    best = int(np.argmax(q[0]))
-    exceed = int(np.sum(q[1:].max(axis=1) >= q[0, best]))
+    best = observed = None
+    exceed = 0
+    for dist, sizes in _orders(series, a, b, rng, permutations):
+        q = _q(dist, sizes, ks)
+        if best is None:
+            best = int(np.argmax(q[0]))
+            observed = q[0, best]
+            q = q[1:]
+        exceed += int(np.sum(q.max(axis=1) >= observed))
     return a + int(ks[best]), (1 + exceed) / (permutations + 1)
 
 
 def _split_p(series: _Series, a: int, k: int, b: int, rng, permutations: int) -> float:
     """The permutation p-value of the fixed split k of runs [a, b)."""
-    dist, sizes = _orders(series, a, b, rng, permutations)
-    q = _q(dist, sizes, np.array([k - a]))[:, 0]
-    return (1 + int(np.sum(q[1:] >= q[0]))) / (permutations + 1)
+    observed = None
+    exceed = 0
+    for dist, sizes in _orders(series, a, b, rng, permutations):
+        q = _q(dist, sizes, np.array([k - a]))[:, 0]
+        if observed is None:
+            observed, q = q[0], q[1:]
+        exceed += int(np.sum(q >= observed))
+    return (1 + exceed) / (permutations + 1)
 
 
 def ratio_interval(
