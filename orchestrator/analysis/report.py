@@ -427,7 +427,8 @@ def _history(run: results.Run, plot_dir: Path, notes: list[str]) -> str:
     except PerfctlError as e:
         notes.append(f"history: not shown ({e})")
         return ""
-    series = [trend.detect(t) for t in (s.tail(100) for s in series) if run_id in t.run_ids]
+    tails = (s.tail(100) for s in series)
+    series = [trend.detect(t) for t in tails if run_id in t.run_ids and len(t.run_ids) > 1]
     if not series:
         return ""
     rows = []

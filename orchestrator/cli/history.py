@@ -110,8 +110,8 @@ def show(
     metrics = _metrics(metric, trend.CHECK_METRICS)
     with Store(location, create=False) as st:
         series = trend.build_series(st, name, metrics, cell, include_noisy)
-    if not series:
-        raise PerfctlError(_nothing(name, location, cell))
+        if not series:
+            raise PerfctlError(_nothing(name, location, cell, st.experiments()))
     series = [trend.detect(s.tail(last)) for s in series]
     t = Table(title=f"History of {name or 'every experiment'} in {location}")
     for col in ("experiment", "cell", "metric", "runs", "newest median", "change points"):
@@ -139,13 +139,18 @@ def show(
     console.print(f"plot: {path}")
 
 
-def _nothing(name: str | None, location, cell) -> str:
-    which = f"experiment {name!r}" + (f" (cells {', '.join(cell)})" if cell else "")
+def _nothing(name: str | None, location, cell, experiments: list[str]) -> str:
+    which = f"experiment {name!r}" if name else "any experiment"
+    which += f" (cells {', '.join(cell)})" if cell else ""
+    held = (
+        f"it holds runs of {', '.join(experiments[:10])}{' ...' if len(experiments) > 10 else ''}"
+        if experiments
+        else "it holds no run at all"
+    )
     return (
-        f"history store {location} holds no usable runs of {which if name else 'any experiment'}"
-        ". Fix: check the name (perfctl history show lists every experiment), add runs with "
-        "perfctl history import RUN_DIR..., or use --include-noisy when trials are valid but "
-        "noisy."
+        f"history store {location} has no valid, quiet trials of {which} ({held}). Fix: name "
+        "one of those experiments (and cells), add runs with perfctl history import "
+        "RUN_DIR..., or use --include-noisy when the trials are valid but noisy."
     )
 
 
@@ -178,8 +183,8 @@ def check(
     metrics = _metrics(metric, trend.CHECK_METRICS)
     with Store(location, create=False) as st:
         verdicts = trend.check(st, name, metrics, cell, tolerance, window, include_noisy)
-    if not verdicts:
-        raise PerfctlError(_nothing(name, location, cell))
+        if not verdicts:
+            raise PerfctlError(_nothing(name, location, cell, st.experiments()))
     style = {"regression": "bold red", "thin": "yellow", "ok": "green"}
     rank = {"regression": 0, "thin": 1, "ok": 2}
     for v in sorted(verdicts, key=lambda v: rank[v.status]):

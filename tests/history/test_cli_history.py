@@ -100,7 +100,7 @@ def test_check_on_a_bad_store_is_exit_2_and_one_paragraph(
     store = fill(tmp_path / "ok.sqlite", levels(8, seed=1))
     assert_clean_error(
         perfctl("history", "check", "nosuch", "--store", store.target, env=env),
-        "holds no usable runs of experiment 'nosuch'",
+        "no valid, quiet trials of experiment 'nosuch' (it holds runs of kit)",
     )
     assert_clean_error(
         perfctl("history", "check", "--metric", "p42", "--store", store.target, env=env),
