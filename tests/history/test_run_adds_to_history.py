@@ -1,6 +1,6 @@
-"""A finished `perfctl run` lands in the history with its --commit and --label; when the store
-cannot be written the run still succeeds, a warning paragraph names `history import`, and
-that import catches up; `history: false` keeps a run out."""
+"""A finished run lands in the history once; when the store cannot be written a real `perfctl
+run` still succeeds with its --commit and --label in run.json, a warning paragraph names
+`history import`, and that import catches up; `history: false` keeps a run out."""
 
 import json
 import subprocess
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from history_kit import run_dir
 
 from orchestrator.history.add import add_finished_run
 from orchestrator.history.store import Location, Store
@@ -18,7 +19,7 @@ name: hist
 servers: {pool: {impl: c, model: pool, threads: 2}}
 workload: {path: /work, params: {spin_us: 100}}
 load: {mode: closed, connections: 2, duration: 500ms, warmup: 100ms}
-repeats: 2
+repeats: 1
 placement: {server_cpus: [0], loadgen_cpus: [1]}
 """
 
@@ -30,12 +31,16 @@ def perfctl(cwd: Path, env: dict, *args) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_a_run_is_added_and_a_failed_add_is_caught_up_by_import(tmp_path, perfctl_env):
+def test_a_run_whose_store_is_down_succeeds_and_import_catches_up(tmp_path, perfctl_env):
+    """One real run, its store unreachable: the run succeeds with the warning paragraph, its
+    --commit and --label are in run.json, and `history import` adds it with them."""
     (tmp_path / "exp.yaml").write_text(EXPERIMENT)
     env = {k: v for k, v in perfctl_env.items() if k != "PERFCTL_HISTORY_URL"}
+    down = {**env, "PERFCTL_HISTORY_URL": "postgresql://perfctl@127.0.0.1:1/history"}
+    run = tmp_path / "one"
     p = perfctl(
         tmp_path,
-        env,
+        down,
         "run",
         "exp.yaml",
         "-q",
@@ -45,35 +50,36 @@ def test_a_run_is_added_and_a_failed_add_is_caught_up_by_import(tmp_path, perfct
         "--label",
         "branch=main",
         "--out",
-        tmp_path / "one",
+        run,
     )
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "history: added as run" in p.stdout
-    info = json.loads((tmp_path / "one/run.json").read_text())
+    said = " ".join(p.stdout.split())
+    assert "history: this run was not added to the history (history store" in said
+    assert f"perfctl history import {run} adds it" in said
+    info = json.loads((run / "run.json").read_text())
     assert info["sut"] == {
         "labels": {"branch": "main"},
         "commit": "f" * 40,
         "commit_from": "--commit",
     }
+
+    p = perfctl(tmp_path, env, "history", "import", run)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "1 run(s) added, 0 already there" in p.stdout
     store = Location(str(tmp_path / "results/history.sqlite"), "test")
     with Store(store, create=False) as st:
         runs = st.runs()
         assert [(r["commit_sha"], r["labels"]) for r in runs] == [("f" * 40, {"branch": "main"})]
-        assert len(st.trials()) == 2
+        assert len(st.trials()) == 1
 
-    down = {**env, "PERFCTL_HISTORY_URL": "postgresql://perfctl@127.0.0.1:1/history"}
-    p = perfctl(tmp_path, down, "run", "exp.yaml", "-q", "--no-plots", "--out", tmp_path / "two")
-    assert p.returncode == 0, p.stdout + p.stderr
-    said = " ".join(p.stdout.split())
-    assert "history: this run was not added to the history (history store" in said
-    assert f"perfctl history import {tmp_path / 'two'} adds it" in said
-    assert (tmp_path / "two/trials.csv").is_file()
 
-    p = perfctl(tmp_path, env, "history", "import", tmp_path / "one", tmp_path / "two")
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "1 run(s) added, 1 already there" in p.stdout
-    with Store(store, create=False) as st:
-        assert len(st.runs()) == 2
+def test_a_finished_run_is_added_once(tmp_path):
+    run = run_dir(tmp_path / "results/kit/a")
+    store = Location(str(tmp_path / "h.sqlite"), "test")
+    text, warning = add_finished_run(run, store)
+    assert text.startswith("history: added as run ") and not warning
+    text, warning = add_finished_run(run, store)
+    assert text.startswith("history: already there as run ") and not warning
 
 
 def test_history_false_adds_nothing():
