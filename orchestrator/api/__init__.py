@@ -27,7 +27,7 @@ from ..errors import PerfctlError
 if TYPE_CHECKING:
     from ..results import Run
     from .compare_runs import compare
-    from .history import history
+    from .history_frame import history
     from .load_url import load
     from .run_experiment import run
 
@@ -49,7 +49,7 @@ def __getattr__(name: str):
 
         return compare
     if name == "history":
-        from .history import history  # pandas, the store: on first use
+        from .history_frame import history  # pandas, the store: on first use
 
         return history
     if name == "Run":

@@ -200,7 +200,9 @@ def _merge(series: _Series, cps: list[int], alpha: float, rng, permutations: int
             b = cps[i + 1] if i + 1 < len(cps) else n
             p = _split_p(series, a, k, b, rng, permutations)
             ratio, lo, hi = ratio_interval(series.runs[a:k], series.runs[k:b], rng)
-            passed = p < alpha and not lo <= 1.0 <= hi
+            # a ratio that is not finite (a median of 0 before: an error rate) sizes nothing
+            finite = np.isfinite([ratio, lo, hi]).all()
+            passed = p < alpha and finite and not lo <= 1.0 <= hi
             stats.append((passed, p, ChangePoint(k, p, ratio, lo, hi, (a, k), (k, b))))
         failing = [(p, i) for i, (ok, p, _) in enumerate(stats) if not ok]
         if not failing:

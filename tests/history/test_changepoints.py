@@ -77,3 +77,9 @@ def test_a_runs_spread_counts_a_noisy_run_moves_less():
 def test_too_short_a_series_has_no_change_points_and_no_error():
     assert cp.detect([[1.0, 2.0]] * 5) == []
     assert cp.detect([]) == []
+
+
+def test_a_change_from_a_median_of_zero_cannot_be_sized_and_is_not_reported():
+    """An error rate of 0 then 5%: the ratio of medians is not finite (docs/history.md)."""
+    runs = [np.zeros(3)] * 15 + [np.full(3, 0.05)] * 15
+    assert cp.detect(runs) == []
