@@ -76,14 +76,16 @@ def host_facts(info: dict, run_dir: Path) -> dict:
 
 
 def _calibration(run_dir: Path) -> dict | None:
-    """The trial and run spreads of the host's calibration beside the run, when there is one
-    (results/<experiment>/<stamp>/ -> results/.calibration.json)."""
-    f = run_dir.parent.parent / CALIBRATION_FILE
-    try:
-        doc = json.loads(f.read_text())
-        return {"created": doc.get("created"), "metrics": doc.get("metrics")}
-    except (OSError, ValueError, AttributeError):
-        return None
+    """The trial and run spreads of the host's calibration, where `perfctl compare` finds it
+    (analysis/calibration.py find): results/.calibration.json here, else in the results root
+    the run lies in (results/<experiment>/<stamp>/ -> results/.calibration.json)."""
+    for f in (Path("results") / CALIBRATION_FILE, run_dir.parent.parent / CALIBRATION_FILE):
+        try:
+            doc = json.loads(f.read_text())
+            return {"created": doc.get("created"), "metrics": doc.get("metrics")}
+        except (OSError, ValueError, AttributeError):
+            continue
+    return None
 
 
 def fingerprint(facts: dict) -> str:

@@ -381,6 +381,14 @@ class Store:
             r["labels"] = labels.get(r["run_id"], {})
         return runs
 
+    def host(self, run_id: str) -> dict:
+        """The host facts a run was recorded with (record.host_facts), {} when unknown."""
+        rows = self._rows("SELECT host FROM runs WHERE run_id = ?", (run_id,))
+        try:
+            return json.loads(rows[0]["host"]) if rows else {}
+        except (TypeError, ValueError):
+            return {}
+
     def experiments(self) -> list[str]:
         return [
             r["experiment"]

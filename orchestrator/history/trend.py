@@ -14,10 +14,14 @@ higher is better).
   min_runs, too few to make a change point) sit beyond the tolerance the wrong way from the
   runs before them: a regression perhaps, not yet evidence;
 - ok (exit 0) otherwise. One regression anywhere makes the exit 1; else one thin series 3.
+When the newest run was recorded with a host calibration (`perfctl calibrate`), each verdict
+ends with the run-to-run and trial-to-trial spreads it measured for the metric: the host's own
+yardstick for the size of a change. The verdict itself comes from the series alone.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -265,11 +269,36 @@ def check(
     for s in all_series:
         last = (s.started[-1], s.host_fingerprint)
         newest[s.experiment] = max(newest.get(s.experiment, last), last)
-    return [
+    verdicts = [
         judge(s, tolerance, window, min_runs)
         for s in all_series
         if s.host_fingerprint == newest[s.experiment][1]
     ]
+    hosts: dict[str, dict] = {}
+    for v in verdicts:
+        run_id = v.series.run_ids[-1]
+        if run_id not in hosts:
+            hosts[run_id] = store.host(run_id)
+        v.text += calibration_note(hosts[run_id], v.series.metric)
+    return verdicts
+
+
+def calibration_note(host: dict, metric: str) -> str:
+    """What the host's calibration (perfctl calibrate, recorded with the newest run) says of
+    the metric's noise: the yardstick to read a change's size against. "" without one."""
+    spreads = ((host.get("calibration") or {}).get("metrics") or {}).get(METRICS[metric][0])
+    if not isinstance(spreads, dict):
+        return ""
+    run_cv, trial_cv = spreads.get("run_cv"), spreads.get("trial_cv")
+    if not isinstance(run_cv, (int, float)) or not isinstance(trial_cv, (int, float)):
+        return ""
+    if not (math.isfinite(run_cv) and math.isfinite(trial_cv)):
+        return ""
+    created = host["calibration"].get("created") or "?"
+    return (
+        f" This host's calibration ({created}) puts A/A runs {run_cv:.1%} apart and trials "
+        f"{trial_cv:.1%} apart for this metric."
+    )
 
 
 def exit_code(verdicts: list[Verdict]) -> int:

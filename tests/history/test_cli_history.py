@@ -146,3 +146,23 @@ def test_import_takes_directories_holding_runs(tmp_path, perfctl):
     )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "2 run(s) added, 0 already there" in p.stdout
+
+
+def test_check_names_the_hosts_calibration_when_the_run_has_one(tmp_path, perfctl):
+    from history_kit import HOST, record
+
+    store = Location(str(tmp_path / "h.sqlite"), "test")
+    calib = {
+        "created": "2026-11-26T10:00:00+0000",
+        "metrics": {"throughput_rps": {"trial_cv": 0.021, "run_cv": 0.034}},
+    }
+    with Store(store) as st:
+        for k, values in enumerate(levels(10, seed=1)):
+            r = record(k, list(values))
+            r.host = {**HOST, "calibration": calib}
+            st.add(r)
+    p = perfctl("history", "check", "--store", store.target, "--metric", "throughput")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "calibration (2026-11-26T10:00:00+0000) puts A/A runs 3.4% apart and trials 2.1%" in (
+        " ".join(p.stdout.split())
+    )
