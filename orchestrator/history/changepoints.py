@@ -155,7 +155,9 @@ def ratio_interval(
         as_ = np.concatenate([after[j] for j in rng.integers(0, len(after), len(after))])
         m = np.median(bs)
         ratios[i] = np.median(as_) / m if m != 0 else np.nan
-    lo, hi = np.nanpercentile(ratios, [2.5, 97.5])
+    if not np.isfinite(ratios).any():
+        return float(ratio), np.nan, np.nan
+    lo, hi = np.nanpercentile(ratios[np.isfinite(ratios)], [2.5, 97.5])
     return float(ratio), float(lo), float(hi)
 
 
