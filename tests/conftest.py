@@ -7,6 +7,7 @@ them through an import hook that comes after the path)."""
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # `perfctl run` measures the host for 2 s before its first trial; the suite starts hundreds of
 # runs, so theirs is 0.2 s (tests/measure/test_hostcheck.py checks the full measurement)
 os.environ.setdefault("PERFCTL_HOST_CHECK_S", "0.2")
+# every finished `perfctl run` is added to a history store: the suite's runs go to one of its
+# own, not to results/history.sqlite of the checkout (tests/history/ names stores explicitly)
+os.environ.setdefault(
+    "PERFCTL_HISTORY_URL", str(Path(tempfile.mkdtemp(prefix="perfctl-test-history-")) / "h.sqlite")
+)
 sys.path.insert(0, str(Path(__file__).resolve().parent / "kits"))
 
 NEEDS_QUIET_DOC = "Needs quiet:"

@@ -2,6 +2,7 @@
 
     cli        -> anything
     api        -> anything but cli (the Python API, `import perfctl`; cli calls it)
+    history    -> results, experiment, measure, numbers, errors (the performance history)
     run        -> proc, measure, experiment, netem, results, loadgen (spec, stats, contract,
                   digest, hdr, records), errors
     cluster    -> run, proc, measure, experiment, netem, results, loadgen (spec, stats, parallel,
@@ -11,7 +12,7 @@
     netem      -> proc, experiment, errors
     measure    -> proc, results (schema: the columns it fills), numbers, errors
     proc       -> errors
-    analysis   -> results, models, loadgen (digest, hdr, records), numbers, errors
+    analysis   -> history, results, models, loadgen (digest, hdr, records), numbers, errors
     results    -> errors
     experiment -> loadgen.spec, errors
     numbers, errors -> nothing
@@ -46,10 +47,19 @@ ALLOWED = {
         "orchestrator.results",
         "orchestrator.analysis",
         "orchestrator.search",
+        "orchestrator.history",
         "orchestrator.numbers",
         "orchestrator.errors",
         "loadgen",
         "models",
+    ),
+    "orchestrator.history": (
+        "orchestrator.history",
+        "orchestrator.results",
+        "orchestrator.experiment",
+        "orchestrator.measure",
+        "orchestrator.numbers",
+        "orchestrator.errors",
     ),
     "orchestrator.run": (
         "orchestrator.run",
@@ -111,6 +121,7 @@ ALLOWED = {
     "orchestrator.proc": ("orchestrator.proc", "orchestrator.errors"),
     "orchestrator.analysis": (
         "orchestrator.analysis",
+        "orchestrator.history",
         "orchestrator.results",
         "orchestrator.numbers",
         "orchestrator.errors",

@@ -3,8 +3,9 @@
 Every figure is embedded as a base64 PNG (the SVGs stay in plots/ beside it); the page loads
 nothing from anywhere else. Sections: with `search:`, the capacity per cell and its figure; the summary table (invalid trials in red, noisy ones in
 amber, each with its reasons; the precision reached with `precision:`), threshold verdicts
-when the experiment has thresholds, the kernel's TCP counters per cell, the figures, the models table (fitted in memory), and the
-run's configuration and host (run.json).
+when the experiment has thresholds, the kernel's TCP counters per cell, the figures, the models table (fitted in memory), the
+run's history (its experiment's series and change points, when the run is in its history
+store), and the run's configuration and host (run.json).
 
 A small inline script sets <body data-figures="ok"> once every image has decoded with a
 non-zero size ("failed:N" otherwise); tests read it from a headless browser's DOM.
@@ -22,6 +23,8 @@ import pandas as pd
 
 from .. import results
 from ..errors import PerfctlError
+from ..history import add, figure, record, trend
+from ..history.store import Store
 from ..numbers import fmt
 from . import check, flamegraph, queueing
 from .figures import Figure
@@ -408,6 +411,58 @@ def _capacity(run: results.Run, plot_dir: Path) -> str:
     )
 
 
+def _history(run: results.Run, plot_dir: Path, notes: list[str]) -> str:
+    """When the run is in its history store (docs/history.md): each series of its experiment
+    on its host with its change points, and their figure. A store that cannot be read is a
+    note, never a failed report."""
+    location = add.location_of_run(run.info)
+    if not location.is_postgres and not Path(location.target).is_file():
+        return ""
+    try:
+        run_id = record.from_run_dir(run.path).run_id
+        with Store(location, create=False) as st:
+            if run_id not in {r["run_id"] for r in st.runs(run.info.get("experiment"))}:
+                return ""
+            series = trend.build_series(st, run.info.get("experiment"))
+    except PerfctlError as e:
+        notes.append(f"history: not shown ({e})")
+        return ""
+    tails = (s.tail(100) for s in series)
+    series = [trend.detect(t) for t in tails if run_id in t.run_ids and len(t.run_ids) > 1]
+    if not series:
+        return ""
+    rows = []
+    for s in series:
+        cps = "<br>".join(
+            _e(
+                f"{c.change * 100:+.1f}% [{(c.ratio_low - 1) * 100:+.1f}%, "
+                f"{(c.ratio_high - 1) * 100:+.1f}%] p={c.p_value:.2g} from run {c.index + 1} "
+                f"({s.started[c.index]}), commits {s.commit_range(c.index)}"
+            )
+            for c in s.change_points
+        )
+        rows.append(
+            f'<tr><td class="l">{_e(s.cell_label)}</td><td class="l">{_e(s.metric)}</td>'
+            f"<td>{len(s.run_ids)}</td><td>{s.run_ids.index(run_id) + 1}</td>"
+            f'<td class="l">{cps or "none"}</td></tr>'
+        )
+    png = figure.draw(series, plot_dir / "history.png", f"{run.info.get('experiment')}: history")
+    fig = Figure(
+        "history",
+        "The history of each cell and metric on this host",
+        "Dots: usable trials; line: each run's median; red: a change point, the level after it "
+        "and its 95% interval.",
+        [png],
+    )
+    return (
+        f"<h2>History</h2><p>This run among the runs of its experiment on this host in "
+        f"{_e(str(location))} (valid, quiet trials; change points by E-divisive means, "
+        "docs/history.md).</p><table><tr><th class='l'>cell</th><th class='l'>metric</th>"
+        "<th>runs</th><th>this run</th><th class='l'>change points: size [95% interval], "
+        f"p, first run after, commits</th></tr>{''.join(rows)}</table>" + _figure(fig)
+    )
+
+
 def _figure(f: Figure) -> str:
     data = base64.b64encode(f.png.read_bytes()).decode("ascii")
     return (
@@ -466,6 +521,7 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
         "".join(f'<p class="warn">skipped: {_e(n)}</p>' for n in dict.fromkeys(notes)),
         *(_figure(f) for f in figs),
         _models(table, what_if),
+        _history(run, plot_dir, notes),
         "<h2>Configuration and host</h2><details><summary>run.json</summary>"
         f"<pre>{_e(json.dumps(info, indent=1, default=str))}</pre></details>",
     ]

@@ -6,6 +6,7 @@ and scripts:
     run.trials                                  # the Run that results.load() returns
     figures = perfctl.load("http://127.0.0.1:8080/", connections=4, duration="5s")
     result = perfctl.compare("results/base", run)   # .verdict, .table()
+    df = perfctl.history("hello")               # every trial of every run in the history
 
 These are the functions the commands `perfctl run`, `perfctl load` and `perfctl compare`
 call: the command line only parses flags and prints. Every problem the user can fix raises
@@ -26,14 +27,15 @@ from ..errors import PerfctlError
 if TYPE_CHECKING:
     from ..results import Run
     from .compare_runs import compare
+    from .history_frame import history
     from .load_url import load
     from .run_experiment import run
 
-__all__ = ["PerfctlError", "Run", "__version__", "compare", "load", "run"]
+__all__ = ["PerfctlError", "Run", "__version__", "compare", "history", "load", "run"]
 
 
 def __getattr__(name: str):
-    """run, load, compare and Run on first use: each loads pandas and pyarrow at least."""
+    """run, load, compare, history and Run on first use: each loads pandas and pyarrow at least."""
     if name == "run":
         from .run_experiment import run  # pandas, pyarrow, the trial path: on first use
 
@@ -46,6 +48,10 @@ def __getattr__(name: str):
         from .compare_runs import compare  # pandas, scipy: on first use
 
         return compare
+    if name == "history":
+        from .history_frame import history  # pandas, the store: on first use
+
+        return history
     if name == "Run":
         from ..results import Run  # pandas, pyarrow: on first use
 

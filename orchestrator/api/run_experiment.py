@@ -26,6 +26,9 @@ from ..analysis.run_figures import draw_basic
 from ..analysis.search_figures import capacity_figure
 from ..cluster.hosts import cleanup_stale_bridges
 from ..errors import PerfctlError
+from ..history import record
+from ..history.add import add_finished_run
+from ..history.store import locate
 from ..measure import hostcheck
 from ..measure.hostinfo import host_info
 from ..netem.namespace import cleanup_stale
@@ -49,6 +52,8 @@ def run(
     profile_server: bool = False,
     quiet: bool = False,
     console: Console | None = None,
+    commit: str | None = None,
+    labels: Mapping[str, str] | Sequence[str] | None = None,
 ) -> results.Run:
     """Run every trial of `experiment` (a YAML file) and return the run, as
     `results.load(run_dir)` would: `.trials`, `.requests`, `.timeline`, `.path`, ...
@@ -60,7 +65,13 @@ def run(
     follows). resume: finish an interrupted run in its directory. plots: draw the plots.
     profile_server: record a profile of the server in every trial. quiet: one line per
     trial instead of the progress bar and the live line. console: where to print (default:
-    a new rich Console, which renders in a notebook's cell).
+    a new rich Console, which renders in a notebook's cell). commit: the system under test's
+    version, kept in run.json and the history (default: `git rev-parse HEAD` of the
+    experiment's `history.git`, if any). labels: free labels for the history, {"branch":
+    "main"} or ["branch=main"].
+
+    A finished run is added to the performance history (docs/history.md) unless the file says
+    `history: false`; when the store cannot be written a warning says so and the run stands.
 
     Bad input raises PerfctlError, before anything is written, with the paragraph
     `perfctl run` prints; every server and load generator is stopped before run() returns or
@@ -71,14 +82,40 @@ def run(
         overrides.append("profile=true")
     choice = target.choose(_path(experiment), profile, overrides, _path(out), _path(resume))
     limits.ensure_fd_limit(choice.plan.cells, choice.plan.source)
+    sut = _sut(choice.plan, commit, labels)
     run_dir = choice.claim()  # every check passed: only now is anything written
     try:
         with storage_guard(run_dir):
-            _run(choice.plan, run_dir, choice, plots, quiet, console)
+            _run(choice.plan, run_dir, choice, plots, quiet, console, sut)
     finally:
         process.stop_all()
         process.record_in(None)  # nothing left running: children.json goes
+    _add_to_history(choice.plan, run_dir, console)
     return results.load(run_dir)
+
+
+def _sut(plan, commit: str | None, labels) -> dict:
+    """run.json's `sut`: the system under test's commit and the free labels (checked before
+    anything is written)."""
+    if isinstance(labels, Mapping):
+        labels = [f"{k}={v}" for k, v in labels.items()]
+    out = {"labels": record.parse_labels(list(labels or []))}
+    config = plan.experiment.history
+    if commit:
+        out["commit"], out["commit_from"] = commit, "--commit"
+    elif config is not None and config.git:
+        where = (Path(plan.source).resolve().parent / config.git).resolve()
+        out["commit"] = record.git_head(where, plan.source)
+        out["commit_from"] = f"git -C {where} rev-parse HEAD"
+    return out
+
+
+def _add_to_history(plan, run_dir: Path, console: Console) -> None:
+    """Add the finished run to the history; a failure is a warning, never an error."""
+    config = plan.experiment.history
+    location = None if config is None else locate(None, config, plan.source)
+    text, warning = add_finished_run(run_dir, location)
+    console.print(text, style="yellow" if warning else None, highlight=False)
 
 
 def _path(p: str | Path | None) -> Path | None:
@@ -176,11 +213,18 @@ def _open_cluster(p, run_dir: Path, console: Console):
 
 
 def _run(
-    p, run_dir: Path, choice: target.Choice, plots: bool, quiet: bool, console: Console
+    p,
+    run_dir: Path,
+    choice: target.Choice,
+    plots: bool,
+    quiet: bool,
+    console: Console,
+    sut: dict | None = None,
 ) -> None:
     results.prepare(run_dir)
     if not choice.resumed:
         info = run_info(p, host_info())
+        info["sut"] = sut or {}
         info["host_check"] = _check_host(p, console)
         results.write_json(run_dir / "run.json", info)
     if choice.default:  # results/latest follows default runs only

@@ -11,7 +11,7 @@ import typer
 
 from .. import __version__
 from ..errors import PerfctlError
-from . import analysis, calibrate, doctor, load, plan, run, serve
+from . import analysis, calibrate, doctor, history, load, plan, run, serve
 from .console import console, err_console
 from .netem import app as netem_app
 
@@ -55,6 +55,7 @@ app.command()(analysis.compare)
 app.command("doctor")(doctor.doctor)
 app.command()(calibrate.calibrate)
 app.add_typer(netem_app, name="netem", help="Network emulation tools (the latency proxy).")
+app.add_typer(history.app, name="history")
 
 
 def _interrupted() -> None:

@@ -44,6 +44,23 @@ def run(
             "file): py-spy, JFR or perf.",
         ),
     ] = False,
+    commit: Annotated[
+        str | None,
+        typer.Option(
+            "--commit",
+            metavar="SHA",
+            help="The version of the system under test, kept in run.json and the history "
+            "(default: git rev-parse HEAD of the experiment's history.git, if any).",
+        ),
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label",
+            metavar="KEY=VALUE",
+            help="A free label for the history (repeat for several), e.g. --label branch=main.",
+        ),
+    ] = None,
     quiet: Annotated[
         bool,
         typer.Option(
@@ -55,8 +72,9 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run every trial of an experiment: servers, load, results, plots. On a terminal a line
-    under the progress bar shows the running trial second by second."""
+    """Run every trial of an experiment: servers, load, results, plots; then add the run to
+    the performance history. On a terminal a line under the progress bar shows the running
+    trial second by second."""
     from ..api.run_experiment import run as run_experiment  # pandas, the trial path: run only
 
     run_experiment(
@@ -69,4 +87,6 @@ def run(
         profile_server=profile_server,
         quiet=quiet,
         console=console,
+        commit=commit,
+        labels=label,
     )

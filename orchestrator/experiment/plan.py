@@ -20,6 +20,7 @@ from .base import FrozenModel
 from .cells import Cell, Cells  # noqa: F401 - Cell is part of this module's API
 from .cluster import Cluster
 from .document import Scalar, apply_override, deep_merge, fail, read_document, validation_error
+from .history import History
 from .search import MIN_KNEE_PROBES, SETUP_PROBES, Search, auto_rates, check_search
 from .servers import BundledServer
 from .services import ServiceConfig, check_refs, compile_services
@@ -134,6 +135,11 @@ class Experiment(FrozenModel):
         description="find each cell's largest load that meets an SLO, with a confidence "
         "interval (the capacity search below)",
     )
+    history: History | None = Field(
+        History(),
+        description="where each finished run is added to the performance history (history "
+        "below); `false`: not added",
+    )
 
     @field_validator("name")
     @classmethod
@@ -185,6 +191,13 @@ class Experiment(FrozenModel):
                 f"median's 95% interval needs {MIN_AUTO_TRIALS} trials)"
             )
         return self
+
+    @field_validator("history", mode="before")
+    @classmethod
+    def _history_switch(cls, v):
+        if v is False or v is None:
+            return None
+        return {} if v is True else v
 
     @property
     def auto(self) -> bool:

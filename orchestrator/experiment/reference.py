@@ -23,6 +23,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from .cluster import Cluster, LocalCluster
+from .history import History
 from .load import DriverCommand, Load, Ramp, Slo, Workload
 from .network import GilbertElliott, Network, NetworkStep
 from .placement import LoadgenPlace, Placement, ServerPlace
@@ -94,6 +95,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section("cluster", Cluster),
     Section("cluster.local", LocalCluster),
+    Section("history", History),
 )
 
 # What a value looks like in the file, by the unit parser (orchestrator/experiment/units.py)
