@@ -5,7 +5,9 @@ marker's contract, checked at collection. Only tests/kits/, never tests/ itself:
 and tests/models would shadow the packages of the same names (the editable install finds
 them through an import hook that comes after the path)."""
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -18,9 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("PERFCTL_HOST_CHECK_S", "0.2")
 # every finished `perfctl run` is added to a history store: the suite's runs go to one of its
 # own, not to results/history.sqlite of the checkout (tests/history/ names stores explicitly)
-os.environ.setdefault(
-    "PERFCTL_HISTORY_URL", str(Path(tempfile.mkdtemp(prefix="perfctl-test-history-")) / "h.sqlite")
-)
+if "PERFCTL_HISTORY_URL" not in os.environ:
+    _HISTORY_DIR = tempfile.mkdtemp(prefix="perfctl-test-history-")
+    os.environ["PERFCTL_HISTORY_URL"] = str(Path(_HISTORY_DIR) / "h.sqlite")
+    atexit.register(shutil.rmtree, _HISTORY_DIR, ignore_errors=True)  # not left in /tmp
 sys.path.insert(0, str(Path(__file__).resolve().parent / "kits"))
 
 NEEDS_QUIET_DOC = "Needs quiet:"

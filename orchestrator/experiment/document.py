@@ -93,6 +93,15 @@ def _loc(loc: tuple) -> str:
     return ".".join(str(x) for x in loc if not str(x).startswith(("function-after", "tagged")))
 
 
+_URL_PASSWORD = re.compile(r"(://[^:/@\s'\"]*:)[^@\s'\"]*@")
+
+
+def _masked(text: str) -> str:
+    """text with the password of any URL in it (scheme://user:password@host) as ***: an
+    error message is printed and may be logged."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
+
+
 def validation_error(source: str, prefix: str, e: ValidationError, cell: str = "") -> PerfctlError:
     err = e.errors()[0]
     key = ".".join(x for x in (prefix, _loc(err["loc"])) if x)
@@ -103,7 +112,7 @@ def validation_error(source: str, prefix: str, e: ValidationError, cell: str = "
     elif err["type"] == "missing":
         fix = "add it"
     else:
-        fix = f"give a valid value (got {err.get('input')!r})"
+        fix = f"give a valid value (got {_masked(repr(err.get('input')))})"
     more = f" (and {len(e.errors()) - 1} more problem(s))" if len(e.errors()) > 1 else ""
     where = f" in cell {cell}" if cell else ""
     return fail(source, key, f"{msg}{where}{more}", fix)

@@ -12,6 +12,8 @@ names the store instead of `path` and `url` (a password belongs there, not in th
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from pydantic import Field, field_validator, model_validator
 
 from .base import FrozenModel
@@ -43,6 +45,13 @@ class History(FrozenModel):
             raise ValueError(
                 f"{v!r} is not a PostgreSQL URL; write postgresql://USER@HOST:PORT/DB, or use "
                 "`path` for an SQLite file"
+            )
+        if v is not None and urlsplit(v).password:
+            # run.json keeps the experiment document: a password here would be on disk
+            raise ValueError(
+                "the URL carries a password, which would be written into every run's run.json; "
+                "write it without one (postgresql://USER@HOST:PORT/DB) and give the password in "
+                "PERFCTL_HISTORY_URL, PGPASSWORD or ~/.pgpass"
             )
         return v
 

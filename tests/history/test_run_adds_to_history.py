@@ -85,3 +85,15 @@ def test_a_finished_run_is_added_once(tmp_path):
 def test_history_false_adds_nothing():
     text, warning = add_finished_run(Path("/nowhere"), None)
     assert "not added (`history: false`" in text and not warning
+
+
+def test_a_password_in_history_url_is_refused_before_it_reaches_run_json(tmp_path):
+    """run.json keeps the experiment document, so a password written in `history.url` would be
+    on disk in every run: the file is refused, exit 2, naming the key and where it belongs."""
+    exp = tmp_path / "e.yaml"
+    exp.write_text(EXPERIMENT + 'history: {url: "postgresql://ci:s3cretpw@db:5432/perf"}\n')
+    p = perfctl(tmp_path, None, "plan", exp)
+    assert p.returncode == 2, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    assert "history" in out and "PERFCTL_HISTORY_URL" in out and "Traceback" not in out
+    assert "s3cretpw" not in out
