@@ -7,6 +7,8 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .mix import RequestSpec
+
 MODES = ("closed", "open", "burst", "ramp")
 ARRIVALS = ("poisson", "constant", "uniform")
 THINK_DISTS = ("fixed", "exp")
@@ -93,6 +95,9 @@ class LoadSpec:
     schedule_file: str = ""  # open: the schedule as a file, for drivers (DRIVER.md)
     records: str = "all"  # requests.parquet: all | sample:FRACTION | none (keep_fraction)
     early_wake_ns: int = 0  # timed sends: the first early wake-up (wake.py; 0: its default)
+    # a mix (mix.py): when set, requests are drawn from it (target/method/body unused) and
+    # `headers` go on every one of them
+    requests: tuple[RequestSpec, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -122,8 +127,8 @@ class LoadSpec:
 
     @property
     def templated(self) -> bool:
-        """True when the target or body holds {seq}: each request gets its own number."""
-        return "{seq}" in self.target or b"{seq}" in self.body_bytes()
+        """True when requests differ: a mix, or {seq} in the target or body."""
+        return bool(self.requests) or "{seq}" in self.target or b"{seq}" in self.body_bytes()
 
     @property
     def window_s(self) -> float:
@@ -156,6 +161,10 @@ class LoadSpec:
         d["headers"] = tuple(tuple(h) for h in d.get("headers", ()))
         d["cpus"] = tuple(d.get("cpus", ()))
         d["ramp_rates"] = tuple(d.get("ramp_rates", ()))
+        d["requests"] = tuple(
+            RequestSpec(**{**r, "headers": tuple(tuple(h) for h in r.get("headers", ()))})
+            for r in d.get("requests", ())
+        )
         return cls(**d)
 
     @classmethod

@@ -120,7 +120,12 @@ ALLOWED = {
         "loadgen.records",
     ),
     "orchestrator.results": ("orchestrator.results", "orchestrator.errors"),
-    "orchestrator.experiment": ("orchestrator.experiment", "orchestrator.errors", "loadgen.spec"),
+    "orchestrator.experiment": (
+        "orchestrator.experiment",
+        "orchestrator.errors",
+        "loadgen.spec",
+        "loadgen.mix",  # a mix's fields are parsed and checked by the code that renders them
+    ),
     "orchestrator.errors": (),
     "orchestrator.numbers": (),
     "orchestrator": ("orchestrator",),  # the package's own __init__ (version only)

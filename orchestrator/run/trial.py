@@ -178,6 +178,7 @@ def execute_trial(
             port,
             seed=seed,
             cpus=tuple(cell.placement.loadgen_cpu_list or ()),
+            source=plan.source,
         )
         spec = dataclasses.replace(spec, early_wake_ns=host_early_wake_ns(run_dir))
         if spec.mode == "open":  # handed to every driver (loadgen/DRIVER.md)
