@@ -47,7 +47,6 @@ def read_endpoints(tdir: Path) -> pd.DataFrame | None:
     f = Path(tdir) / ENDPOINTS_FILE
     if not f.is_file():
         return None
-    df = pd.read_csv(f, keep_default_na=False, na_values=[""])
-    df["validity"] = df["validity"].fillna("").astype(str)
-    df["endpoint"] = df["endpoint"].astype(str)
+    df = pd.read_csv(f, dtype={"endpoint": str, "validity": str})
+    df["validity"] = df["validity"].fillna("")
     return df

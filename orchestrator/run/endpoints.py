@@ -55,7 +55,7 @@ def _reasons(fig: dict, max_error_rate: float | None) -> list[str]:
     out = []
     completed = int(fig.get("completed") or 0)
     if lstats.ci_ranks(completed, 99.0) is None:
-        out.append(f"too few requests for a p99 ({completed} answered; its 95% CI needs 368)")
+        out.append(f"too few requests for a p99 ({completed} answered, its 95% CI needs 368)")
     rate = fig.get("error_rate", math.nan)
     if max_error_rate is not None and rate == rate and rate > max_error_rate:
         out.append(f"error rate {rate:.2%} > {max_error_rate:.2%}")
