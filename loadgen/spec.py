@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .mix import RequestSpec
+from .fields import RequestSpec
 
 MODES = ("closed", "open", "burst", "ramp")
 ARRIVALS = ("poisson", "constant", "uniform")

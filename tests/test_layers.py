@@ -124,7 +124,7 @@ ALLOWED = {
         "orchestrator.experiment",
         "orchestrator.errors",
         "loadgen.spec",
-        "loadgen.mix",  # a mix's fields are parsed and checked by the code that renders them
+        "loadgen.fields",  # a mix's fields are parsed and checked by the load generator's own code
     ),
     "orchestrator.errors": (),
     "orchestrator.numbers": (),

@@ -242,7 +242,7 @@ def endpoint_table(endpoints: pd.DataFrame, axes: list[str]) -> Group | None:
             fmt(use["latency_p90_ms"].mean()),
             fmt(use["latency_p99_ms"].mean()),
             fmt(g["errors"].sum()),
-            f"{100 * use['error_rate'].mean():.2g}",
+            f"{100 * use['error_rate'].mean():.3g}",
             f"{int(valid.sum())}/{len(g)}",
             style=None if valid.all() else "red",
         )

@@ -1,9 +1,9 @@
 """The `workload:` block: one request, or a weighted mix of named requests, with headers and
-generated fields (loadgen/mix.py), and the checks a mix needs before anything runs.
+generated fields (loadgen/fields.py), and the checks a mix needs before anything runs.
 
 The one-request form (path, params, method, body) is as it always was; `requests:` replaces it
 with a mix. `headers:` go on every request of either form. A mix reaches the load generator as
-`LoadSpec.requests` (loadgen.mix.RequestSpec); so does a single request whose fields the old
+`LoadSpec.requests` (loadgen.fields.RequestSpec); so does a single request whose fields the old
 `{seq}` template cannot render ({uuid}, {int:...}, {env:...}, ...).
 """
 
@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 
 from pydantic import Field, field_validator
 
-from loadgen.mix import FIELD, RequestSpec, check_mix, fields_in, read_column, resolve_file
+from loadgen.fields import FIELD, RequestSpec, check_mix, fields_in, read_column, resolve_file
 
 from .base import FrozenModel
 from .document import fail

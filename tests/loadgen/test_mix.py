@@ -1,4 +1,4 @@
-"""loadgen/mix.py: a mix's proportions, its generated fields, determinism per seed and per
+"""loadgen/mix.py and fields.py: a mix's proportions, its generated fields, determinism per seed and per
 process stream, and the bytes of a request without fields."""
 
 import re
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from loadgen.mix import Feed, RequestSpec, check_mix, fields_in
+from loadgen.fields import RequestSpec, check_mix, fields_in
+from loadgen.mix import Feed
 from loadgen.records import Chunk
 from loadgen.spec import LoadSpec
 from loadgen.worker import build_request

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from loadgen import digest
-from loadgen.mix import RequestSpec
+from loadgen.fields import RequestSpec
 from loadgen.parallel import generate_to_dir
 from loadgen.spec import LoadSpec
 
