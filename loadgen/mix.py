@@ -8,10 +8,18 @@ phase draws its own stream (and deals a CSV file's rows out: process i of P read
 (numpy), then one str.format per request; the next chunk is rendered in its own loop callback
 once half of the current one is sent, so a send never waits for rendering, and memory holds two
 chunks whatever the phase's length.
+
+`ReplayFeed` sends a replay file (replay.py owns its format). The file is memory-mapped, never
+read into the process: its lines are located once (one int64 offset a line) and each line is
+parsed when its chunk is rendered, so memory does not grow with the phase, and a file of a
+million lines costs 16 MB of offsets (start and end) plus the page cache. Process i of P replays lines i, i+P,
+... of the file; with `shuffle` each pass over them is a fresh permutation drawn from the
+trial's seed.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import string
@@ -20,10 +28,12 @@ from urllib.parse import quote
 import numpy as np
 
 from .fields import FIELD, Field, RequestSpec, parse_field, read_column
+from .replay import is_jsonl, parse_line, plain_request
 
 CHUNK_REQUESTS = 256  # ~1 ms of rendering per loop callback for a mix with JSON bodies
 _ALPHABET = np.frombuffer((string.ascii_letters + string.digits).encode(), dtype=np.uint8)
 _SALT = 0x6D6978  # decorrelates these draws from the schedule's, seeded with the same seed
+_REPLAY_SALT = 0x7265706C
 
 
 class _Template:
@@ -97,13 +107,49 @@ def _shift(fmt: str, by: int) -> str:
     return re.sub(r"(?<!\{)\{(\d+)\}", lambda m: f"{{{int(m.group(1)) + by}}}", fmt)
 
 
-class Feed:
-    """The requests of a mix, in send order (module docstring).
+class _Chunks:
+    """Requests handed out one at a time from chunks rendered ahead: take(chunk, row) returns
+    the next request's bytes and writes its endpoint index into the row's `request` column.
+    `schedule` (e.g. loop.call_soon) runs the next chunk's rendering in its own callback once
+    half the current one is sent; without it a chunk is rendered when needed. A subclass sets
+    `size` and `schedule` and gives render(n) -> (indexes, bytes)."""
 
-    take(chunk, row) returns the next request's bytes and writes its index in the mix into
-    the row's `request` column. `schedule` (e.g. loop.call_soon) runs the next chunk's
-    rendering in its own callback; without it the chunk is rendered when needed.
-    """
+    size = CHUNK_REQUESTS
+    schedule = None
+    kinds: list[int] = []
+    bytes: list[bytes] = []
+    pos = 0
+    ahead: tuple[list[int], list[bytes]] | None = None
+    asked = False
+
+    def take(self, chunk, row: int) -> bytes:
+        """The next request's bytes; its index in the mix goes into chunk.request[row]."""
+        i = self.pos
+        if i >= len(self.bytes):
+            self._advance()
+            i = 0
+        self.pos = i + 1
+        if i == len(self.bytes) >> 1 and self.schedule is not None and not self.asked:
+            self.asked = True
+            self.schedule(self._prefetch)
+        chunk.request[row] = self.kinds[i]
+        return self.bytes[i]
+
+    def _prefetch(self) -> None:
+        if self.ahead is None:
+            self.ahead = self.render(self.size)
+
+    def _advance(self) -> None:
+        self.kinds, self.bytes = self.ahead if self.ahead is not None else self.render(self.size)
+        self.ahead = None
+        self.asked = False
+
+    def render(self, n: int) -> tuple[list[int], list[bytes]]:
+        raise NotImplementedError
+
+
+class Feed(_Chunks):
+    """The requests of a mix, in send order (module docstring; take() as _Chunks')."""
 
     def __init__(
         self,
@@ -142,33 +188,6 @@ class Feed:
                     if key not in self.columns:
                         self.columns[key] = read_column(path, column)
                         self.cursors[key] = stream
-        self.kinds: list[int] = []
-        self.bytes: list[bytes] = []
-        self.pos = 0
-        self.ahead: tuple[list[int], list[bytes]] | None = None
-        self.asked = False
-
-    def take(self, chunk, row: int) -> bytes:
-        """The next request's bytes; its index in the mix goes into chunk.request[row]."""
-        i = self.pos
-        if i >= len(self.bytes):
-            self._advance()
-            i = 0
-        self.pos = i + 1
-        if i == len(self.bytes) >> 1 and self.schedule is not None and not self.asked:
-            self.asked = True
-            self.schedule(self._prefetch)
-        chunk.request[row] = self.kinds[i]
-        return self.bytes[i]
-
-    def _prefetch(self) -> None:
-        if self.ahead is None:
-            self.ahead = self.render(self.size)
-
-    def _advance(self) -> None:
-        self.kinds, self.bytes = self.ahead if self.ahead is not None else self.render(self.size)
-        self.ahead = None
-        self.asked = False
 
     def render(self, n: int) -> tuple[list[int], list[bytes]]:
         """The next n requests: their indexes in the mix and their bytes."""
@@ -253,3 +272,93 @@ class Feed:
             cdf /= cdf[-1]
             self.zipf[(exponent, keys)] = cdf
         return cdf
+
+
+def _offsets(buf) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the file's lines, blank ones included."""
+    data = np.frombuffer(buf, dtype=np.uint8)
+    nl = np.flatnonzero(data == 10)
+    starts = np.concatenate([[0], nl + 1])
+    ends = np.concatenate([nl, [len(data)]])
+    keep = starts < ends
+    return starts[keep], ends[keep]
+
+
+class ReplayFeed(_Chunks):
+    """The requests of a replay file in send order (module docstring; take() as _Chunks')."""
+
+    def __init__(
+        self,
+        path: str,
+        order: str,
+        names: tuple[str, ...],
+        common: tuple[tuple[str, str], ...],
+        host: str,
+        port: int,
+        keepalive: bool,
+        seed: int,
+        stream: int = 0,
+        streams: int = 1,
+        chunk_requests: int = CHUNK_REQUESTS,
+        schedule=None,
+        environ=None,
+    ) -> None:
+        self.schedule = schedule
+        env = os.environ if environ is None else environ
+        self.common = [(k, FIELD.sub(lambda m: _env(m, env), v)) for k, v in common]
+        self.jsonl = is_jsonl(path)
+        self.index = {n: i for i, n in enumerate(names)}
+        self.host, self.port, self.keepalive = host, port, keepalive
+        with open(path, "rb") as f:
+            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        starts, ends = _offsets(self.map)
+        if not self.jsonl:  # comments and blank lines are no requests
+            firsts = np.frombuffer(self.map, dtype=np.uint8)[starts]
+            keep = (firsts != ord("#")) & (ends - starts > 0)
+            starts, ends = starts[keep], ends[keep]
+        mine = np.arange(stream, len(starts), max(1, streams))
+        if mine.size == 0:  # more processes than lines: this one replays them all
+            mine = np.arange(len(starts))
+        self.starts, self.ends = starts[mine], ends[mine]
+        self.shuffle = order == "shuffle"
+        self.rng = np.random.default_rng([seed & (2**63 - 1), stream, streams, _REPLAY_SALT])
+        self.order = self._pass()
+        self.cursor = 0
+        self.size = chunk_requests
+
+    def _pass(self) -> np.ndarray:
+        n = len(self.starts)
+        return self.rng.permutation(n) if self.shuffle else np.arange(n)
+
+    def render(self, n: int) -> tuple[list[int], list[bytes]]:
+        """The next n requests: their endpoint indexes and bytes (a malformed line, which
+        scan() refuses before a trial, is sent as GET / under endpoint 0)."""
+        kinds, out = [], []
+        for _ in range(n):
+            if self.cursor == len(self.order):
+                self.order, self.cursor = self._pass(), 0
+            k = int(self.order[self.cursor])
+            self.cursor += 1
+            line = self.map[int(self.starts[k]) : int(self.ends[k])].strip()
+            try:
+                name, method, target, headers, body = parse_line(line, self.jsonl)
+            except ValueError:
+                name, method, target, headers, body = "", "GET", "/", [], ""
+            own = {h.lower() for h, _ in headers}
+            headers = [(h, v) for h, v in self.common if h.lower() not in own] + headers
+            kinds.append(self.index.get(name, 0))
+            out.append(
+                plain_request(
+                    method, target, headers, body.encode(), self.host, self.port, self.keepalive
+                )
+            )
+        return kinds, out
+
+
+def _env(m: re.Match, env) -> str:
+    if m.group(1) != "env":
+        return m.group(0)
+    value = env.get(m.group(2) or "")
+    if value is None:
+        raise ValueError(f"{{env:{m.group(2)}}}: the environment variable is not set")
+    return value

@@ -22,7 +22,7 @@ import uvloop
 from . import records
 from .client import Connection
 from .hosttimer import HostTimer
-from .mix import Feed
+from .mix import Feed, ReplayFeed
 from .records import TIMEOUT, UNFINISHED, Chunk, Records
 from .spec import LoadSpec
 from .wake import EARLY_MIN_NS, EARLY_MIN_PRECISE_NS, EarlyWake
@@ -83,7 +83,7 @@ class Worker:
         self.request = build_request(spec, keepalive=self.keepalive)
         self.templated = spec.templated
         self.feed = None
-        if spec.requests:  # a mix: the bytes and the row's request index come from the feed
+        if spec.requests:  # a mix or a replay: bytes and each row's request index from a feed
             self.feed = Feed(
                 spec.requests,
                 spec.headers,
@@ -96,6 +96,21 @@ class Worker:
                 seq_base,
                 schedule=loop.call_soon,
             )
+        elif spec.replay_file:
+            self.feed = ReplayFeed(
+                spec.replay_file,
+                spec.replay_order,
+                spec.replay_names,
+                spec.headers,
+                spec.host,
+                spec.port,
+                self.keepalive,
+                spec.seed,
+                spec.shard_index,
+                spec.shard_count,
+                schedule=loop.call_soon,
+            )
+        if self.feed is not None:
             self.send = self._send_mixed  # chosen once: the one-request send stays as it was
         self.max_requests = spec.max_requests
         self.rec = Records(chunk_rows=records.CHUNK_ROWS, sink=sink)

@@ -125,6 +125,7 @@ ALLOWED = {
         "orchestrator.errors",
         "loadgen.spec",
         "loadgen.fields",  # a mix's fields are parsed and checked by the load generator's own code
+        "loadgen.replay",  # ... and a replay file's lines
     ),
     "orchestrator.errors": (),
     "orchestrator.numbers": (),

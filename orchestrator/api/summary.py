@@ -26,6 +26,7 @@ from ..numbers import fmt
 
 RATE_KEYS = ("rate",)  # load: keys only open and ramp load read
 RATELESS_MODES = {"closed", "burst"}
+MAX_ENDPOINT_NOTES = 8  # lines under the per-endpoint table saying why an endpoint is not valid
 
 
 def rate_only_axes(document: dict | None, axes: list[str]) -> set[str]:
@@ -229,7 +230,7 @@ def endpoint_table(endpoints: pd.DataFrame, axes: list[str]) -> Group | None:
     heads = ("share", "req/s", "p50", "p90", "p99", "errors", "error%", "valid")
     for h in heads:
         t.add_column(h, justify="right", no_wrap=True)
-    notes = []
+    notes: list[str] = []
     for (_, name), g in endpoints.groupby(["cell_id", "endpoint"], sort=False):
         valid = flag(g, "valid")
         use = g[valid] if valid.any() else g
@@ -246,10 +247,16 @@ def endpoint_table(endpoints: pd.DataFrame, axes: list[str]) -> Group | None:
             f"{int(valid.sum())}/{len(g)}",
             style=None if valid.all() else "red",
         )
-        own = {r for r in g["validity"] if r and r != "the trial is invalid"}
-        for r in sorted(own):
-            notes.append(Text(f"{name}: {r.removeprefix('the trial is invalid; ')}", "dim"))
-    return Group(t, *notes)
+        where = ", ".join(f"{a}={g[a].iloc[0]}" for a in shown)
+        for r in dict.fromkeys(g["validity"]):
+            r = r.removeprefix("the trial is invalid").removeprefix("; ")
+            if r:
+                notes.append(f"{where + ', ' if where else ''}{name}: {r}")
+    lines = [Text(n, "dim") for n in notes[:MAX_ENDPOINT_NOTES]]
+    if len(notes) > MAX_ENDPOINT_NOTES:
+        more = len(notes) - MAX_ENDPOINT_NOTES
+        lines.append(Text(f"... and {more} more (each trial's endpoints.csv)", "dim"))
+    return Group(t, *lines)
 
 
 def capacity_table(doc: dict, axes: list[str]) -> Group:

@@ -17,7 +17,7 @@ from loadgen.spec import LoadSpec, keep_fraction, measured_window_s
 from . import units
 from .base import FrozenModel, Seconds
 from .catalogue import DRIVERS
-from .workload import Workload, resolved_mix
+from .workload import Workload, replay_names, replay_path, resolved_mix
 
 
 class Slo(FrozenModel):
@@ -270,6 +270,9 @@ def to_load_spec(
         body=workload.body,
         headers=tuple(workload.headers.items()),
         requests=resolved_mix(workload, source),
+        replay_file=replay_path(workload, source) if workload.replay else "",
+        replay_order=workload.replay_order,
+        replay_names=replay_names(workload, source) if workload.replay else (),
         think_dist=load.think,
         rate_rps=load.rate_rps or 0.0,
         seed=seed,

@@ -20,6 +20,7 @@ from urllib.parse import quote, urlencode
 from pydantic import Field, field_validator
 
 from loadgen.fields import FIELD, RequestSpec, check_mix, fields_in, read_column, resolve_file
+from loadgen.replay import scan
 
 from .base import FrozenModel
 from .document import fail
@@ -138,6 +139,14 @@ class Workload(FrozenModel):
         description="a mix instead of the one request: named requests, each drawn with "
         "probability weight / sum of weights (docs/workloads.md)",
     )
+    replay: str | None = Field(
+        None,
+        description="requests read from a file instead (relative to the experiment file), "
+        "looping: .jsonl (one JSON request a line) or one request target a line",
+    )
+    replay_order: Literal["order", "shuffle"] = Field(
+        "order", description="replay: the file's order, or a fresh shuffle each pass"
+    )
 
     @field_validator("path")
     @classmethod
@@ -150,8 +159,11 @@ class Workload(FrozenModel):
         out = super().model_dump(**kwargs)
         if not out.get("headers"):
             out.pop("headers", None)
-        if out.get("requests") is None:
-            out.pop("requests", None)
+        for key in ("requests", "replay"):
+            if out.get(key) is None:
+                out.pop(key, None)
+        if out.get("replay_order") == "order":
+            del out["replay_order"]
         return out
 
     @property
@@ -162,7 +174,8 @@ class Workload(FrozenModel):
 
     @property
     def endpoints(self) -> list[str]:
-        """The endpoint names: the mix's request names, or the one request's path."""
+        """The endpoint names of a mix or the one request (its path); a replay's come from its
+        file (replay_names)."""
         return [r.name for r in self.requests] if self.requests else [self.path]
 
     def mix(self) -> tuple[RequestSpec, ...]:
@@ -217,8 +230,9 @@ def check_workload(w: Workload, driver: str, source: str, label: str) -> None:
     CSV file or column that is missing, an {env:NAME} that is not set. CSV paths are relative to
     the experiment file's directory."""
     where = f" (in cell {label})" if label else ""
-    if driver != "http" and (w.requests or w.headers):
+    if driver != "http" and (w.requests or w.headers or w.replay):
         key = "workload.requests" if w.requests else "workload.headers"
+        key = "workload.replay" if w.replay else key
         raise fail(
             source,
             key,
@@ -235,6 +249,8 @@ def check_workload(w: Workload, driver: str, source: str, label: str) -> None:
                 f"{e}{where}",
                 "give each request its own name and a weight >= 0, at least one above 0",
             ) from None
+    if w.replay is not None:
+        _check_replay(w, source, where)
     texts = [("workload.path", w.path), ("workload.body", w.body)]
     texts += [(f"workload.params.{k}", str(v)) for k, v in w.params.items()]
     texts += [(f"workload.headers.{k}", v) for k, v in w.headers.items()]
@@ -284,6 +300,53 @@ def _check_fields(key: str, text: str, base: Path, source: str, where: str) -> N
                     f"{e}{where}",
                     f"name a column of the file's header line, e.g. {{file:{args[0]}:COLUMN}}",
                 ) from None
+
+
+def _check_replay(w: Workload, source: str, where: str) -> None:
+    one = {"path", "params", "method", "body", "requests"} & w.model_fields_set
+    if one:
+        raise fail(
+            source,
+            f"workload.{sorted(one)[0]}",
+            f"a replay sends the requests of its file, so `{sorted(one)[0]}` has no use{where}",
+            "remove it, or remove `replay` to send the one request or the mix",
+        )
+    try:
+        replay_names(w, source)
+    except OSError as e:
+        raise fail(
+            source,
+            "workload.replay",
+            f"cannot read the replay file {replay_path(w, source)} ({e.strerror}){where}",
+            "give a path relative to the experiment file, or an absolute one",
+        ) from None
+    except ValueError as e:
+        raise fail(
+            source,
+            "workload.replay",
+            f"{e}{where}",
+            'a .jsonl file holds one JSON object a line with at least "path"; any other '
+            "file one request target (/path?query) a line",
+        ) from None
+
+
+def replay_path(w: Workload, source: str | None) -> str:
+    """The replay file, made absolute against the experiment file's directory."""
+    return resolve_file(w.replay, Path(source).parent if source else Path.cwd())
+
+
+_SCANNED: dict[tuple, tuple[str, ...]] = {}
+
+
+def replay_names(w: Workload, source: str | None) -> tuple[str, ...]:
+    """The replay file's endpoint names (loadgen.replay.scan; each file scanned once per
+    version of it in this process)."""
+    path = replay_path(w, source)
+    st = os.stat(path)
+    key = (path, st.st_mtime_ns, st.st_size)
+    if key not in _SCANNED:
+        _SCANNED[key] = tuple(scan(path))
+    return _SCANNED[key]
 
 
 def resolved_mix(w: Workload, source: str | None) -> tuple[RequestSpec, ...]:

@@ -62,5 +62,10 @@ def _reasons(fig: dict, max_error_rate: float | None) -> list[str]:
     return out
 
 
+def endpoint_names(spec, path: str) -> list[str]:
+    """A trial's endpoints: its spec's mix or replay file, else its one request's path."""
+    return [r.name for r in spec.requests] or list(spec.replay_names) or [path]
+
+
 def write_trial_endpoints(tdir: Path, summary, mode, names, trial, max_error_rate) -> None:
     write_endpoints(tdir, endpoint_rows(tdir, summary, mode, names, trial, max_error_rate))

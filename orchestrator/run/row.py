@@ -36,7 +36,7 @@ from ..experiment.plan import Cell
 from ..experiment.servers import BundledServer
 from ..netem.expected import expected_rtt_p50_ms
 from ..results import trial_dir, write_json
-from .endpoints import write_trial_endpoints
+from .endpoints import endpoint_names, write_trial_endpoints
 
 ZERO_LOAD = {"requests": 0, "errors": 0, "throughput_rps": 0.0}  # no usable load output
 
@@ -141,7 +141,12 @@ def trial_row(t: TrialOutcome) -> dict:
         row.update(t.noise(int(row.get("requests") or 0)))
     if t.summary is not None and t.spec is not None:
         write_trial_endpoints(
-            t.tdir, t.summary, t.spec.mode, t.cell.workload.endpoints, row, t.max_error_rate
+            t.tdir,
+            t.summary,
+            t.spec.mode,
+            endpoint_names(t.spec, t.cell.workload.path),
+            row,
+            t.max_error_rate,
         )
     return row
 

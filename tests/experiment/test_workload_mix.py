@@ -131,3 +131,37 @@ def test_perfctl_plan_exits_2_on_an_unknown_field(write_yaml, perfctl_env, asser
         timeout=60,
     )
     assert_clean_error(proc, "workload.path", "unknown generated field {foo:1}", "Fix:")
+
+
+def test_a_replay_reaches_the_load_generator_with_its_endpoints(write_yaml, tmp_path):
+    (tmp_path / "t.txt").write_text("/search?q=1\n/health\n")
+    text = HEAD + "workload: {replay: t.txt, replay_order: shuffle}\n"
+    _, spec = spec_of(write_yaml(text))
+    assert spec.replay_file == str(tmp_path / "t.txt") and spec.replay_order == "shuffle"
+    assert spec.replay_names == ("/search", "/health") and spec.templated
+
+
+@pytest.mark.parametrize(
+    "workload, files, key, needle",
+    [
+        ("{replay: none.txt}", {}, "workload.replay", "cannot read the replay file"),
+        ("{replay: e.txt}", {"e.txt": "\n# nothing\n"}, "workload.replay", "holds no request"),
+        (
+            "{replay: b.jsonl}",
+            {"b.jsonl": '{"path": "/a"}\nnot json\n'},
+            "workload.replay",
+            "line 2 of",
+        ),
+        ("{replay: t.txt, path: /x}", {"t.txt": "/a\n"}, "workload.path", "has no use"),
+    ],
+)
+def test_a_bad_replay_is_refused_naming_file_key_and_fix(
+    write_yaml, tmp_path, workload, files, key, needle
+):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    path = write_yaml(HEAD + f"workload: {workload}\n")
+    with pytest.raises(PerfctlError) as e:
+        experiment.load_plan(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: key `{key}`") and needle in msg and "Fix: " in msg, msg

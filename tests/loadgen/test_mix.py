@@ -10,6 +10,7 @@ from scipy.stats import chisquare
 
 from loadgen.fields import RequestSpec, check_mix, fields_in
 from loadgen.mix import Feed
+from loadgen.modes import mode_for
 from loadgen.records import Chunk
 from loadgen.spec import LoadSpec
 from loadgen.worker import build_request
@@ -156,3 +157,11 @@ def test_a_spec_with_a_mix_survives_its_json():
     spec = LoadSpec(requests=MIX, headers=(("X-Run", "t"),))
     assert LoadSpec.from_json(spec.to_json()) == spec
     assert spec.templated  # the closed loop's fixed-request fast path is not for a mix
+
+
+@pytest.mark.parametrize("mode", ["closed", "open", "burst"])
+def test_each_process_of_a_phase_gets_its_own_stream(mode):
+    spec = LoadSpec(mode=mode, rate_rps=100, connections=4, processes=2, requests=MIX)
+    whole = mode_for(spec)
+    streams = [whole.share(i, 2, 0).spec for i in range(2)]
+    assert [(s.shard_index, s.shard_count) for s in streams] == [(0, 2), (1, 2)]

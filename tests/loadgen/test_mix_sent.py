@@ -103,3 +103,34 @@ def test_a_mix_sends_its_headers_and_records_each_rows_request(recorder, tmp_pat
         if f.is_file():
             assert SECRET.encode() not in f.read_bytes(), f
     assert b"{env:PERFCTL_TEST_TOKEN}" in (tmp_path / "spec.json").read_bytes()
+
+
+def test_a_replay_in_two_processes_sends_the_files_requests(recorder, tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text(
+        '{"name": "get", "path": "/items?page=1"}\n'
+        '{"name": "post", "method": "POST", "path": "/items", "body": {"id": 1}}\n'
+        '{"name": "gone", "path": "/missing"}\n'
+    )
+    spec = LoadSpec(
+        port=recorder.server_address[1],
+        replay_file=str(f),
+        replay_names=("get", "post", "gone"),
+        connections=2,
+        processes=2,
+        duration_s=0.6,
+        warmup_s=0.0,
+    )
+    out = tmp_path / "out"
+    generate_to_dir(spec, out)
+    seen = Counter((m, p) for m, p, *_ in Recorder.seen)
+    assert set(seen) == {("GET", "/items?page=1"), ("POST", "/items"), ("GET", "/missing")}
+    rows = pd.read_parquet(out / "requests.parquet")
+    answered = rows[rows["status"] > 0]
+    assert Counter(answered["request"]) == {
+        0: seen[("GET", "/items?page=1")],
+        1: seen[("POST", "/items")],
+        2: seen[("GET", "/missing")],
+    }
+    [w] = digest.read(out / "digest.json")["windows"]
+    assert sum(p.counts["requests"] for p in w.parts.values()) == w.counts["requests"]
