@@ -134,3 +134,20 @@ def test_a_replay_in_two_processes_sends_the_files_requests(recorder, tmp_path):
     }
     [w] = digest.read(out / "digest.json")["windows"]
     assert sum(p.counts["requests"] for p in w.parts.values()) == w.counts["requests"]
+
+
+def test_perfctl_load_sends_its_headers(recorder, monkeypatch):
+    from orchestrator.api.load_url import load  # the ad-hoc command's API, for this test only
+
+    monkeypatch.setenv("PERFCTL_TEST_TOKEN", SECRET)
+    url = f"http://127.0.0.1:{recorder.server_address[1]}/items"
+    r = load(
+        url,
+        connections=1,
+        duration="300ms",
+        warmup="0s",
+        headers=["Authorization: Bearer {env:PERFCTL_TEST_TOKEN}", "X-Client: adhoc"],
+    )
+    assert r["requests"] > 0
+    assert all(h["Authorization"] == f"Bearer {SECRET}" for _, _, h, _ in Recorder.seen)
+    assert all(h["X-Client"] == "adhoc" for _, _, h, _ in Recorder.seen)
