@@ -10,11 +10,10 @@ once half of the current one is sent, so a send never waits for rendering, and m
 chunks whatever the phase's length.
 
 `ReplayFeed` sends a replay file (replay.py owns its format). The file is memory-mapped, never
-read into the process: its lines are located once (one int64 offset a line) and each line is
-parsed when its chunk is rendered, so memory does not grow with the phase, and a file of a
-million lines costs 16 MB of offsets (start and end) plus the page cache. Process i of P replays lines i, i+P,
-... of the file; with `shuffle` each pass over them is a fresh permutation drawn from the
-trial's seed.
+read into the process: its lines are located once (two int64 offsets a line: 16 MB for a
+million lines, plus the page cache) and each line is parsed when its chunk is rendered, so
+memory does not grow with the phase. Process i of P replays lines i, i+P, ... of the file;
+with `shuffle` each pass over them is a fresh permutation drawn from the trial's seed.
 """
 
 from __future__ import annotations
@@ -64,10 +63,9 @@ class _Request:
 
     def __init__(self, r: RequestSpec, common, host: str, port: int, keepalive: bool, env):
         path, sep, query = r.target.partition("?")
-        target = path + sep + query
         own = {k.lower() for k, _ in r.headers}
         headers = [(k, v) for k, v in common if k.lower() not in own] + list(r.headers)
-        lines = [f"{r.method} {target} HTTP/1.1", f"Host: {host}:{port}"]
+        lines = [f"{r.method} {r.target} HTTP/1.1", f"Host: {host}:{port}"]
         lines += [f"{k}: {v}" for k, v in headers]
         body = r.body
         # after Content-Length, as worker.build_request writes them: the same bytes
