@@ -173,6 +173,20 @@ class Workload(FrozenModel):
         return self.path + (f"?{query}" if query else "")
 
     @property
+    def probe_target(self) -> str:
+        """A literal target for a one-off probe (a `cmd` server's dispatch probe): the one
+        request's, a mix's first request without generated fields, else "/"."""
+        if self.replay is not None:
+            return "/"
+        if not self.requests:
+            return self.target
+        for r in self.requests:
+            target = query_target(r.path, r.params)
+            if not FIELD.search(target):
+                return target
+        return "/"
+
+    @property
     def endpoints(self) -> list[str]:
         """The endpoint names of a mix or the one request (its path); a replay's come from its
         file (replay_names)."""

@@ -165,3 +165,13 @@ def test_a_bad_replay_is_refused_naming_file_key_and_fix(
         experiment.load_plan(path)
     msg = str(e.value)
     assert msg.startswith(f"{path}: key `{key}`") and needle in msg and "Fix: " in msg, msg
+
+
+def test_a_one_off_probe_gets_a_literal_target(write_yaml, users, tmp_path):
+    cell, _ = spec_of(write_yaml(MIX))
+    assert cell.workload.probe_target == "/login"  # its fields are in the body
+    literal = HEAD + "workload:\n  requests:\n    - {name: a, path: '/x/{uuid}'}\n"
+    literal += "    - {name: b, path: /y, params: {k: 1}}\n"
+    assert spec_of(write_yaml(literal, "l.yaml"))[0].workload.probe_target == "/y?k=1"
+    one = HEAD + "workload: {path: /w, params: {spin_us: 5}}\n"
+    assert spec_of(write_yaml(one, "o.yaml"))[0].workload.probe_target == "/w?spin_us=5"
