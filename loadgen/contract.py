@@ -36,6 +36,7 @@ OPTIONAL_COLUMNS = {
     "svc_ms": math.nan,
     "queue_ms": math.nan,
     "db_ms": math.nan,
+    "request": 0,
 }
 SUMMARY_KEYS = (
     "start_ns",

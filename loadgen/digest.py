@@ -3,7 +3,8 @@ with the number of requests.
 
 A Digest sees every request row exactly once (the sink hands it each chunk of columns, off the
 event loop) and keeps:
-- per measured window (one per load phase; ramp has one per step): exact counts (requests,
+- per measured window (one per load phase; ramp has one per step), and within it per request
+  of a mix when asked (`by_request`: the `request` column, mix.py): exact counts (requests,
   completed, answered, each error class, sends), exact sums, minimum and maximum of the
   latency and of send-to-done, and HdrHistograms (hdr.py) of latency, send-to-done and of the
   server's Server-Timing `svc`/`queue` and the rest of each latency (`overhead`, latency minus
@@ -56,12 +57,16 @@ class Window:
     """The exact counts, sums and histograms of the requests intended in one measured window
     [measure_start_ns, measure_end_ns)."""
 
-    def __init__(self, start_ns: int, measure_start_ns: int, measure_end_ns: int) -> None:
+    def __init__(
+        self, start_ns: int, measure_start_ns: int, measure_end_ns: int, by_request: bool = False
+    ) -> None:
         self.start_ns, self.measure_start_ns, self.measure_end_ns = (
             int(start_ns),
             int(measure_start_ns),
             int(measure_end_ns),
         )
+        # a mix: the same figures per request index (the `request` column); else None
+        self.parts: dict[int, Window] | None = {} if by_request else None
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.errors = {name: 0 for code, name in ERROR_NAMES.items() if code != OK}
         self.sums = dict.fromkeys(_SUMS, 0.0)
@@ -74,6 +79,8 @@ class Window:
         m = (c["intended_ns"] >= self.measure_start_ns) & (c["intended_ns"] < self.measure_end_ns)
         if not m.any():
             return
+        if self.parts is not None and "request" in c:
+            self._add_parts(c, m)
         err, status = c["error"][m], c["status"][m]
         ok = err == OK
         done, intended, sent = c["done_ns"][m], c["intended_ns"][m], c["sent_ns"][m]
@@ -103,6 +110,18 @@ class Window:
             hdr.record(self.hists["sent_to_done"], s2d)
         if "svc_ms" in c:
             self._server_timing(c, m, ok & (status > 0) & (status < 400))
+
+    def _add_parts(self, c: dict[str, np.ndarray], m: np.ndarray) -> None:
+        """The window's rows of each request index, into that request's own Window."""
+        kinds = c["request"]
+        for k in np.unique(kinds[m]).tolist():
+            part = self.parts.get(k)
+            if part is None:
+                part = self.parts[k] = Window(
+                    self.start_ns, self.measure_start_ns, self.measure_end_ns
+                )
+            rows = np.flatnonzero(m & (kinds == k))
+            part.add({name: col[rows] for name, col in c.items()})
 
     def _server_timing(self, c: dict[str, np.ndarray], m: np.ndarray, good: np.ndarray) -> None:
         """svc, queue and overhead (latency - svc - queue) of the completed requests that
@@ -146,6 +165,14 @@ class Window:
         self.latency_max_ns = max(self.latency_max_ns, other.latency_max_ns)
         for k in self.hists:
             hdr.add(self.hists[k], other.hists[k])
+        if other.parts:
+            if self.parts is None:
+                self.parts = {}
+            for k, part in other.parts.items():
+                if k in self.parts:
+                    self.parts[k].merge(part)
+                else:
+                    self.parts[k] = part
 
     def to_json(self) -> dict:
         return {
@@ -158,6 +185,11 @@ class Window:
             "latency_min_ns": None if math.isinf(self.latency_min_ns) else self.latency_min_ns,
             "latency_max_ns": None if math.isinf(self.latency_max_ns) else self.latency_max_ns,
             "histograms": {k: hdr.encode(h) for k, h in self.hists.items()},
+            **(
+                {"requests": {str(k): p.to_json() for k, p in sorted(self.parts.items())}}
+                if self.parts is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -169,6 +201,8 @@ class Window:
         w.latency_min_ns = math.inf if d["latency_min_ns"] is None else d["latency_min_ns"]
         w.latency_max_ns = -math.inf if d["latency_max_ns"] is None else d["latency_max_ns"]
         w.hists = {k: hdr.decode(v) for k, v in d["histograms"].items()}
+        if "requests" in d:
+            w.parts = {int(k): cls.from_json(p) for k, p in d["requests"].items()}
         return w
 
 
@@ -251,8 +285,9 @@ class Digest:
     """See the module docstring. begin() opens a measured window (the Worker calls it when
     its phase's times are known); add() takes every chunk of rows; write() saves it."""
 
-    def __init__(self, timeout_s: float = 5.0) -> None:
+    def __init__(self, timeout_s: float = 5.0, by_request: bool = False) -> None:
         self.timeout_ns = int(timeout_s * 1e9)
+        self.by_request = by_request  # windows keep figures per request of a mix too
         self.windows: list[Window] = []
         self.bins: Bins | None = None
         self.rows = 0
@@ -260,7 +295,7 @@ class Digest:
     def begin(self, start_ns: int, measure_start_ns: int, measure_end_ns: int) -> None:
         if self.bins is None:
             self.bins = Bins(start_ns)
-        self.windows.append(Window(start_ns, measure_start_ns, measure_end_ns))
+        self.windows.append(Window(start_ns, measure_start_ns, measure_end_ns, self.by_request))
 
     def add(self, cols: dict[str, np.ndarray]) -> None:
         """Take one chunk of rows (never changed afterwards)."""

@@ -48,9 +48,9 @@ def _sink(mode: Mode, path: Path, extra: dict | None = None) -> ParquetSink:
     """The sink of one worker process: its digest, and the rows `records` keeps."""
     spec = mode.spec
     keep = spec.keep_fraction
-    return ParquetSink(
-        path if keep > 0 else None, extra, Digest(spec.timeout_s), keep, seed=spec.seed
-    )
+    by_request = len(spec.requests) > 1 or len(spec.replay_names) > 1
+    digest = Digest(spec.timeout_s, by_request=by_request)
+    return ParquetSink(path if keep > 0 else None, extra, digest, keep, seed=spec.seed)
 
 
 def _generate_here(mode: Mode, out: Path) -> dict:

@@ -7,6 +7,8 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .fields import RequestSpec
+
 MODES = ("closed", "open", "burst", "ramp")
 ARRIVALS = ("poisson", "constant", "uniform")
 THINK_DISTS = ("fixed", "exp")
@@ -93,6 +95,12 @@ class LoadSpec:
     schedule_file: str = ""  # open: the schedule as a file, for drivers (DRIVER.md)
     records: str = "all"  # requests.parquet: all | sample:FRACTION | none (keep_fraction)
     early_wake_ns: int = 0  # timed sends: the first early wake-up (wake.py; 0: its default)
+    # a mix (mix.py): when set, requests are drawn from it (target/method/body unused) and
+    # `headers` go on every one of them
+    requests: tuple[RequestSpec, ...] = ()
+    replay_file: str = ""  # requests read from this file (replay.py), looping; else none
+    replay_order: str = "order"  # order | shuffle
+    replay_names: tuple[str, ...] = ()  # the replay file's endpoints (replay.scan), in order
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -114,6 +122,8 @@ class LoadSpec:
         if not 0 <= self.shard_index < self.shard_count:
             raise ValueError("shard_index must be in [0, shard_count)")
         keep_fraction(self.records)
+        if self.replay_order not in ("order", "shuffle"):
+            raise ValueError(f"replay_order must be order or shuffle, not {self.replay_order!r}")
 
     @property
     def keep_fraction(self) -> float:
@@ -122,7 +132,9 @@ class LoadSpec:
 
     @property
     def templated(self) -> bool:
-        """True when the target or body holds {seq}: each request gets its own number."""
+        """True when requests differ: a mix, a replay, or {seq} in the target or body."""
+        if self.requests or self.replay_file:
+            return True
         return "{seq}" in self.target or b"{seq}" in self.body_bytes()
 
     @property
@@ -156,6 +168,11 @@ class LoadSpec:
         d["headers"] = tuple(tuple(h) for h in d.get("headers", ()))
         d["cpus"] = tuple(d.get("cpus", ()))
         d["ramp_rates"] = tuple(d.get("ramp_rates", ()))
+        d["replay_names"] = tuple(d.get("replay_names", ()))
+        d["requests"] = tuple(
+            RequestSpec(**{**r, "headers": tuple(tuple(h) for h in r.get("headers", ()))})
+            for r in d.get("requests", ())
+        )
         return cls(**d)
 
     @classmethod

@@ -22,6 +22,7 @@ import uvloop
 from . import records
 from .client import Connection
 from .hosttimer import HostTimer
+from .mix import Feed, ReplayFeed
 from .records import TIMEOUT, UNFINISHED, Chunk, Records
 from .spec import LoadSpec
 from .wake import EARLY_MIN_NS, EARLY_MIN_PRECISE_NS, EarlyWake
@@ -66,7 +67,7 @@ class Worker:
     `addr`, `issuing` (requests are being sent), `finishing`, `in_flight` (attempts begun
     and not ended: a mode counts those it begins outside send(), and those it ends itself),
     `max_requests`, `start_ns`, `measure_start_ns`, `end_ns`; at(), new_socket(),
-    open_connection(), next_request(), send(), drop(), failed_attempt(), stop_issuing(),
+    open_connection(), request_for(), send(), drop(), failed_attempt(), stop_issuing(),
     maybe_finish(), on_failed(). Connection uses `fast`, `rec`, `max_requests`, `request`
     and the on_* callbacks.
     """
@@ -81,6 +82,36 @@ class Worker:
         self.keepalive = mode.keepalive
         self.request = build_request(spec, keepalive=self.keepalive)
         self.templated = spec.templated
+        self.feed = None
+        if spec.requests:  # a mix or a replay: bytes and each row's request index from a feed
+            self.feed = Feed(
+                spec.requests,
+                spec.headers,
+                spec.host,
+                spec.port,
+                self.keepalive,
+                spec.seed,
+                spec.shard_index,
+                spec.shard_count,
+                seq_base,
+                schedule=loop.call_soon,
+            )
+        elif spec.replay_file:
+            self.feed = ReplayFeed(
+                spec.replay_file,
+                spec.replay_order,
+                spec.replay_names,
+                spec.headers,
+                spec.host,
+                spec.port,
+                self.keepalive,
+                spec.seed,
+                spec.shard_index,
+                spec.shard_count,
+                schedule=loop.call_soon,
+            )
+        if self.feed is not None:
+            self.send = self._send_mixed  # chosen once: the one-request send stays as it was
         self.max_requests = spec.max_requests
         self.rec = Records(chunk_rows=records.CHUNK_ROWS, sink=sink)
         self.seq = seq_base
@@ -235,10 +266,22 @@ class Worker:
         self.seq += 1
         return build_request(self.spec, self.seq, keepalive=self.keepalive)
 
+    def request_for(self, chunk: Chunk, row: int) -> bytes:
+        """The bytes of the next request, which row `row` of chunk records (a mix: the row
+        notes which request of the mix it is)."""
+        if self.feed is not None:
+            return self.feed.take(chunk, row)
+        return self.next_request()
+
     def send(self, conn: Connection, chunk: Chunk, row: int) -> None:
         """Send the next request on conn as row `row` of chunk, counted in flight."""
         self.in_flight += 1
         conn.send(chunk, row, self.next_request())
+
+    def _send_mixed(self, conn: Connection, chunk: Chunk, row: int) -> None:
+        """send() for a mix (it replaces send on such a Worker)."""
+        self.in_flight += 1
+        conn.send(chunk, row, self.feed.take(chunk, row))
 
     def drop(self, conn: Connection) -> None:
         """Forget conn (closed, or done with)."""

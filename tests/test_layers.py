@@ -131,7 +131,13 @@ ALLOWED = {
         "loadgen.records",
     ),
     "orchestrator.results": ("orchestrator.results", "orchestrator.errors"),
-    "orchestrator.experiment": ("orchestrator.experiment", "orchestrator.errors", "loadgen.spec"),
+    "orchestrator.experiment": (
+        "orchestrator.experiment",
+        "orchestrator.errors",
+        "loadgen.spec",
+        "loadgen.fields",  # a mix's fields are parsed and checked by the load generator's own code
+        "loadgen.replay",  # ... and a replay file's lines
+    ),
     "orchestrator.errors": (),
     "orchestrator.numbers": (),
     "orchestrator": ("orchestrator",),  # the package's own __init__ (version only)

@@ -70,6 +70,8 @@ class Mode:
             processes=1,
             start_at_ns=start_at_ns,
             max_outstanding=max(1, spec.outstanding_cap // count),
+            shard_index=index,  # a mix's stream of generated values (mix.Feed)
+            shard_count=count,
         )
         return type(self)(part)
 

@@ -116,5 +116,5 @@ class BurstMode(Mode):
             worker.on_failed(None)
             return
         t0 = chunk.sent_ns[row]
-        conn.send(chunk, row, worker.next_request())
+        conn.send(chunk, row, worker.request_for(chunk, row))
         chunk.sent_ns[row] = t0

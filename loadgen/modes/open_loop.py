@@ -197,7 +197,7 @@ class OpenMode(Mode):
             worker.in_flight -= 1
             worker.maybe_finish()
             return
-        conn.send(chunk, row, worker.next_request())
+        conn.send(chunk, row, worker.request_for(chunk, row))
         chunk.sent_ns[row] = t0  # the connect is part of the exchange
 
     # --- keeping `connections` open ------------------------------------------------------

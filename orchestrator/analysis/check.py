@@ -10,6 +10,11 @@ An experiment file (or a separate YAML file) lists
 trials.csv column or a short alias (p50_ms, p90_ms, p99_ms, p999_ms, mean_ms, max_ms ->
 latency_*_ms) mapped to {operator: limit} with operators lt, le, gt, ge.
 
+`where: {endpoint: NAME}` checks one request of a workload's mix: its metric is an
+endpoints.csv column (results/endpoints.py) averaged over the same usable trials, and a trial
+whose endpoint figures do not hold on their own (too few requests for a p99, too many errors:
+its `validity`) makes the verdict a breach that says so.
+
 Runs with `search:` also take thresholds on their capacity (capacity.json): `capacity_rps`
 (open load) and `capacity_users` (closed load), e.g. `{capacity_rps: {gt: 800}}`. Those are
 checked against the cell's searched capacity; the verdict's note gives its interval, and says
@@ -36,6 +41,7 @@ import yaml
 
 from .. import results
 from ..errors import PerfctlError, read_user_file
+from ..results.endpoints import ENDPOINT_COLUMNS
 from ..results.schema import MEASUREMENT_COLUMNS, SELF_CHECK_COLUMNS
 from .views import cell_labels, excluded_trials, usable_trials, usage_note
 
@@ -48,6 +54,9 @@ OPERATORS = {
 }
 CAPACITY_METRICS = {"capacity_rps": "rate_rps", "capacity_users": "users"}  # metric -> unit
 NON_METRICS = {"cell_id", "trial", "seed", "valid", "invalid_reasons", "quiet", "noise_reasons"}
+ENDPOINT_KEY = "endpoint"  # where: {endpoint: NAME} (module docstring)
+ENDPOINT_METRICS = [c for c in ENDPOINT_COLUMNS if c not in ("endpoint", "request", "valid")]
+ENDPOINT_METRICS.remove("validity")
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,7 @@ def parse(entries, source: str, columns: list[str]) -> list[Threshold]:
                 f"{where_}.where must map columns to values. Fix: where: {{server: py}}"
             )
         for k in where:
-            if k not in cols:
+            if k not in cols and k != ENDPOINT_KEY:
                 raise PerfctlError(
                     f"{where_}.where names '{k}', which is no column of "
                     f"trials.csv. Fix: use an axis or column: {', '.join(columns[:12])}"
@@ -115,6 +124,12 @@ def parse(entries, source: str, columns: list[str]) -> list[Threshold]:
             raise PerfctlError(f"{where_} has no metric. Fix: add one, e.g. p99_ms: {{lt: 5}}.")
         for metric, bounds in metrics.items():
             column = ALIASES.get(metric, metric)
+            if ENDPOINT_KEY in where and column not in ENDPOINT_METRICS:
+                raise PerfctlError(
+                    f"{where_}: '{metric}' is not a per-endpoint metric. Fix: with where: "
+                    f"{{endpoint: ...}} use one of {', '.join(ENDPOINT_METRICS)} (or "
+                    "p50_ms, p90_ms, p99_ms, mean_ms, max_ms)."
+                )
             if (column not in cols or column in NON_METRICS) and column not in CAPACITY_METRICS:
                 raise PerfctlError(
                     f"{where_}: unknown metric '{metric}'. Fix: use a trials.csv column "
@@ -199,7 +214,8 @@ def evaluate(
     left_out = excluded_trials(trials, include_noisy)
     out = []
     for th in thresholds:
-        sel = trials[_matches(trials, th.where)]
+        where = {k: v for k, v in th.where.items() if k != ENDPOINT_KEY}
+        sel = trials[_matches(trials, where)]
         if th.column in CAPACITY_METRICS and not sel.empty:
             out += _capacity_verdicts(run, th, list(dict.fromkeys(sel["cell_id"])), labels)
             continue
@@ -221,6 +237,9 @@ def evaluate(
                 )
                 out.append(Verdict(th, cid, label, math.nan, 0, False, note, skipped, usage))
                 continue
+            if ENDPOINT_KEY in th.where:
+                out.append(_endpoint_verdict(run, th, cid, label, good, skipped, usage))
+                continue
             value = float(pd.to_numeric(good.get(th.column), errors="coerce").mean())
             if math.isnan(value):
                 out.append(
@@ -230,6 +249,45 @@ def evaluate(
             passed = bool(fn(value, th.limit))
             out.append(Verdict(th, cid, label, value, len(good), passed, "", skipped, usage))
     return out
+
+
+def _endpoint_verdict(
+    run: results.Run,
+    th: Threshold,
+    cid: str,
+    label: str,
+    good: pd.DataFrame,
+    skipped: int,
+    usage: str,
+) -> Verdict:
+    """A threshold on one endpoint of cell `cid`, over the usable trials `good`."""
+    name = str(th.where[ENDPOINT_KEY])
+    ep = run.endpoints
+    mine = ep[(ep["cell_id"] == cid) & ep["trial"].isin(good["trial"])]
+    rows = mine[mine["endpoint"].astype(str) == name]
+    if rows.empty:
+        known = ", ".join(sorted(set(mine["endpoint"].astype(str)))) or "none"
+        note = f"no endpoint {name!r} (this cell's endpoints: {known})"
+        return Verdict(th, cid, label, math.nan, 0, False, note, skipped, usage)
+    value = float(pd.to_numeric(rows[th.column], errors="coerce").mean())
+    own = sorted(
+        {
+            reason
+            for text in rows["validity"]
+            for reason in str(text).split("; ")
+            if reason and reason != "the trial is invalid"
+        }
+    )
+    if not th.column.startswith("latency_p"):  # a count or a rate holds with few requests
+        own = [r for r in own if not r.startswith("too few requests")]
+    label = f"{label}, endpoint={name}"
+    if own:
+        note = f"the endpoint's figures do not hold: {'; '.join(own)}"
+        return Verdict(th, cid, label, value, len(rows), False, note, skipped, usage)
+    if math.isnan(value):
+        return Verdict(th, cid, label, value, len(rows), False, "no value", skipped, usage)
+    passed = bool(OPERATORS[th.op][0](value, th.limit))
+    return Verdict(th, cid, label, value, len(rows), passed, "", skipped, usage)
 
 
 def check_run(run_dir, file: Path | None = None, include_noisy: bool = False) -> list[Verdict]:

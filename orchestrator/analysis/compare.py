@@ -27,6 +27,12 @@ when there is one (trial-to-trial and run-to-run together), else the spread of t
 within the cells of the two runs. Request-level figures (p50 and p99 of the pooled requests, from the trials'
 HdrHistograms added up) stay as secondary detail.
 
+A cell whose workload is a mix (two endpoints or more on both sides, run.endpoints) is also
+compared endpoint by endpoint: the same three metrics read from each usable trial's
+endpoints.csv row, the same tests and verdicts (an endpoint significantly slower is a
+regression), Holm-adjusted in a family of their own so that a mix never moves the verdicts of
+the cells. Endpoints are matched by name.
+
 Runs with `search:` compare their capacities instead (capacity_compare.py): a search's
 probes vary the load, so their trial metrics are not comparable, and a search run is never
 compared with a run without one.
@@ -83,6 +89,7 @@ class CellComparison:
     metrics: dict[str, MetricChange] = field(default_factory=dict)
     verdict: str = "no significant change"
     notes: list[str] = field(default_factory=list)
+    endpoint: str = ""  # one endpoint of a mix ("" for the whole cell)
 
 
 @dataclass
@@ -115,6 +122,7 @@ class Comparison:
             for name, m in c.metrics.items():
                 row = {
                     "cell": c.label,
+                    "endpoint": c.endpoint,
                     "base_cell_id": c.base_id,
                     "cand_cell_id": c.cand_id,
                     "verdict": c.verdict,
@@ -259,6 +267,35 @@ def compare_runs(
                 cc.notes.append(f"{side}: {usage_note(every, include_noisy)}")
         _compare_cell(cc, b, c, rng)
         cells.append(cc)
+    tests = _decide(cells, alpha, tolerance)
+    # the endpoints of mixes are a Holm family of their own: they never move a cell's verdict
+    endpoints = _endpoint_cells(base, cand, pairs, bt, ct, rng)
+    _decide(endpoints, alpha, tolerance)
+    cells += endpoints
+    used = calib.find(calibration, base.path)
+    doc = calib.load(used) if used is not None else None
+    if doc is not None and not _same_host(doc, base):
+        for c in cells:
+            c.notes.append(
+                f"calibration is of host {doc['host']['hostname']}, not "
+                f"{base.info['host']['hostname']}: not used"
+            )
+        doc = None
+    noise = host_noise(doc, bt, ct)
+    whole = [c for c in cells if not c.endpoint]  # the trial-level notes read whole cells
+    for c in whole:
+        if c.verdict in ("inconclusive", "no significant change"):
+            _beyond_noise(c, bt, ct, noise, tolerance)
+    _pooled_detail(base, cand, bt, ct, whole)
+    if used is not None:
+        if doc is not None:
+            _resolution_notes(doc, whole, alpha, max(tests, len(METRICS)), tolerance)
+        notes.append(f"host calibration: {used}")
+    return Comparison(cells, notes, used)
+
+
+def _decide(cells: list[CellComparison], alpha: float, tolerance: float) -> int:
+    """Verdicts for one Holm family of comparisons; how many tests the family holds."""
     decidable = [c for c in cells if min(c.n_base, c.n_cand) >= MIN_TRIALS]
     tests = len(decidable) * len(METRICS)
     for c in cells:
@@ -285,25 +322,29 @@ def compare_runs(
         c.metrics[name].significant = bool(p < alpha)
     for c in judged:
         _verdict(c, tolerance)
-    used = calib.find(calibration, base.path)
-    doc = calib.load(used) if used is not None else None
-    if doc is not None and not _same_host(doc, base):
-        for c in cells:
-            c.notes.append(
-                f"calibration is of host {doc['host']['hostname']}, not "
-                f"{base.info['host']['hostname']}: not used"
-            )
-        doc = None
-    noise = host_noise(doc, bt, ct)
-    for c in cells:
-        if c.verdict in ("inconclusive", "no significant change"):
-            _beyond_noise(c, bt, ct, noise, tolerance)
-    _pooled_detail(base, cand, bt, ct, cells)
-    if used is not None:
-        if doc is not None:
-            _resolution_notes(doc, cells, alpha, max(tests, len(METRICS)), tolerance)
-        notes.append(f"host calibration: {used}")
-    return Comparison(cells, notes, used)
+    return tests
+
+
+def _endpoint_cells(base, cand, pairs, bt, ct, rng) -> list[CellComparison]:
+    """One comparison per endpoint of each matched cell whose workload is a mix on both
+    sides, each usable trial's endpoints.csv row one observation (module docstring)."""
+    out: list[CellComparison] = []
+    if base.endpoints.empty or cand.endpoints.empty:
+        return out
+    be = base.endpoints.merge(bt[["cell_id", "trial"]], on=["cell_id", "trial"])
+    ce = cand.endpoints.merge(ct[["cell_id", "trial"]], on=["cell_id", "trial"])
+    for b_id, c_id, label in pairs:
+        b, c = be[be["cell_id"] == b_id], ce[ce["cell_id"] == c_id]
+        names = [n for n in dict.fromkeys(b["endpoint"]) if n in set(c["endpoint"])]
+        if b["endpoint"].nunique() < 2 or c["endpoint"].nunique() < 2:
+            continue
+        for name in names:
+            eb, ec = b[b["endpoint"] == name], c[c["endpoint"] == name]
+            cc = CellComparison(f"{label} · {name}", b_id, c_id, len(eb), len(ec))
+            cc.endpoint = str(name)
+            _compare_cell(cc, eb, ec, rng)
+            out.append(cc)
+    return out
 
 
 def _same_host(doc: dict, run: results.Run) -> bool:

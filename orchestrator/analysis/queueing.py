@@ -266,13 +266,20 @@ def _jsonable(v):
     return v
 
 
+MIX_NOTE = (
+    "a request mix is modelled as one class of requests whose service time is the mix's "
+    "(every request's, pooled); each endpoint's own queueing is not modelled (no multi-class "
+    "model): the predictions are for the mix as a whole, not per endpoint"
+)
+
+
 def fit_run(
     run_dir: str | Path, what_if_changes: dict[str, float] | None = None
 ) -> tuple[dict, pd.DataFrame]:
     """Fit the queueing models to a finished run, write RUN_DIR/models.json and return its
     contents ({"generated", "basis", "cells": [one compare row per cell], "usl": [fits],
-    "left_out": [one line per thing skipped] when something was, and "what_if": {"changes",
-    "cells"} when asked}; non-finite numbers written as null) and the table they came from.
+    "left_out": [one line per thing skipped] when something was, "mix": MIX_NOTE when a cell's
+    workload is a mix, and "what_if": {"changes", "cells"} when asked}; non-finite numbers written as null) and the table they came from.
     Raises PerfctlError when RUN_DIR is no run."""
     run = load(run_dir)
     notes: list[str] = []
@@ -293,6 +300,9 @@ def fit_run(
     }
     if notes:
         doc["left_out"] = notes
+    ep = run.endpoints
+    if not ep.empty and ep.groupby("cell_id")["endpoint"].nunique().max() > 1:
+        doc["mix"] = MIX_NOTE
     if what_if_changes:
         wi = what_if(table, what_if_changes)
         doc["what_if"] = {

@@ -133,6 +133,43 @@ def _summary(trials: pd.DataFrame, axes: list[str]) -> str:
     )
 
 
+def _endpoints(run: results.Run) -> str:
+    """Per cell and endpoint of a mix (run.endpoints): the mean over the cell's valid trials."""
+    ep = run.endpoints
+    if ep.empty or ep.groupby("cell_id")["endpoint"].nunique().max() < 2:
+        return ""
+    axes = [a for a in run.axes if a in ep]
+    cols = [
+        ("share", "share", ".1%"),
+        ("throughput req/s", "throughput_rps", ",.0f"),
+        ("p50 ms", "latency_p50_ms", ".3f"),
+        ("p90 ms", "latency_p90_ms", ".3f"),
+        ("p99 ms", "latency_p99_ms", ".3f"),
+        ("errors", "errors", ",.0f"),
+        ("error rate", "error_rate", ".4f"),
+    ]
+    head = "".join(f'<th class="l">{_e(a)}</th>' for a in [*axes, "endpoint"])
+    head += "".join(f"<th>{_e(c[0])}</th>" for c in cols)
+    head += '<th>valid</th><th class="l">why not</th>'
+    rows = []
+    for (_, name), g in ep.groupby(["cell_id", "endpoint"], sort=False):
+        valid = flag(g, "valid")
+        use = g[valid] if valid.any() else g
+        cells = "".join(f'<td class="l">{_e(g[a].iloc[0])}</td>' for a in axes)
+        cells += f'<td class="l">{_e(name)}</td>'
+        cells += "".join(f"<td>{_num(use[c[1]].mean(), c[2])}</td>" for c in cols)
+        cells += f'<td class="{"good" if valid.all() else "bad"}">{int(valid.sum())}/{len(g)}</td>'
+        why = "; ".join(dict.fromkeys(r for r in g["validity"] if r))
+        cells += f'<td class="l">{_e(why)}</td>'
+        rows.append(f'<tr class="{"" if valid.all() else "invalid"}">{cells}</tr>')
+    return (
+        f"<h3>Per endpoint</h3><table><tr>{head}</tr>{''.join(rows)}</table><p>Each request "
+        "of the workload's mix on its own (endpoints.csv): means over the cell's valid trials "
+        "in which the endpoint's own figures hold (enough requests for a p99, errors under "
+        "the limit); latency percentiles from the trial's HdrHistograms, within 0.1%.</p>"
+    )
+
+
 TCP_COLUMNS = [
     ("listen overflows", "tcp_listen_overflows"),
     ("listen drops", "tcp_listen_drops"),
@@ -513,6 +550,7 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
         f"<h2>Summary {badge}</h2>",
         _capacity(run, plot_dir),
         _summary(trials, run.axes) if not trials.empty else "<p>No trial recorded.</p>",
+        _endpoints(run) if not trials.empty else "",
         _thresholds(run) if not trials.empty else "",
         _kernel_tcp(trials, run.axes) if not trials.empty else "",
         _host_check(info),

@@ -20,6 +20,7 @@ from loadgen import digest, generate_to_dir, stats
 
 from ..errors import PerfctlError
 from ..experiment.load import Load, Workload, to_load_spec
+from ..experiment.workload import check_workload
 
 SELFCHECK_KEYS = (
     "loop_lag_p99_ms",
@@ -55,6 +56,20 @@ def _numbers(value: str | Sequence | None, kind: type) -> list | None:
         ) from None
 
 
+def _headers(lines: Sequence[str]) -> dict[str, str]:
+    """{name: value} from "Name: value" strings; PerfctlError on one without a name."""
+    out = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip() or " " in name.strip():
+            raise PerfctlError(
+                f"perfctl load: --header {line!r} is not 'Name: value'. Fix: e.g. "
+                "-H 'Authorization: Bearer {env:TOKEN}'."
+            )
+        out[name.strip()] = value.strip()
+    return out
+
+
 def load(
     url: str,
     *,
@@ -71,6 +86,7 @@ def load(
     keepalive: bool = True,
     method: str = "GET",
     body: str = "",
+    headers: Sequence[str] = (),
     bursts: int = 1,
     burst_interval: str = "1s",
     ramp_rates: str | Sequence[float] | None = None,
@@ -83,7 +99,8 @@ def load(
     Returns the figures `perfctl load --json` prints: throughput_rps, requests, errors,
     errors_by_class, latency_ms {p50, p90, p99, p999, max, mean}, valid, invalid_reasons,
     selfcheck, and per mode sustainable_rps, ramp_steps, release_spread_ms_max. `out` keeps
-    requests.parquet and summary.json there."""
+    requests.parquet and summary.json there. `headers`: "Name: value" strings, on every
+    request ({env:NAME} in a value reads the environment)."""
     chosen = mode or ("ramp" if ramp_rates else "open" if rate else "closed")
     host, port, path, query = _target(url)
     rates = _numbers(ramp_rates, float)
@@ -107,7 +124,10 @@ def load(
     try:
         ld = Load.model_validate(fields)
         workload = Workload(
-            path=path + (f"?{query}" if query else ""), method=method.upper(), body=body
+            path=path + (f"?{query}" if query else ""),
+            method=method.upper(),
+            body=body,
+            headers=_headers(headers),
         )
     except ValidationError as e:
         err = e.errors()[0]
@@ -117,6 +137,7 @@ def load(
             f"(got {err.get('input')!r}). Fix: see perfctl load --help; "
             "durations like 10s or 250ms."
         ) from None
+    check_workload(workload, "http", "perfctl load --header", "")
     spec = to_load_spec(ld, workload, host, port, seed=seed, cpus=cpu_list)
     with tempfile.TemporaryDirectory(prefix="perfctl-load-") as tmp:
         where = Path(out) if out is not None else Path(tmp)

@@ -38,7 +38,7 @@ from ..results.store import check_present, storage_guard
 from ..run.execute import execute_plan, run_info
 from ..search.execute import execute_search
 from . import display, target
-from .summary import capacity_table, summary_table
+from .summary import capacity_table, endpoint_table, summary_table
 
 
 def run(
@@ -266,9 +266,14 @@ def _run(
         info["network_backend"] = sorted(set(trials["network_backend"].astype(str)))
         results.write_json(run_dir / "run.json", info)
     console.print(summary_table(trials, p.axes, console.width, p.document))
+    per_endpoint = endpoint_table(results.load(run_dir).endpoints, p.axes)
+    if per_endpoint is not None:
+        console.print(per_endpoint)
     if p.experiment.models:
         with display.step(console, "fitting queueing models"):
             doc, table = queueing.fit_run(run_dir)
+        if doc.get("mix"):
+            console.print(f"note: {doc['mix']}", markup=False)
         for note in doc.get("left_out", []):
             console.print(f"skipped: {note}", markup=False)
         for line in queueing.cell_lines(table):  # each prediction with its verdict

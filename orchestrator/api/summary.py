@@ -26,6 +26,7 @@ from ..numbers import fmt
 
 RATE_KEYS = ("rate",)  # load: keys only open and ramp load read
 RATELESS_MODES = {"closed", "burst"}
+MAX_ENDPOINT_NOTES = 8  # lines under the per-endpoint table saying why an endpoint is not valid
 
 
 def rate_only_axes(document: dict | None, axes: list[str]) -> set[str]:
@@ -207,6 +208,55 @@ def summary_table(
             )
         )
     return Group(table, *notes)
+
+
+def endpoint_table(endpoints: pd.DataFrame, axes: list[str]) -> Group | None:
+    """Per cell and endpoint, when a cell's workload is a mix (run.endpoints): each request's
+    share, throughput, latency and errors, the mean over its valid trials (all trials when
+    none is valid), and how many of its trials it was valid in. None without a mix."""
+    if endpoints.empty or endpoints.groupby("cell_id")["endpoint"].nunique().max() < 2:
+        return None
+    t = Table(
+        title="Per endpoint: mean over valid trials; latency in ms",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
+    shown = [a for a in axes if a in endpoints]
+    for a in [*shown, "endpoint"]:
+        t.add_column(a, overflow="fold")
+    heads = ("share", "req/s", "p50", "p90", "p99", "errors", "error%", "valid")
+    for h in heads:
+        t.add_column(h, justify="right", no_wrap=True)
+    notes: list[str] = []
+    for (_, name), g in endpoints.groupby(["cell_id", "endpoint"], sort=False):
+        valid = flag(g, "valid")
+        use = g[valid] if valid.any() else g
+        t.add_row(
+            *[str(g[a].iloc[0]) for a in shown],
+            str(name),
+            f"{100 * use['share'].mean():.1f}%",
+            fmt(use["throughput_rps"].mean()),
+            fmt(use["latency_p50_ms"].mean()),
+            fmt(use["latency_p90_ms"].mean()),
+            fmt(use["latency_p99_ms"].mean()),
+            fmt(g["errors"].sum()),
+            f"{100 * use['error_rate'].mean():.3g}",
+            f"{int(valid.sum())}/{len(g)}",
+            style=None if valid.all() else "red",
+        )
+        where = ", ".join(f"{a}={g[a].iloc[0]}" for a in shown)
+        for r in dict.fromkeys(g["validity"]):
+            r = r.removeprefix("the trial is invalid").removeprefix("; ")
+            if r:
+                notes.append(f"{where + ', ' if where else ''}{name}: {r}")
+    lines = [Text(n, "dim") for n in notes[:MAX_ENDPOINT_NOTES]]
+    if len(notes) > MAX_ENDPOINT_NOTES:
+        more = len(notes) - MAX_ENDPOINT_NOTES
+        lines.append(Text(f"... and {more} more (each trial's endpoints.csv)", "dim"))
+    return Group(t, *lines)
 
 
 def capacity_table(doc: dict, axes: list[str]) -> Group:

@@ -74,6 +74,8 @@ def model(
         raise PerfctlError("--run-what-if runs a --what-if configuration: give --what-if too")
     with step(console, "fitting queueing models"):
         doc, table = queueing.fit_run(run_dir, changes or None)
+    if doc.get("mix"):
+        console.print(f"note: {doc['mix']}", markup=False)
     for note in doc.get("left_out", []):
         console.print(f"skipped: {note}", markup=False)
     if not no_plots:

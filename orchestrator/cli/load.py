@@ -38,6 +38,15 @@ def load(
     ] = False,
     method: Annotated[str, typer.Option(help="HTTP method.")] = "GET",
     body: Annotated[str, typer.Option(help="Request body; {seq} becomes a unique number.")] = "",
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            "-H",
+            help="A header on every request, 'Name: value' (repeatable); {env:NAME} reads "
+            "a secret from the environment, never written to a file.",
+        ),
+    ] = None,
     bursts: Annotated[int, typer.Option(help="Burst mode: number of releases.")] = 1,
     burst_interval: Annotated[str, typer.Option(help="Burst mode: time between releases.")] = "1s",
     ramp_rates: Annotated[
@@ -68,6 +77,7 @@ def load(
         keepalive=not no_keepalive,
         method=method,
         body=body,
+        headers=header or [],
         bursts=bursts,
         burst_interval=burst_interval,
         ramp_rates=ramp_rates,

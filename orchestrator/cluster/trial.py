@@ -86,6 +86,7 @@ def execute_cluster_trial(
             started["port"],
             seed=seed,
             cpus=tuple(cell.placement.loadgen_cpu_list or ()),
+            source=plan.source,
         )
         (tdir / "spec.json").write_text(out.spec.to_json())
         shards = dict(zip(lg_hosts, shard_specs(out.spec, len(lg_hosts))))

@@ -22,6 +22,7 @@ RUNTIME_PLACEHOLDERS = {
     "workdir",
     "host",  # filled when the server starts
     "seq",  # by the load generator, per request
+    "uuid",  # (loadgen/fields.py: the generated fields; the others hold a colon)
     "spec",
     "out",
 }  # in load.driver.cmd, per trial

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from typing import Any, Literal
-from urllib.parse import urlencode
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
@@ -18,48 +17,7 @@ from loadgen.spec import LoadSpec, keep_fraction, measured_window_s
 from . import units
 from .base import FrozenModel, Seconds
 from .catalogue import DRIVERS
-
-
-class Workload(FrozenModel):
-    """What every request asks of the server: an operation (path), its arguments, a method and a
-    body. One workload serves every driver (HTTP and RMI alike)."""
-
-    path: str = Field(
-        "/work",
-        description="the operation: /work, /search, /register, /db, /health for the bundled "
-        "servers (servers/PROTOCOL.md), any path for a `cmd` server",
-    )
-    params: dict[str, str | int | float] = Field(
-        default_factory=dict,
-        description="the operation's arguments, sent as the query string "
-        "(e.g. {spin_us: 200, sleep_us: 0})",
-    )
-    method: Literal["GET", "POST"] = Field("GET", description="the HTTP method")
-    body: str = Field(
-        "",
-        description="request body; `{seq}` in it (or in path) becomes a unique number per request",
-    )
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        if not v.startswith("/"):
-            raise ValueError(f"path must start with '/', got {v!r}")
-        return v
-
-    @property
-    def target(self) -> str:
-        """The HTTP request target: path plus the params as a query string."""
-        query = urlencode(dict(self.params))
-        return self.path + (f"?{query}" if query else "")
-
-    @property
-    def spin_us(self) -> float:
-        return float(self.params.get("spin_us", 0) or 0)
-
-    @property
-    def sleep_us(self) -> float:
-        return float(self.params.get("sleep_us", 0) or 0)
+from .workload import Workload, replay_names, replay_path, resolved_mix
 
 
 class Slo(FrozenModel):
@@ -292,10 +250,17 @@ _SPEC_FROM_LOAD = (
 
 
 def to_load_spec(
-    load: Load, workload: Workload, host: str, port: int, seed: int, cpus: tuple[int, ...] = ()
+    load: Load,
+    workload: Workload,
+    host: str,
+    port: int,
+    seed: int,
+    cpus: tuple[int, ...] = (),
+    source: str | None = None,
 ) -> LoadSpec:
     """The load generator's spec for one load run against host:port. `seed` seeds the arrival
-    schedule and think times; `cpus` pins the load-generator processes."""
+    schedule, think times and generated fields; `cpus` pins the load-generator processes;
+    `source` (the experiment file) is where a mix's CSV paths are relative to."""
     ramp = load.ramp or Ramp(rates=[1.0])
     return LoadSpec(
         host=host,
@@ -303,6 +268,11 @@ def to_load_spec(
         target=workload.target,
         method=workload.method,
         body=workload.body,
+        headers=tuple(workload.headers.items()),
+        requests=resolved_mix(workload, source),
+        replay_file=replay_path(workload, source) if workload.replay else "",
+        replay_order=workload.replay_order,
+        replay_names=replay_names(workload, source) if workload.replay else (),
         think_dist=load.think,
         rate_rps=load.rate_rps or 0.0,
         seed=seed,

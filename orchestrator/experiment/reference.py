@@ -32,6 +32,7 @@ from .search import Search, SearchSlo
 from .servers import BundledServer, CommandServer, ReadyCheck
 from .services import PostgresData, PostgresService
 from .validity import Validity
+from .workload import Request
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,6 +63,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("services.NAME", PostgresService, "kind postgresql"),
     Section("services.NAME.data", PostgresData),
     Section("workload", Workload),
+    Section("workload.requests[]", Request, "one request of a mix"),
     Section("load", Load),
     Section("load.driver", DriverCommand, "a driver program"),
     Section("load.ramp", Ramp),

@@ -1,6 +1,6 @@
 """The results store: one directory per run (store.py) and the one module that owns its
 columns and keys (schema.py). Notebooks: `from orchestrator import results;
-run = results.load("results/latest")` gives run.trials, run.requests, run.timeline."""
+run = results.load("results/latest")` gives run.trials, run.requests, run.timeline, run.endpoints."""
 
 from .schema import read_capacity, read_summary, read_trials, write_json
 from .store import Run, TrialTable, load, new_run_dir, point_latest, prepare, trial_dir

@@ -29,6 +29,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..errors import PerfctlError
+from .endpoints import ENDPOINT_COLUMNS, read_endpoints
 from .schema import order_columns, read_summary, read_trials, write_trials
 
 RUN_FILE = "run.json"  # what makes a directory a run
@@ -388,6 +389,28 @@ class Run:
     @cached_property
     def timeline(self) -> pd.DataFrame:
         return self._gather("timeline.parquet")
+
+    @cached_property
+    def endpoints(self) -> pd.DataFrame:
+        """One row per cell x trial x endpoint (results/endpoints.py): cell_id, trial, the
+        matrix axes, then the endpoint's figures and verdict. Trials written before
+        endpoints.csv existed have no rows."""
+        frames = []
+        for _, t in self.trials[["cell_id", "trial"]].iterrows():
+            df = read_endpoints(trial_dir(self.path, t["cell_id"], int(t["trial"])))
+            if df is not None:
+                df.insert(0, "trial", int(t["trial"]))
+                df.insert(0, "cell_id", t["cell_id"])
+                frames.append(df)
+        if not frames:
+            return pd.DataFrame(columns=["cell_id", "trial", *self.axes, *ENDPOINT_COLUMNS])
+        df = pd.concat(frames, ignore_index=True)
+        axes = [a for a in self.axes if a in self.trials.columns]
+        if axes:
+            keys = self.trials[["cell_id", "trial", *axes]].drop_duplicates(["cell_id", "trial"])
+            df = df.merge(keys, on=["cell_id", "trial"], how="left")
+            df = df[["cell_id", "trial", *axes, *ENDPOINT_COLUMNS]]
+        return df
 
     @cached_property
     def models(self) -> dict:

@@ -36,6 +36,7 @@ from ..experiment.plan import Cell
 from ..experiment.servers import BundledServer
 from ..netem.expected import expected_rtt_p50_ms
 from ..results import trial_dir, write_json
+from .endpoints import endpoint_names, write_trial_endpoints
 
 ZERO_LOAD = {"requests": 0, "errors": 0, "throughput_rps": 0.0}  # no usable load output
 
@@ -101,8 +102,8 @@ class TrialOutcome:
 
 
 def trial_row(t: TrialOutcome) -> dict:
-    """The trial's row, from what it produced. Writes timeline.parquet (and ramp.json,
-    network_changes.json when the load or the network has them) into t.tdir."""
+    """The trial's row, from what it produced. Writes timeline.parquet, endpoints.csv (and
+    ramp.json, network_changes.json when the load or the network has them) into t.tdir."""
     row = {
         "cell_id": t.cell.cell_id,
         "trial": t.trial,
@@ -138,6 +139,15 @@ def trial_row(t: TrialOutcome) -> dict:
     row["invalid_reasons"] = "; ".join(reasons)
     if t.noise is not None:
         row.update(t.noise(int(row.get("requests") or 0)))
+    if t.summary is not None and t.spec is not None:
+        write_trial_endpoints(
+            t.tdir,
+            t.summary,
+            t.spec.mode,
+            endpoint_names(t.spec, t.cell.workload.path),
+            row,
+            t.max_error_rate,
+        )
     return row
 
 

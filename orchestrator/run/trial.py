@@ -167,7 +167,7 @@ def execute_trial(
         out.startup_s = server.wait_ready()
         host, port = server.host, server.port
         if needs_probe(cell):  # directly, before any injected delay and the load
-            out.probe = dispatch_probe.probe(host, port, cell.workload.target).row()
+            out.probe = dispatch_probe.probe(host, port, cell.workload.probe_target).row()
         if injector is not None:
             host, port = injector.start(server.host, server.port)
             probes.append(("before", injector.probe(), injector.state_now()))
@@ -178,6 +178,7 @@ def execute_trial(
             port,
             seed=seed,
             cpus=tuple(cell.placement.loadgen_cpu_list or ()),
+            source=plan.source,
         )
         spec = dataclasses.replace(spec, early_wake_ns=host_early_wake_ns(run_dir))
         if spec.mode == "open":  # handed to every driver (loadgen/DRIVER.md)

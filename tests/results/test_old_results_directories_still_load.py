@@ -39,6 +39,7 @@ def test_old_requests_and_timeline_load(old_run):
     run = results.load(old_run)
     assert len(run.requests) > 100 and "latency_ns" in run.requests.columns
     assert not run.timeline.empty
+    assert run.endpoints.empty and "endpoint" in run.endpoints.columns  # before endpoints.csv
 
 
 def test_report_and_model_work_on_an_old_run(old_run):
