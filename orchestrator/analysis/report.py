@@ -336,6 +336,13 @@ def _models(table: pd.DataFrame, what_if: dict | None = None) -> str:
     )
 
 
+def _cluster_warning(info: dict) -> str:
+    """run.json's cluster warning (an insecure cluster: plain TCP), in the report's head."""
+    cluster = info.get("cluster")
+    warning = cluster.get("warning") if isinstance(cluster, dict) else None
+    return f'<p class="warn">cluster: {_e(warning)}</p>' if warning else ""
+
+
 def _host_check(info: dict) -> str:
     """The host's figures measured before the first trial (measure/hostcheck.py), beside the
     results they bound, with what they limit."""
@@ -455,6 +462,7 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
     body = [
         f"<h1>{_e(info.get('experiment', run.path.name))}</h1><p class='sub'>{sub}</p>",
         f"<p>{_e(info.get('document', {}).get('description', ''))}</p>",
+        _cluster_warning(info),
         f"<h2>Summary {badge}</h2>",
         _capacity(run, plot_dir),
         _summary(trials, run.axes) if not trials.empty else "<p>No trial recorded.</p>",

@@ -22,7 +22,7 @@ from pydantic import BaseModel, BeforeValidator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from .cluster import Cluster, LocalCluster
+from .cluster import Cluster, LocalCluster, Tls
 from .load import DriverCommand, Load, Ramp, Slo, Workload
 from .network import GilbertElliott, Network, NetworkStep
 from .placement import LoadgenPlace, Placement, ServerPlace
@@ -94,6 +94,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section("cluster", Cluster),
     Section("cluster.local", LocalCluster),
+    Section("cluster.tls", Tls),
 )
 
 # What a value looks like in the file, by the unit parser (orchestrator/experiment/units.py)
