@@ -431,7 +431,9 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
     and appended to `notes`, one line each."""
     notes = [] if notes is None else notes
     run = results.load(run_dir)
+    info = run.info  # a damaged run.json stops it here, before any figure is drawn
     trials = run.trials
+    notes.extend(run.damaged())
     out = Path(out) if out else run.path / "report.html"
     plot_dir = run.path / "plots"
     figs = draw_run(run, plot_dir, notes)
@@ -442,7 +444,6 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
         table = pd.DataFrame()
     what_if = run.models.get("what_if") if isinstance(run.models, dict) else None
     figs += draw_models(run, table, plot_dir, (what_if or {}).get("changes"))
-    info = run.info
     invalid = int((~trials["valid"].fillna(False).astype(bool)).sum()) if not trials.empty else 0
     badge = (
         f'<span class="flag">{invalid} of {len(trials)} trials invalid</span>'
