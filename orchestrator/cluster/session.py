@@ -10,6 +10,7 @@ so the bound is conservative.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,10 @@ class HostLost(Exception):
         self.detail = detail
 
 
+class SchedulerLost(PerfctlError):
+    """The scheduler stopped answering (killed, its host or link down): the run stops."""
+
+
 class Session:
     """open() connects (starting a local cluster first when asked); close() ends it."""
 
@@ -64,6 +69,7 @@ class Session:
         self.address = cfg.scheduler or ""
         self.facts: dict[str, dict] = {}
         self.security: Security | None = None  # the client's TLS (None: plain TCP)
+        self.lost = False  # the scheduler stopped answering (SchedulerLost)
 
     # --- connecting --------------------------------------------------------------------
     def open(self) -> Session:
@@ -144,6 +150,10 @@ class Session:
             ) from None
 
     def close(self) -> None:
+        if self.client is not None and self.lost:
+            # the client is still trying to reconnect: closing it cancels that, which Dask
+            # logs as an error with a traceback; the paragraph has said what happened
+            logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         if self.client is not None:
             try:
                 self.client.close(timeout=STOP_TIMEOUT_S)
@@ -159,8 +169,27 @@ class Session:
         """Worker name -> address, for the workers the scheduler knows right now."""
         # Asked directly: Client.scheduler_info() returns a cache that the client's own
         # periodic refresh overwrites with a worker-less summary, so it can read as empty.
-        info = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+        if self.local is not None and self.local.scheduler.poll() is not None:
+            raise self._scheduler_lost(f"the scheduler exited {self.local.scheduler.returncode}")
+        try:
+            info = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+        except (OSError, TimeoutError) as e:  # CommClosedError is an OSError
+            raise self._scheduler_lost(f"{type(e).__name__}: {e}") from None
         return {str(w.get("name", a)): a for a, w in info.get("workers", {}).items()}
+
+    def _scheduler_lost(self, why: str) -> SchedulerLost:
+        self.lost = True
+        start = (
+            "the local cluster starts afresh"
+            if self.local is not None
+            else f"restart `dask scheduler` at {self.address} and its workers"
+        )
+        return SchedulerLost(
+            f"cluster at {self.address}: the Dask scheduler stopped answering ({why}). The run "
+            "stops; every finished trial is kept in trials.csv, the trial that was running is "
+            "not recorded, and what it started on the hosts stops when its lease ends "
+            f"(cluster/tasks.py). Fix: {start}, then perfctl run --resume RUN_DIR runs the rest."
+        )
 
     def names(self) -> list[str]:
         return sorted(self.addresses())
@@ -309,7 +338,10 @@ class Session:
     def stop_trial(self, token: str, hosts: dict[str, str], server: bool) -> None:
         """Best effort: stop the load generators a trial still runs on those hosts, and with
         server=True its server too (bounded in time)."""
-        alive = set(self.addresses().values())
+        try:
+            alive = set(self.addresses().values())
+        except SchedulerLost:  # nothing to ask: the workers stop what they run without it
+            return
         targets = [a for a in hosts.values() if a in alive]
         if not targets:
             return
