@@ -8,7 +8,11 @@ Prints, for load-generator shards on h2 alone vs on h2 and h3:
   the "hosts" share the cores with the server, so the ratio is bounded by CPU, not by the load
   generator; the CPU figures printed beside it say which side was saturated;
 - open loop at 5000/s: the rate error (achieved vs target) and send lateness p99;
-- the measured clock-offset uncertainty (RTT/2 of the best NTP-style exchange per host).
+- the measured clock-offset uncertainty (RTT/2 of the best NTP-style exchange per host);
+- TLS vs TCP (issue #31): the open loop on h2 and h3 over the cluster's mutual TLS (the
+  default) and over plain TCP (`insecure: true`): rate error and send lateness. The goal is no
+  difference beyond the noise between repeats: the measured path (shards to server) never
+  crosses Dask; only the orchestrator's tasks do.
 Each figure is the median over valid trials, with valid/quiet counts beside it (a number is
 only as good as the trials behind it). Prints figures only; asserts nothing.
 """
@@ -30,18 +34,30 @@ servers: {{c: {{impl: c, model: epoll}}}}
 workload: {{path: /work, params: {{}}}}
 load: {{mode: {mode}, {rate}connections: 64, duration: {duration}s, warmup: 2s}}
 placement: {{server: {{host: h1}}, loadgen: {{hosts: "{{lg}}"}}}}
-cluster: {{local: {{hosts: 3}}}}
-matrix: {{lg: [h2, "h2,h3"]}}
+cluster: {{local: {{hosts: 3}}{insecure}}}
+matrix: {{lg: {hosts}}}
 repeats: {repeats}
 order: interleaved
 """
 
 
-def run(mode: str, duration: float, repeats: int, work: Path) -> pd.DataFrame:
+def run(mode: str, duration: float, repeats: int, work: Path, tcp: bool = False) -> pd.DataFrame:
+    """One run: closed or open load, shards on h2 and on h2+h3 (only h2+h3 when tcp=True,
+    which makes the cluster plain TCP)."""
     rate = "rate: 5000, " if mode == "open" else ""
-    exp = work / f"{mode}.yaml"
-    exp.write_text(EXPERIMENT.format(mode=mode, rate=rate, duration=duration, repeats=repeats))
-    out = work / mode
+    name = f"{mode}-tcp" if tcp else mode
+    exp = work / f"{name}.yaml"
+    exp.write_text(
+        EXPERIMENT.format(
+            mode=mode,
+            rate=rate,
+            duration=duration,
+            repeats=repeats,
+            insecure=", insecure: true" if tcp else "",
+            hosts='["h2,h3"]' if tcp else '[h2, "h2,h3"]',
+        )
+    )
+    out = work / name
     done = perfctl("run", str(exp), "--out", str(out), "--no-plots", timeout=3600)
     if done.returncode != 0:
         sys.exit(f"perfctl run failed ({mode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
@@ -79,6 +95,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="perfctl-bench-cluster-"))
     closed = run("closed", a.duration, a.repeats, work)
     opened = run("open", a.duration, a.repeats, work)
+    tcp = run("open", a.duration, a.repeats, work, tcp=True)
     print(
         f"local 3-host cluster, C epoll server on h1, {a.duration:g} s windows, "
         f"{a.repeats} repeat(s) per cell, {os.cpu_count()} CPUs shared by all hosts"
@@ -107,7 +124,16 @@ def main() -> None:
             f"{_median(g, 'send_lateness_p99_ms'):.3f} ms  latency p99 "
             f"{_median(g, 'latency_p99_ms'):.3f} ms  ({_counts(g)})"
         )
-    both = pd.concat([closed, opened])
+    print("\nopen loop, 5000/s, shards on h2 and h3: the cluster over TLS vs plain TCP")
+    for name, g in (("TLS", opened[opened["loadgen_hosts"] == "h2,h3"]), ("TCP", tcp)):
+        err = 100 * (_median(g, "achieved_rate") - 5000) / 5000
+        print(
+            f"  {name}: rate error {err:+.2f}%  send lateness p99 "
+            f"{_median(g, 'send_lateness_p99_ms'):.3f} ms  latency p50 "
+            f"{_median(g, 'latency_p50_ms'):.3f} ms  p99 {_median(g, 'latency_p99_ms'):.3f} ms"
+            f"  ({_counts(g)})"
+        )
+    both = pd.concat([closed, opened, tcp])
     print(
         f"\nclock-offset uncertainty (worst host per trial): median "
         f"{both['clock_uncertainty_ms_max'].median():.3f} ms, max "

@@ -130,6 +130,7 @@ class Connection(asyncio.Protocol):
         "head",
         "skip",
         "timed",
+        "answered",
     )
 
     def __init__(self, worker, ident: int) -> None:
@@ -149,6 +150,7 @@ class Connection(asyncio.Protocol):
         self.head = b""  # bytes of the response in flight up to its head's end
         self.skip = 0  # responses to go before the full parser's next turn
         self.timed = False  # a response on this connection carried Server-Timing
+        self.answered = False  # a response ended within the read being parsed
 
     # --- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -162,16 +164,18 @@ class Connection(asyncio.Protocol):
             self.head = data
         elif not self.headers_done:  # a head split over several reads
             self.head += data
-            if len(self.head) > MAX_HEAD_BYTES:
-                self._fail(PARSE)
-                return
+        self.answered = False
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
             self._fail(PARSE)
+            return
+        if self.first_ns and not self.headers_done and len(self.head) > MAX_HEAD_BYTES:
+            self._fail(PARSE)  # a response in flight whose head has not ended by now
 
     def eof_received(self):
         # A response with neither Content-Length nor chunked encoding ends at the peer's FIN.
+        self.answered = False
         if self.row >= 0:
             if self.parser is self.lean:
                 self._lean_eof()
@@ -218,6 +222,14 @@ class Connection(asyncio.Protocol):
         row = self.row
         if row < 0:
             return
+        if self.answered:
+            # A second response in one read: the server wrote it before the request it would
+            # answer was sent (one request at a time), so the stream is out of step. Counted
+            # as a parse error, never as that request's answer (with no status: the parser
+            # that read it is not the one the request was given).
+            self._fail(PARSE)
+            return
+        self.answered = True
         self.row = -1
         c = self.chunk
         now = _now()

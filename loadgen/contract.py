@@ -210,6 +210,12 @@ def _check_requests(path: Path, summary: dict) -> list[str]:
             )
             if writer is not None:
                 writer.write_batch(b)
+    except BaseException:  # a value that does not convert: no half-written file is left
+        if writer is not None:
+            writer.close()
+            writer = None
+        tmp.unlink(missing_ok=True)
+        raise
     finally:
         if writer is not None:
             writer.close()

@@ -376,6 +376,13 @@ def _models(table: pd.DataFrame, what_if: dict | None = None) -> str:
     )
 
 
+def _cluster_warning(info: dict) -> str:
+    """run.json's cluster warning (an insecure cluster: plain TCP), in the report's head."""
+    cluster = info.get("cluster")
+    warning = cluster.get("warning") if isinstance(cluster, dict) else None
+    return f'<p class="warn">cluster: {_e(warning)}</p>' if warning else ""
+
+
 def _host_check(info: dict) -> str:
     """The host's figures measured before the first trial (measure/hostcheck.py), beside the
     results they bound, with what they limit."""
@@ -516,7 +523,9 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
     and appended to `notes`, one line each."""
     notes = [] if notes is None else notes
     run = results.load(run_dir)
+    info = run.info  # a damaged run.json stops it here, before any figure is drawn
     trials = run.trials
+    notes.extend(run.damaged())
     out = Path(out) if out else run.path / "report.html"
     plot_dir = run.path / "plots"
     figs = draw_run(run, plot_dir, notes)
@@ -527,7 +536,6 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
         table = pd.DataFrame()
     what_if = run.models.get("what_if") if isinstance(run.models, dict) else None
     figs += draw_models(run, table, plot_dir, (what_if or {}).get("changes"))
-    info = run.info
     invalid = int((~trials["valid"].fillna(False).astype(bool)).sum()) if not trials.empty else 0
     badge = (
         f'<span class="flag">{invalid} of {len(trials)} trials invalid</span>'
@@ -547,6 +555,7 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
     body = [
         f"<h1>{_e(info.get('experiment', run.path.name))}</h1><p class='sub'>{sub}</p>",
         f"<p>{_e(info.get('document', {}).get('description', ''))}</p>",
+        _cluster_warning(info),
         f"<h2>Summary {badge}</h2>",
         _capacity(run, plot_dir),
         _summary(trials, run.axes) if not trials.empty else "<p>No trial recorded.</p>",

@@ -188,6 +188,7 @@ def _open_cluster(p, run_dir: Path, console: Console):
         )
     )
     session = cluster_session.Session(p.experiment.cluster, p.source, run_dir / "cluster").open()
+    _cluster_warning(p, console)
     try:
         session.check_placement(p)
         info = results.load(run_dir).info
@@ -210,6 +211,12 @@ def _open_cluster(p, run_dir: Path, console: Console):
             "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False)[/]"
         )
     return session, partial(cluster_trial.execute_cluster_trial, session)
+
+
+def _cluster_warning(p, console: Console) -> None:
+    """The insecure-cluster warning (experiment/cluster.py), when the cluster is plain TCP."""
+    if p.experiment.cluster is not None and p.experiment.cluster.warning:
+        console.print(f"[yellow]cluster: {p.experiment.cluster.warning}[/]", soft_wrap=True)
 
 
 def _run(
@@ -269,6 +276,7 @@ def _run(
     per_endpoint = endpoint_table(results.load(run_dir).endpoints, p.axes)
     if per_endpoint is not None:
         console.print(per_endpoint)
+    _cluster_warning(p, console)
     if p.experiment.models:
         with display.step(console, "fitting queueing models"):
             doc, table = queueing.fit_run(run_dir)

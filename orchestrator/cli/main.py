@@ -12,6 +12,7 @@ import typer
 from .. import __version__
 from ..errors import PerfctlError
 from . import analysis, calibrate, doctor, history, load, plan, run, serve
+from .cluster import app as cluster_app
 from .console import console, err_console
 from .netem import app as netem_app
 
@@ -56,6 +57,7 @@ app.command("doctor")(doctor.doctor)
 app.command()(calibrate.calibrate)
 app.add_typer(netem_app, name="netem", help="Network emulation tools (the latency proxy).")
 app.add_typer(history.app, name="history")
+app.add_typer(cluster_app, name="cluster", help="Dask cluster tools: certificates for its TLS.")
 
 
 def _interrupted() -> None:

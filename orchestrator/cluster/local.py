@@ -6,11 +6,17 @@ and each worker's own guardian then takes down what its tasks started.
 The scheduler listens on the bridge's address in the root namespace; worker hi runs inside
 its namespace (`ip netns exec`), listens on hi's address and is named hi. Workers run without
 a nanny (the process perfctl supervises is the worker itself) and with the profiler off.
+
+With tls (the default), the cluster speaks mutual TLS only (require_encryption): a CA and
+certificates for the scheduler, each worker and the client are made for the run
+(certs.write_set) into work_dir/tls, 0700, keys 0600, and removed at stop() (or by the
+guardian when perfctl dies).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +24,9 @@ from pathlib import Path
 from ..measure import noise
 from ..netem.commands import netns_exec
 from ..proc.ports import free_port
-from ..proc.process import spawn, tail, terminate
+from ..proc.process import at_death, forget, spawn, tail, terminate
 from ..run.bundled import ROOT
+from . import certs
 from .hosts import LocalHosts
 
 WORKER_THREADS = 4  # a trial's tasks block a thread each: server start, shard, stop
@@ -28,15 +35,31 @@ QUIET_WORKER_ENV = {
     "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",  # no sampling profiler thread
     "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "warning",
 }
+TLS_ENV = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True"}
+
+
+def tls_flags(files: certs.TlsFiles) -> list[str]:
+    """The `dask scheduler` / `dask worker` flags for one end's TLS files."""
+    return [
+        "--tls-ca-file",
+        str(files.ca),
+        "--tls-cert",
+        str(files.cert),
+        "--tls-key",
+        str(files.key),
+    ]
 
 
 class LocalProcesses:
     """start() -> scheduler address; stop() ends the workers, the scheduler and the hosts'
     network. Logs: work_dir/scheduler.log, work_dir/<host>.log."""
 
-    def __init__(self, names: list[str], work_dir: Path) -> None:
+    def __init__(self, names: list[str], work_dir: Path, tls: bool = True) -> None:
         self.names = names
         self.work_dir = work_dir
+        self.tls_dir: Path | None = work_dir / "tls" if tls else None
+        self.tls: dict[str, certs.TlsFiles] = {}  # name (scheduler, client, hN) -> its files
+        self._cleanup_key = ""
         self.net: LocalHosts | None = None
         self.scheduler: subprocess.Popen | None = None
         self.workers: dict[str, subprocess.Popen] = {}
@@ -47,8 +70,17 @@ class LocalProcesses:
         self.net = LocalHosts.create(self.names)
         # one machine: every process of the run is ours to the hosts' noise probes
         env = {**os.environ, **QUIET_WORKER_ENV, noise.RUN_ROOT_ENV: str(os.getpid())}
+        flags = {n: [] for n in ["scheduler", *self.names]}
+        if self.tls_dir is not None:
+            self._cleanup_key = f"cluster-tls-{os.getpid()}-{id(self)}"
+            at_death(self._cleanup_key, [["rm", "-rf", str(self.tls_dir)]])
+            ips = {h.name: h.ip for h in self.net.hosts} | {"scheduler": self.net.bridge_ip}
+            self.tls = certs.write_set(self.tls_dir, self.names, ips)
+            flags = {n: tls_flags(self.tls[n]) for n in flags}
+            env |= TLS_ENV
         port = free_port(self.net.bridge_ip)
-        self.address = f"tcp://{self.net.bridge_ip}:{port}"
+        scheme = "tls" if self.tls_dir is not None else "tcp"
+        self.address = f"{scheme}://{self.net.bridge_ip}:{port}"
         self.scheduler = spawn(
             [
                 sys.executable,
@@ -58,7 +90,10 @@ class LocalProcesses:
                 self.net.bridge_ip,
                 "--port",
                 str(port),
+                "--protocol",
+                scheme,
                 "--no-dashboard",
+                *flags["scheduler"],
             ],
             self.work_dir / "scheduler.log",
             cwd=ROOT,
@@ -84,6 +119,7 @@ class LocalProcesses:
                 str(DEATH_TIMEOUT_S),
                 "--local-directory",
                 str(self.work_dir / h.name),
+                *flags[h.name],
             ]
             self.workers[h.name] = spawn(
                 netns_exec(h.netns, argv), self.work_dir / f"{h.name}.log", cwd=ROOT, env=env
@@ -109,3 +145,8 @@ class LocalProcesses:
             terminate(self.scheduler, grace_s=2.0)
         if self.net is not None:
             self.net.delete()
+        if self.tls_dir is not None:
+            shutil.rmtree(self.tls_dir, ignore_errors=True)
+        if self._cleanup_key:
+            forget(self._cleanup_key)
+            self._cleanup_key = ""

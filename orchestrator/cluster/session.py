@@ -10,16 +10,19 @@ so the bound is conservative.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import distributed
+from distributed.security import Security
 
 from ..errors import PerfctlError
 from ..experiment.cluster import Cluster
 from ..experiment.plan import Plan
 from . import tasks
+from .certs import TlsFiles
 from .local import LocalProcesses
 
 CLOCK_SAMPLES = 8
@@ -50,6 +53,10 @@ class HostLost(Exception):
         self.detail = detail
 
 
+class SchedulerLost(PerfctlError):
+    """The scheduler stopped answering (killed, its host or link down): the run stops."""
+
+
 class Session:
     """open() connects (starting a local cluster first when asked); close() ends it."""
 
@@ -61,6 +68,8 @@ class Session:
         self.client: distributed.Client | None = None
         self.address = cfg.scheduler or ""
         self.facts: dict[str, dict] = {}
+        self.security: Security | None = None  # the client's TLS (None: plain TCP)
+        self.lost = False  # the scheduler stopped answering (SchedulerLost)
 
     # --- connecting --------------------------------------------------------------------
     def open(self) -> Session:
@@ -68,6 +77,8 @@ class Session:
             if self.cfg.local is not None:
                 self._open_local()
             else:
+                if self.cfg.tls is not None:
+                    self.security = security(self._tls_files())
                 self.client = self._connect(self.address, self.cfg.connect_timeout_s)
             if not self.names():
                 raise PerfctlError(
@@ -82,20 +93,50 @@ class Session:
             raise
         return self
 
+    def _tls_files(self) -> TlsFiles:
+        """cluster.tls's files, relative to the experiment file; PerfctlError when one is
+        missing or the key is readable by others."""
+        base = Path(self.source).resolve().parent
+        tls = self.cfg.tls
+        files = TlsFiles(*(p if p.is_absolute() else base / p for p in (tls.ca, tls.cert, tls.key)))
+        for key, path in zip(("ca", "cert", "key"), (files.ca, files.cert, files.key)):
+            if not path.is_file():
+                raise PerfctlError(
+                    f"{self.source}: key `cluster.tls.{key}`: {path} is not a readable file. "
+                    "Fix: make the cluster's certificates with `perfctl cluster certs DIR "
+                    "--hosts h1,h2,...` and name DIR's ca.pem, client.pem and client-key.pem."
+                )
+        if files.key.stat().st_mode & 0o077:
+            raise PerfctlError(
+                f"{self.source}: key `cluster.tls.key`: {files.key} can be read by other "
+                f"users, and whoever holds it may run code on every host. Fix: chmod 600 "
+                f"{files.key}."
+            )
+        return files
+
     def _connect(self, address: str, timeout_s: float) -> distributed.Client:
         try:
-            return distributed.Client(address, timeout=timeout_s, set_as_default=False)
+            return distributed.Client(
+                address, timeout=timeout_s, set_as_default=False, security=self.security
+            )
         except (OSError, TimeoutError) as e:
+            tls = (
+                ", and that the scheduler's certificate is signed by the CA of cluster.tls.ca"
+                if self.security is not None
+                else ""
+            )
             raise PerfctlError(
                 f"{self.source}: key `cluster.scheduler`: cannot reach the Dask scheduler at "
                 f"{address} within {timeout_s:g} s ({type(e).__name__}: {e}). Fix: start it "
                 f"(`dask scheduler` on that host), check the address and that its port is open "
-                "to this machine, or raise cluster.connect_timeout."
+                f"to this machine{tls}, or raise cluster.connect_timeout."
             ) from None
 
     def _open_local(self) -> None:
-        self.local = LocalProcesses(self.cfg.local.host_names, self.work_dir)
+        self.local = LocalProcesses(self.cfg.local.host_names, self.work_dir, self.cfg.uses_tls)
         self.address = self.local.start()
+        if self.local.tls:
+            self.security = security(self.local.tls["client"])
         self.client = self._connect(self.address, LOCAL_START_TIMEOUT_S)
         n = self.cfg.local.hosts
         try:
@@ -109,6 +150,10 @@ class Session:
             ) from None
 
     def close(self) -> None:
+        if self.client is not None and self.lost:
+            # the client is still trying to reconnect: closing it cancels that, which Dask
+            # logs as an error with a traceback; the paragraph has said what happened
+            logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         if self.client is not None:
             try:
                 self.client.close(timeout=STOP_TIMEOUT_S)
@@ -124,8 +169,27 @@ class Session:
         """Worker name -> address, for the workers the scheduler knows right now."""
         # Asked directly: Client.scheduler_info() returns a cache that the client's own
         # periodic refresh overwrites with a worker-less summary, so it can read as empty.
-        info = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+        if self.local is not None and self.local.scheduler.poll() is not None:
+            raise self._scheduler_lost(f"the scheduler exited {self.local.scheduler.returncode}")
+        try:
+            info = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+        except (OSError, TimeoutError) as e:  # CommClosedError is an OSError
+            raise self._scheduler_lost(f"{type(e).__name__}: {e}") from None
         return {str(w.get("name", a)): a for a, w in info.get("workers", {}).items()}
+
+    def _scheduler_lost(self, why: str) -> SchedulerLost:
+        self.lost = True
+        start = (
+            "the local cluster starts afresh"
+            if self.local is not None
+            else f"restart `dask scheduler` at {self.address} and its workers"
+        )
+        return SchedulerLost(
+            f"cluster at {self.address}: the Dask scheduler stopped answering ({why}). The run "
+            "stops; every finished trial is kept in trials.csv, the trial that was running is "
+            "not recorded, and what it started on the hosts stops when its lease ends "
+            f"(cluster/tasks.py). Fix: {start}, then perfctl run --resume RUN_DIR runs the rest."
+        )
 
     def names(self) -> list[str]:
         return sorted(self.addresses())
@@ -274,7 +338,10 @@ class Session:
     def stop_trial(self, token: str, hosts: dict[str, str], server: bool) -> None:
         """Best effort: stop the load generators a trial still runs on those hosts, and with
         server=True its server too (bounded in time)."""
-        alive = set(self.addresses().values())
+        try:
+            alive = set(self.addresses().values())
+        except SchedulerLost:  # nothing to ask: the workers stop what they run without it
+            return
         targets = [a for a in hosts.values() if a in alive]
         if not targets:
             return
@@ -299,11 +366,23 @@ class Session:
         return {
             "scheduler": self.address,
             "mode": "local" if self.local else "scheduler",
+            "tls": self.security is not None,
+            "warning": self.cfg.warning,
             "hosts": {
                 n: {"address": addrs.get(n, ""), **self.facts.get(n, {})}
                 for n in sorted(self.facts)
             },
         }
+
+
+def security(files: TlsFiles) -> Security:
+    """The client's side of mutual TLS: its certificate, the CA it trusts, nothing in clear."""
+    return Security(
+        tls_ca_file=str(files.ca),
+        tls_client_cert=str(files.cert),
+        tls_client_key=str(files.key),
+        require_encryption=True,
+    )
 
 
 def outcome(future: distributed.Future):

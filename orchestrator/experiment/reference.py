@@ -22,7 +22,7 @@ from pydantic import BaseModel, BeforeValidator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from .cluster import Cluster, LocalCluster
+from .cluster import Cluster, LocalCluster, Tls
 from .history import History
 from .load import DriverCommand, Load, Ramp, Slo, Workload
 from .network import GilbertElliott, Network, NetworkStep
@@ -97,6 +97,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section("cluster", Cluster),
     Section("cluster.local", LocalCluster),
+    Section("cluster.tls", Tls),
     Section("history", History),
 )
 

@@ -9,8 +9,11 @@ servers:
 ```
 
 A service placeholder is filled when a server starts (like `{port}`), from the running service:
-`dsn` is a libpq connection URI (`postgresql://USER@127.0.0.1:PORT/perfctl`), also understood by
-JDBC after a `jdbc:` prefix; `host` is 127.0.0.1; `port` the TCP port it listens on. Services take
+`dsn` is a libpq connection URI (`postgresql://perfctl:PASSWORD@127.0.0.1:PORT/perfctl`) with the
+password perfctl made for this service (a new one every run); `host` is 127.0.0.1; `port` the TCP
+port it listens on; `user` and `password` the credentials alone. A bundled server gets the
+password in its environment (PGPASSWORD), not on its command line; a command line shown or
+recorded by perfctl has it replaced by ***. Services take
 no `{axis}` placeholders: one service may serve every cell of a run (`scope: run`).
 """
 
@@ -24,7 +27,7 @@ from pydantic import Field, ValidationError
 from .base import FrozenModel, Seconds
 from .document import fail, matches, placeholders, validation_error
 
-SERVICE_FIELDS = ("dsn", "host", "port")
+SERVICE_FIELDS = ("dsn", "host", "port", "user", "password")
 SERVICE_PLACEHOLDER = re.compile(r"\{services\.([A-Za-z0-9_-]*)\.([A-Za-z0-9_]*)\}")
 _DOTTED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*)+)\}")
 

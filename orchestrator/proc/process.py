@@ -49,6 +49,7 @@ _meta: dict[int, dict] = {}  # pid -> {"pid", "pgid", "start", "argv", "child"}
 _cleanup: dict[str, list[list[str]]] = {}  # key -> commands the guardian runs if perfctl dies
 _record: Path | None = None
 _guardian: dict = {}  # {"owner": pid, "proc": Popen, "fd": write end}
+_hidden: set[str] = set()  # secrets (service passwords) no record or message may show
 _lock = threading.RLock()
 _spawns = itertools.count(1)
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -59,6 +60,20 @@ def supervisor_mark() -> str:
     process it starts (and so the way to find them, and to tell whether their owner lives)."""
     pid = os.getpid()
     return f"{pid}.{procfs.start_ticks(pid)}"
+
+
+def hide(secret: str) -> None:
+    """From now on, redacted() and children.json show *** for secret (a service password
+    that a command line may carry)."""
+    if secret:
+        _hidden.add(secret)
+
+
+def redacted(text: str) -> str:
+    """text with every hidden secret replaced by ***."""
+    for secret in _hidden:
+        text = text.replace(secret, "***")
+    return text
 
 
 def _die_with_parent(parent_pid: int, user: tuple[int, int] | None = None, in_main: bool = True):
@@ -104,7 +119,7 @@ def _popen(
         _meta[proc.pid] = {
             "pid": proc.pid,
             "pgid": proc.pid,
-            "argv": list(argv),
+            "argv": [redacted(a) for a in argv],
             "start": procfs.start_ticks(proc.pid),
             "child": env[CHILD_ENV],
         }

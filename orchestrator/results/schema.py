@@ -236,15 +236,56 @@ def configuration_columns(trials: pd.DataFrame, axes: list[str]) -> list[str]:
     ]
 
 
+# What a damaged file raises when read: pyarrow's errors are OSErrors, ValueErrors (ArrowInvalid),
+# TypeErrors and NotImplementedErrors; json's and the CSV parser's are ValueErrors.
+UNREADABLE = (OSError, ValueError, TypeError, NotImplementedError, LookupError)
+TRIAL_KEYS = ("cell_id", "trial")
+
+
+def why_unreadable(e: BaseException) -> str:
+    """A damaged file's error, in one short clause (first line, at most 160 characters)."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text[:160]}" if text else type(e).__name__
+
+
+def _trials_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """df with today's names, checked: a cell id and an integer trial number in every row."""
+    df = upgrade(df)
+    missing = [c for c in TRIAL_KEYS if c not in df.columns]
+    if missing:
+        raise ValueError(f"no {' or '.join(missing)} column")
+    trial = pd.to_numeric(df["trial"], errors="coerce")
+    if trial.isna().any() or (trial != trial.round()).any() or df["cell_id"].isna().any():
+        raise ValueError("a row without a cell_id or a whole trial number")
+    return df.assign(trial=trial.astype("int64"), cell_id=df["cell_id"].astype(str))
+
+
 def read_trials(run_dir: str | Path) -> pd.DataFrame:
-    """trials.parquet (or trials.csv) of a run directory, with today's column names."""
+    """trials.parquet (or trials.csv) of a run directory, with today's column names. When the
+    parquet file is damaged (truncated, corrupted) the CSV, written right after it, is read
+    instead; PerfctlError naming both when neither reads."""
     run_dir = Path(run_dir)
-    pq = run_dir / "trials.parquet"
-    if pq.is_file():
-        return upgrade(pd.read_parquet(pq))
-    if (run_dir / "trials.csv").is_file():
-        return upgrade(
-            pd.read_csv(run_dir / "trials.csv", keep_default_na=False, na_values=["", "nan", "NaN"])
+    readers = (
+        ("trials.parquet", pd.read_parquet),
+        (
+            "trials.csv",
+            lambda f: pd.read_csv(f, keep_default_na=False, na_values=["", "nan", "NaN"]),
+        ),
+    )
+    damaged = []
+    for name, read in readers:
+        f = run_dir / name
+        if not f.is_file():
+            continue
+        try:
+            return _trials_frame(read(f))
+        except UNREADABLE as e:
+            damaged.append(f"{f} ({why_unreadable(e)})")
+    if damaged:
+        raise PerfctlError(
+            f"{run_dir}: the trials table does not read: {'; '.join(damaged)}. The files "
+            "are damaged (truncated or overwritten). Fix: restore them from a copy, or run "
+            "the experiment again; the per-trial files under cells/ are still there."
         )
     raise PerfctlError(
         f"{run_dir}: no trials.csv here. Fix: give a run directory written by "
@@ -272,11 +313,33 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+SUMMARY_WINDOW = ("measure_start_ns", "measure_end_ns")
+
+
 def read_summary(trial_dir: Path) -> dict | None:
-    """The load generator's summary.json of one trial (None when missing). Its keys are
+    """The load generator's summary.json of one trial (None when missing, or damaged: not a
+    JSON object with its measured window; Run.damaged() names such files). Its keys are
     loadgen's (loadgen/DRIVER.md): measure_start_ns, measure_end_ns, start_ns, self-checks."""
     f = trial_dir / "summary.json"
-    return json.loads(f.read_text()) if f.is_file() else None
+    if not f.is_file():
+        return None
+    try:
+        doc = json.loads(f.read_text())
+    except UNREADABLE:
+        return None
+    return doc if summary_problem(doc) is None else None
+
+
+def summary_problem(doc) -> str | None:
+    """Why a parsed summary.json is unusable (not an object; its window or start not finite
+    numbers: loadgen/DRIVER.md), or None."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    for k in (*SUMMARY_WINDOW, "start_ns"):
+        v = doc.get(k, 0 if k == "start_ns" else None)  # start_ns: absent in old runs
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return f"{k} is not a number"
+    return None
 
 
 CAPACITY_FILE = "capacity.json"

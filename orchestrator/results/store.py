@@ -29,8 +29,16 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..errors import PerfctlError
-from .endpoints import ENDPOINT_COLUMNS, read_endpoints
-from .schema import order_columns, read_summary, read_trials, write_trials
+from .endpoints import ENDPOINT_COLUMNS, ENDPOINTS_FILE, read_endpoints
+from .schema import (
+    UNREADABLE,
+    order_columns,
+    read_summary,
+    read_trials,
+    summary_problem,
+    why_unreadable,
+    write_trials,
+)
 
 RUN_FILE = "run.json"  # what makes a directory a run
 MAX_REQUEST_ROWS = 20_000_000  # Run.requests loads at most this many rows (~1.4 GB)
@@ -236,7 +244,7 @@ def trial_dir(run_dir: Path, cell_id: str, trial: int) -> Path:
 def _csv_rows(csv: Path) -> int | None:
     try:
         return len(pd.read_csv(csv, usecols=[0]))
-    except (OSError, pd.errors.EmptyDataError):
+    except UNREADABLE:  # missing, empty or damaged: rewritten from the parquet file
         return None
 
 
@@ -276,15 +284,73 @@ class TrialTable:
         return order_columns(pd.DataFrame(self.rows))
 
 
+TRIAL_FILES = (
+    "summary.json",
+    "digest.json",
+    "requests.parquet",
+    "timeline.parquet",
+    "resources.parquet",
+    ENDPOINTS_FILE,
+)
+
+
 @dataclass
 class Run:
-    """A results directory opened for analysis: DataFrames on first use."""
+    """A results directory opened for analysis: DataFrames on first use.
+
+    A damaged file (truncated, overwritten) of one trial is left out of what reads it, as if
+    missing, and damaged() names it; a damaged run.json or trials table raises PerfctlError
+    naming it, since nothing of the run can be told without them."""
 
     path: Path
 
     @cached_property
     def info(self) -> dict:
-        return json.loads((self.path / RUN_FILE).read_text())
+        f = self.path / RUN_FILE
+        try:
+            info = json.loads(f.read_text())
+        except UNREADABLE as e:
+            raise _damaged_run_json(f, why_unreadable(e)) from None
+        if not isinstance(info, dict) or not isinstance(info.get("axes", []), list):
+            raise _damaged_run_json(f, "not a run.json object with a list of axes")
+        return info
+
+    def damaged(self) -> list[str]:
+        """One line per damaged per-trial file (TRIAL_FILES): which, why, that it is left
+        out. Reads each JSON file and each parquet footer."""
+        out = []
+        for cid, k in zip(self.trials["cell_id"], self.trials["trial"]):
+            tdir = trial_dir(self.path, cid, int(k))
+            for name in TRIAL_FILES:
+                f = tdir / name
+                if not f.is_file():
+                    continue
+                try:
+                    if name == "summary.json":
+                        problem = summary_problem(json.loads(f.read_text()))
+                    elif name.endswith(".json"):
+                        problem = (
+                            None if isinstance(json.loads(f.read_text()), dict) else "not an object"
+                        )
+                    elif name == ENDPOINTS_FILE:
+                        problem = None if _endpoints_read(f.parent) else "not an endpoints table"
+                    else:
+                        problem = None if _footer_reads(f) else "not a whole parquet file"
+                except UNREADABLE as e:
+                    problem = why_unreadable(e)
+                if problem:
+                    out.append(
+                        f"{f.relative_to(self.path)} is damaged ({problem}); that trial's "
+                        f"{name} is left out"
+                    )
+        return out
+
+    def _parquet(self, f: Path, columns: list[str] | None = None) -> pd.DataFrame | None:
+        """f read whole (or its columns), or None when it is damaged (see damaged())."""
+        try:
+            return pq.read_table(f, columns=columns).to_pandas()
+        except UNREADABLE:
+            return None
 
     @cached_property
     def trials(self) -> pd.DataFrame:
@@ -294,8 +360,8 @@ class Run:
         frames = []
         for _, t in self.trials[["cell_id", "trial"]].iterrows():
             f = trial_dir(self.path, t["cell_id"], int(t["trial"])) / name
-            if f.is_file():
-                df = pd.read_parquet(f)
+            df = self._parquet(f) if f.is_file() else None
+            if df is not None:
                 df.insert(0, "trial", int(t["trial"]))
                 df.insert(0, "cell_id", t["cell_id"])
                 frames.append(df)
@@ -308,7 +374,7 @@ class Run:
         for cid, k in zip(self.trials["cell_id"], self.trials["trial"]):
             if (cell_id is None or cid == cell_id) and (trial is None or int(k) == int(trial)):
                 f = trial_dir(self.path, cid, int(k)) / "requests.parquet"
-                if f.is_file():
+                if f.is_file() and _footer_reads(f):
                     out.append((cid, int(k), f))
         return out
 
@@ -355,7 +421,9 @@ class Run:
                 if columns is None
                 else list(dict.fromkeys([*columns, "intended_ns", "sent_ns", "done_ns"]))
             )
-            df = pq.read_table(f, columns=need).to_pandas()
+            df = self._parquet(f, need)
+            if df is None:
+                continue
             if measured_only:
                 s = read_summary(f.parent)
                 if s is not None:
@@ -397,7 +465,7 @@ class Run:
         endpoints.csv existed have no rows."""
         frames = []
         for _, t in self.trials[["cell_id", "trial"]].iterrows():
-            df = read_endpoints(trial_dir(self.path, t["cell_id"], int(t["trial"])))
+            df = _endpoints_read(trial_dir(self.path, t["cell_id"], int(t["trial"])))
             if df is not None:
                 df.insert(0, "trial", int(t["trial"]))
                 df.insert(0, "cell_id", t["cell_id"])
@@ -414,12 +482,45 @@ class Run:
 
     @cached_property
     def models(self) -> dict:
+        """models.json ({} when missing or damaged: the models are fitted again)."""
         f = self.path / "models.json"
-        return json.loads(f.read_text()) if f.is_file() else {}
+        try:
+            doc = json.loads(f.read_text()) if f.is_file() else {}
+        except UNREADABLE:
+            return {}
+        return doc if isinstance(doc, dict) else {}
 
     @property
     def axes(self) -> list[str]:
         return list(self.info.get("axes", []))
+
+
+def _footer_reads(f: Path) -> bool:
+    try:
+        pq.ParquetFile(f).schema_arrow  # noqa: B018 (reads the footer)
+        return True
+    except UNREADABLE:
+        return False
+
+
+def _endpoints_read(tdir: Path) -> pd.DataFrame | None:
+    """A trial's endpoints.csv, or None when it has none or it is damaged (see damaged())."""
+    try:
+        df = read_endpoints(tdir)
+    except UNREADABLE:
+        return None
+    if df is not None and any(c not in df.columns for c in ENDPOINT_COLUMNS):
+        return None
+    return df
+
+
+def _damaged_run_json(f: Path, why: str) -> PerfctlError:
+    return PerfctlError(
+        f"{f} is damaged ({why}): the run's configuration (axes, thresholds, host) cannot be "
+        "read, so it cannot be reported, checked or compared. trials.csv and the per-trial "
+        "files may still load (results.load(DIR).trials). Fix: restore run.json from a copy, "
+        "or run the experiment again."
+    )
 
 
 def _with_latency(df: pd.DataFrame) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import socket
 import subprocess
@@ -15,8 +16,9 @@ from ..experiment.catalogue import RMI_MODELS
 from ..experiment.servers import BundledServer, CommandServer, ServerConfig
 from ..experiment.services import fill
 from ..proc.ports import free_port, port_taken
-from ..proc.process import spawn, tail, terminate
+from ..proc.process import redacted, spawn, tail, terminate
 from . import bundled
+from .services import split_password
 
 READY_POLL_S = 0.05
 ACCEPT_CHECK_TIMEOUT_S = 2.0
@@ -62,6 +64,8 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.argv: list[str] = []
         self.services = services or {}
+        # the services' passwords (messages and records hide them: run/services.py)
+        self.secrets = {v["password"] for v in self.services.values() if v.get("password")}
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -76,7 +80,15 @@ class ServerProcess:
             self.port = config.port
         else:
             self.port = free_port(self.host) if self.host.startswith("127.") else free_port()
+        env = None
+        if len(self.secrets) == 1:  # one service: its password where libpq looks (PGPASSWORD)
+            env = {**os.environ, "PGPASSWORD": next(iter(self.secrets))}
         if isinstance(config, BundledServer):
+            dsn, password = (
+                split_password(fill(config.db, self.services)) if config.db else ("", None)
+            )
+            if password:  # out of argv (which any local user may read): libpq and Db.java read it
+                env = {**os.environ, "PGPASSWORD": password}
             bundled.build(
                 config.impl, config.variant, config.concurrency_model, db=config.db is not None
             )
@@ -90,7 +102,7 @@ class ServerProcess:
                 config.layout,
                 variant=config.variant,
                 host=self.host,
-                db=fill(config.db, self.services) if config.db else None,
+                db=dsn or None,
                 db_pool=config.db_pool,
             )
         else:
@@ -118,7 +130,12 @@ class ServerProcess:
                 self.services,
             )
             self.argv = shlex.split(cmd)
-        self.proc = spawn(self.wrap(self.argv), self.log_path, self.cpus, cwd=self.workdir)
+        self.proc = spawn(self.wrap(self.argv), self.log_path, self.cpus, cwd=self.workdir, env=env)
+
+    @property
+    def shown_argv(self) -> str:
+        """The command line as messages and records show it: service passwords as ***."""
+        return redacted(shlex.join(self.argv))
 
     def wait_ready(self) -> float:
         """Block until the server answers; returns seconds taken. Raises PerfctlError when it
@@ -139,7 +156,7 @@ class ServerProcess:
             if code is not None:
                 raise PerfctlError(
                     f"{self.source}: key `servers.{self.name}`: the server exited with status "
-                    f"{code} during start-up ({shlex.join(self.argv)}). Its last lines:\n"
+                    f"{code} during start-up ({self.shown_argv}). Its last lines:\n"
                     f"{tail(self.log_path)}\nFix: check the server's options and that it can run "
                     "by hand (perfctl serve ... for bundled servers)."
                 )

@@ -3,9 +3,14 @@ started before the trials of its scope and stopped, with its data directory remo
 
 How one `postgresql` service runs:
 - `initdb` into DIR/services/NAME/data, DIR being the run directory (`scope: run`) or the
-  trial's directory (`scope: trial`); trust authentication, user `perfctl`, no fsync at initdb.
+  trial's directory (`scope: trial`); user `perfctl` with a random password made for this
+  service (secrets.token_urlsafe), scram-sha-256 authentication, no fsync at initdb. pg_hba.conf
+  then lets in user `perfctl` alone, over the Unix socket and from loopback (127.0.0.1/32,
+  ::1/128), always with the password. The password reaches initdb through a 0600 file removed
+  right after, and psql through PGPASSWORD: it is never an argument, and never written to the
+  run directory.
 - `postgres -D data -p PORT -k SOCKDIR` on a free loopback port, with its Unix socket in a short
-  directory of its own under /tmp (socket paths are limited to 107 bytes). The postmaster runs
+  0700 directory of its own under /tmp (socket paths are limited to 107 bytes). The postmaster runs
   in the foreground under perfctl's supervisor (process.py) rather than detached by
   `pg_ctl start`: `pg_ctl` puts it in a session of its own and exits, which would leave it
   outside the process group and the parent-death signal that end every other process perfctl
@@ -24,7 +29,9 @@ How one `postgresql` service runs:
   (leftovers.py).
 
 Endpoints, filled into `{services.NAME.FIELD}` when a server starts: `dsn`
-(postgresql://perfctl@127.0.0.1:PORT/perfctl), `host`, `port`.
+(postgresql://perfctl:PASSWORD@127.0.0.1:PORT/perfctl), `host`, `port`, `user`, `password`.
+Whatever shows or records a filled command line shows *** for the password
+(process.hide, process.redacted).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -44,7 +53,7 @@ from pathlib import Path
 from ..errors import PerfctlError
 from ..experiment.services import PostgresService, ServiceConfig
 from ..proc.ports import free_port
-from ..proc.process import at_death, forget, run_to_end, spawn, tail, terminate
+from ..proc.process import at_death, forget, hide, run_to_end, spawn, tail, terminate
 from .bundled import SERVERS_DIR
 
 SCHEMA = SERVERS_DIR / "db" / "schema.sql"
@@ -55,6 +64,28 @@ READY_POLL_S = 0.1
 STOP_GRACE_S = 10.0
 INITDB_TIMEOUT_S = 120.0
 PSQL_TIMEOUT_S = 300.0
+PASSWORD_BYTES = 24  # token_urlsafe: 32 URL-safe characters, nothing to escape in a URI
+_URI_PASSWORD = re.compile(r"^(postgres(?:ql)?://[^:@/]*):[^@/]*@")
+PG_HBA = """\
+# perfctl: user perfctl only, with its password (scram-sha-256), over the socket and loopback
+local all {user} scram-sha-256
+host  all {user} 127.0.0.1/32 scram-sha-256
+host  all {user} ::1/128 scram-sha-256
+"""
+
+
+def new_password() -> str:
+    """A fresh random password for one service (URL-safe: a DSN carries it as written)."""
+    return secrets.token_urlsafe(PASSWORD_BYTES)
+
+
+def split_password(dsn: str) -> tuple[str, str | None]:
+    """(the DSN without its password, the password or None): postgresql://u:pw@h/d ->
+    (postgresql://u@h/d, pw). A server then reads the password from PGPASSWORD, out of argv."""
+    m = _URI_PASSWORD.match(dsn)
+    if m is None:
+        return dsn, None
+    return m.group(1) + "@" + dsn[m.end() :], dsn[len(m.group(1)) + 1 : m.end() - 1]
 
 
 def find_pg_bin() -> Path | None:
@@ -115,8 +146,10 @@ def _reachable_by_others(path: Path) -> bool:
 
 
 def accepts_login(host: str, port: int, timeout_s: float = 2.0) -> bool:
-    """Whether PostgreSQL at host:port lets user perfctl in: a protocol-3 StartupMessage answered
-    with AuthenticationOk ('R', code 0). While it starts up it answers 'E' instead."""
+    """Whether PostgreSQL at host:port has started taking logins: a protocol-3 StartupMessage for
+    user perfctl answered with an authentication request ('R': the password exchange it asks
+    for, scram-sha-256 here). While it starts up it answers 'E' instead. The password is not
+    sent: this says the server is up, not who may enter."""
     params = f"user\0{DB_USER}\0database\0postgres\0\0".encode()
     msg = struct.pack("!ii", 8 + len(params), 196608) + params
     try:
@@ -127,7 +160,7 @@ def accepts_login(host: str, port: int, timeout_s: float = 2.0) -> bool:
                 s.sendall(b"X\0\0\0\4")  # Terminate: a clean goodbye, no log noise
     except OSError:
         return False
-    return len(head) >= 9 and head[:1] == b"R" and struct.unpack("!i", head[5:9])[0] == 0
+    return len(head) >= 9 and head[:1] == b"R"
 
 
 class PostgresRunner:
@@ -143,13 +176,17 @@ class PostgresRunner:
         self.log_path: Path | None = None
         self._fallback: Path | None = None  # a /tmp directory when the run dir is unreachable
         self._cleanup_key = ""
+        self.password = new_password()  # in memory only: see the module docstring
+        hide(self.password)
 
     @property
     def endpoints(self) -> dict[str, str]:
         return {
-            "dsn": f"postgresql://{DB_USER}@{HOST}:{self.port}/{DB_NAME}",
+            "dsn": f"postgresql://{DB_USER}:{self.password}@{HOST}:{self.port}/{DB_NAME}",
             "host": HOST,
             "port": str(self.port),
+            "user": DB_USER,
+            "password": self.password,
         }
 
     @property
@@ -199,9 +236,13 @@ class PostgresRunner:
         )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.data_dir, 0o700)
-        os.chmod(self.sock_dir, 0o755)
+        os.chmod(self.sock_dir, 0o700)  # only postgres's user (and root) reach the socket
+        pwfile = self.sock_dir / "pwfile"
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.password + "\n")
         if user is not None:
-            for d in (where, self.data_dir, self.sock_dir):
+            for d in (where, self.data_dir, self.sock_dir, pwfile):
                 os.chown(d, *user)
         (home / f"{self.name}.json").write_text(
             json.dumps(
@@ -223,8 +264,8 @@ class PostgresRunner:
                 str(self.data_dir),
                 "-U",
                 DB_USER,
-                "-A",
-                "trust",
+                "--auth=scram-sha-256",
+                f"--pwfile={pwfile}",
                 "-E",
                 "UTF8",
                 "--locale=C",
@@ -236,6 +277,7 @@ class PostgresRunner:
             env=env,
             user=user,
         )
+        pwfile.unlink(missing_ok=True)
         if code != 0:
             raise self._fail(
                 f"initdb failed ({'timed out' if code is None else f'exit {code}'})",
@@ -243,6 +285,10 @@ class PostgresRunner:
                 "check that the PostgreSQL packages are complete "
                 "and the run directory's disk has room",
             )
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(PG_HBA.format(user=DB_USER))
+        if user is not None:
+            os.chown(hba, *user)
         if self.config.port is not None:
             if _listening(HOST, self.config.port):
                 raise PerfctlError(
@@ -283,7 +329,9 @@ class PostgresRunner:
             str(self.port),
             "-U",
             DB_USER,
+            "-w",  # never prompt: the password comes from PGPASSWORD
         ]
+        env = {**env, "PGPASSWORD": self.password}
         code = run_to_end(
             psql + ["-d", "postgres", "-c", f"CREATE DATABASE {DB_NAME}"],
             self.log_path,

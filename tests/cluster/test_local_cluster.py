@@ -149,7 +149,7 @@ def test_three_hosts_server_on_h1_shards_on_h2_and_h3_without_and_with_delay(
 
 
 def test_a_worker_lost_mid_trial_invalidates_it_and_the_run_stops(
-    write_yaml, tmp_path, start_perfctl
+    write_yaml, tmp_path, start_perfctl, perfctl
 ):
     needs_root_and_ip()
     out = tmp_path / "run"
@@ -173,6 +173,11 @@ def test_a_worker_lost_mid_trial_invalidates_it_and_the_run_stops(
         still_alive(tree),
         cluster_links(proc.pid),
     )
+    # --resume keeps the invalid trial (it finished, with its reason) and runs the other
+    done = perfctl("run", "--resume", str(out), "--no-plots")
+    assert done.returncode == 0, done.stdout + done.stderr
+    trials = pd.read_csv(out / "trials.csv", keep_default_na=False)
+    assert sorted(trials["trial"]) == [1, 2] and trials["requests"].iloc[1] > 0
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])

@@ -132,7 +132,8 @@ def test_a_database_that_stops_and_comes_back_is_503_then_200(tmp_path):
             r = get(srv.port, "/db?query=point")
             assert r.status == 503 and b"database unavailable" in r.body, (srv.impl, r.body)
         second = PostgresRunner("db", config.model_copy(update={"port": port}), "test_db.py")
-        second.start(tmp_path / "b")  # the same port: the same dsn
+        second.password = first.password  # the same port and password: the same dsn
+        second.start(tmp_path / "b")
         for srv in servers:
             assert get(srv.port, "/db?query=point").status == 200, srv.impl
     finally:

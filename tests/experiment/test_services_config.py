@@ -56,7 +56,7 @@ def test_the_cell_id_of_a_server_without_db_is_what_it_was_before_db_existed(wri
     "dsn, words",
     [
         ("{services.cache.dsn}", ["{services.cache.dsn}", "names no service", "use one of: db"]),
-        ("{services.db.url}", ["has no field 'url'", "dsn, host, port"]),
+        ("{services.db.url}", ["has no field 'url'", "dsn, host, port, user, password"]),
         ("{service.db.dsn}", ["{service.db.dsn}", "is not a service placeholder"]),
     ],
 )

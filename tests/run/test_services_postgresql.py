@@ -20,6 +20,7 @@ from fault_kit import mark_of, poll_until
 
 from orchestrator import experiment, results
 from orchestrator.proc import process
+from orchestrator.run import services as pg
 from orchestrator.run.execute import execute_plan, run_info
 from orchestrator.run.services import find_pg_bin
 
@@ -179,7 +180,13 @@ def test_db_cells_of_the_plain_java_server_and_of_rmi(write_yaml, tmp_path):
     assert not _postgres_of(os.getpid())
 
 
-def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(write_yaml, tmp_path):
+def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(
+    write_yaml, tmp_path, monkeypatch
+):
+    made = []  # the service's password: _commits logs in with it
+    monkeypatch.setattr(
+        pg, "new_password", lambda: made.append(pg.secrets.token_urlsafe()) or made[-1]
+    )
     text = _experiment("trial", "3s").replace(
         "matrix: {server: [py, c], query: [point, insert]}", "matrix: {server: [c], query: [point]}"
     )
@@ -193,8 +200,8 @@ def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(writ
             return
         # the load is running: the database has committed queries the server sent it
         tdir = spec.parent
-        base = poll_until(lambda: _commits(tdir), 30)
-        if base is None or not poll_until(lambda: (_commits(tdir) or 0) >= base + 50, 30):
+        base = poll_until(lambda: _commits(tdir, made[-1]), 30)
+        if base is None or not poll_until(lambda: (_commits(tdir, made[-1]) or 0) >= base + 50, 30):
             return
         for p in _postgres_of(os.getpid()):
             try:
@@ -221,9 +228,9 @@ def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(writ
     assert not _service_dirs(next(run_dir.glob("cells/*/trial-1")))  # scope: trial
 
 
-def _commits(trial_dir: Path) -> int | None:
+def _commits(trial_dir: Path, password: str) -> int | None:
     """Transactions PostgreSQL committed in the perfctl database of the trial's service (via
-    its socket), or None before it answers."""
+    its socket, with its password), or None before it answers."""
     try:
         info = json.loads((trial_dir / "services" / "db.json").read_text())
         sock = next(
@@ -248,6 +255,7 @@ def _commits(trial_dir: Path) -> int | None:
         capture_output=True,
         text=True,
         timeout=10,
+        env={**os.environ, "PGPASSWORD": password},
     )
     return int(r.stdout) if r.returncode == 0 and r.stdout.strip().isdigit() else None
 

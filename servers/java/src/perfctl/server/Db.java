@@ -45,7 +45,7 @@ final class Db implements Router.DbEndpoint {
         if (config.db == null) {
             return new Db(null);
         }
-        DbPool pool = new DbPool(jdbcUrl(config.db), user(config.db), config.dbPool > 0 ? config.dbPool : config.threads);
+        DbPool pool = new DbPool(jdbcUrl(config.db), user(config.db), password(config.db), config.dbPool > 0 ? config.dbPool : config.threads);
         pool.warm();
         return new Db(pool);
     }
@@ -55,7 +55,7 @@ final class Db implements Router.DbEndpoint {
         try {
             URI u = new URI(uri);
             if (!"postgresql".equals(u.getScheme()) && !"postgres".equals(u.getScheme()) || u.getHost() == null) {
-                throw new Config.Error("bad value for --db: " + uri + " (expected postgresql://USER@HOST:PORT/DB)");
+                throw new Config.Error("bad value for --db (expected postgresql://USER@HOST:PORT/DB)");
             }
             String port = u.getPort() > 0 ? ":" + u.getPort() : "";
             return "jdbc:postgresql://" + u.getHost() + port + (u.getRawPath() == null ? "/" : u.getRawPath())
@@ -63,6 +63,22 @@ final class Db implements Router.DbEndpoint {
         } catch (URISyntaxException e) {
             throw new Config.Error("bad value for --db: " + e.getMessage());
         }
+    }
+
+    /**
+     * The password: the URI's (postgresql://USER:PASSWORD@...) or else $PGPASSWORD, where perfctl
+     * puts a service's password to keep it off the command line (libpq reads it there too).
+     */
+    static String password(String uri) {
+        try {
+            String info = new URI(uri).getUserInfo();
+            if (info != null && info.contains(":")) {
+                return info.split(":", 2)[1];
+            }
+        } catch (URISyntaxException e) {
+            // a bad URI is reported by jdbcUrl
+        }
+        return System.getenv("PGPASSWORD");
     }
 
     static String user(String uri) {

@@ -34,11 +34,14 @@ final class DbPool implements Db.Connections {
     private final int size;
     private final BlockingQueue<Object> slots;
 
-    DbPool(String url, String user, int size) {
+    DbPool(String url, String user, String password, int size) {
         this.url = url;
         this.size = size;
         if (user != null) {
             props.setProperty("user", user);
+        }
+        if (password != null) {
+            props.setProperty("password", password);
         }
         props.setProperty("connectTimeout", "2");     // pgjdbc: seconds to connect
         props.setProperty("loginTimeout", "3");       // and to finish the start-up exchange

@@ -28,6 +28,10 @@ final class HikariConnections implements Db.Connections {
         if (user != null) {
             c.setUsername(user);
         }
+        String password = Db.password(config.db);
+        if (password != null) {
+            c.setPassword(password);
+        }
         c.setMaximumPoolSize(size);
         c.setMinimumIdle(size);
         c.setConnectionTimeout(DbPool.WAIT_MS);

@@ -1,0 +1,93 @@
+"""Faults on the local 3-host cluster during a trial, with real processes: the scheduler killed
+(the run stops with the paragraph, no traceback, nothing left running, no namespace or link
+left; `--resume` finishes the run on a fresh cluster); a host's link cut and restored (the run
+goes on). A worker SIGKILLed is test_local_cluster.py's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from cluster_kit import cluster_links, needs_root_and_ip
+from test_local_cluster import _nothing_left, _shards_running, experiment
+
+from benchmarks._common import poll_until, still_alive
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_scheduler_killed_mid_trial_stops_the_run_and_resume_finishes_it(
+    write_yaml, tmp_path, start_perfctl, perfctl
+):
+    needs_root_and_ip()
+    out = tmp_path / "run"
+    exp = experiment(write_yaml, duration="6s", repeats=2)
+    proc = start_perfctl("run", exp, "--out", str(out), "--no-plots")
+    tree = poll_until(lambda: _shards_running(proc), timeout_s=120)
+    assert tree, "the shards were never seen running"
+    (scheduler,) = [pid for (pid, _), text in tree.items() if "dask_scheduler" in text]
+    os.kill(scheduler, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 2, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    assert "the Dask scheduler stopped answering" in stderr and "--resume" in stderr, stderr
+    assert not (out / "trials.csv").exists() or pd.read_csv(out / "trials.csv").empty
+    assert poll_until(lambda: _nothing_left(proc.pid, tree), timeout_s=30), (
+        still_alive(tree),
+        cluster_links(proc.pid),
+    )
+    done = perfctl("run", "--resume", str(out), "--no-plots")
+    assert done.returncode == 0, done.stdout + done.stderr
+    trials = pd.read_csv(out / "trials.csv")
+    assert sorted(trials["trial"]) == [1, 2] and (trials["requests"] > 0).all()
+
+
+def _host_link(pid: int, host_index: int) -> tuple[str, str]:
+    """(namespace, its end of the veth pair) of local host h<host_index> of perfctl `pid`."""
+    ns = f"perfctl-{pid}-{host_index - 1}"
+    links = subprocess.run(["ip", "-n", ns, "-o", "link", "show"], capture_output=True, text=True)
+    (veth,) = [
+        line.split(": ")[1].split("@")[0]
+        for line in links.stdout.splitlines()
+        if ": lo:" not in line
+    ]
+    return ns, veth
+
+
+def test_a_host_link_cut_mid_trial_and_restored_the_run_goes_on(
+    write_yaml, tmp_path, start_perfctl
+):
+    """h3 (a load-generator host) loses its link for 3 s during trial 1 (`ip link set down` in
+    its namespace), then gets it back: no traceback, the run goes on (the host is back within
+    host_return), both trials are kept, and nothing is left running, no namespace or link."""
+    needs_root_and_ip()
+    out = tmp_path / "run"
+    exp = write_yaml(
+        Path(experiment(write_yaml, duration="6s", repeats=2))
+        .read_text()
+        .replace("host_return: 1s", "host_return: 60s"),
+        "cut.yaml",
+    )
+    proc = start_perfctl("run", str(exp), "--out", str(out), "--no-plots")
+    tree = poll_until(lambda: _shards_running(proc), timeout_s=120)
+    assert tree, "the shards were never seen running"
+    ns, veth = _host_link(proc.pid, 3)
+    subprocess.run(["ip", "-n", ns, "link", "set", veth, "down"], check=True)
+    try:
+        # the cut lasts 3 s of the 6 s window; how long the host takes to notice is its own
+        poll_until(lambda: proc.poll() is not None, timeout_s=3)
+    finally:
+        subprocess.run(["ip", "-n", ns, "link", "set", veth, "up"], check=False)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stdout + stderr
+    assert "Traceback" not in stdout + stderr
+    trials = pd.read_csv(out / "trials.csv")
+    assert sorted(trials["trial"]) == [1, 2] and (trials["requests"] > 0).all()
+    assert poll_until(lambda: _nothing_left(proc.pid, tree), timeout_s=30), (
+        still_alive(tree),
+        cluster_links(proc.pid),
+    )
