@@ -1,5 +1,5 @@
 """End to end: `perfctl run` with `tls: true` servers (the bundled Python server and a tiny
-`cmd` server given {cert} and {key}): every request over HTTPS with the handshake in the rows;
+`cmd` server given {cert} and {key}, or reading PERFCTL_TLS_CERT and PERFCTL_TLS_KEY): every request over HTTPS with the handshake in the rows;
 the trial's keys gone after the run; a server that ignores its certificate, or `tls: true` on
 a bundled server without TLS, is exit 2 and one paragraph."""
 
@@ -24,6 +24,11 @@ servers:
     threads: 1
     dispatch: per_connection
     ready: {{http: /}}
+  tiny_env:
+    cmd: "{sys.executable} {HERE / "tls_cmd_server.py"} {{port}} - -"
+    tls: true
+    threads: 1
+    dispatch: per_connection
 workload: {{path: /work}}
 load: {{mode: closed, connections: 2, duration: 500ms, warmup: 100ms, keepalive: false}}
 placement: {{server_cpus: [0], loadgen_cpus: [1]}}
@@ -48,7 +53,7 @@ def test_tls_servers_are_loaded_over_https_and_their_keys_removed(
     proc = perfctl(["run", str(write_yaml(EXP)), "--out", str(out)], perfctl_env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     trials = pd.read_csv(out / "trials.csv")
-    assert len(trials) == 2 and (trials["errors"] == 0).all() and (trials["requests"] > 0).all()
+    assert len(trials) == 3 and (trials["errors"] == 0).all() and (trials["requests"] > 0).all()
     for tdir in out.glob("cells/*/trial-1"):
         rows = pd.read_parquet(tdir / "requests.parquet", columns=["tls_handshake_ms"])
         assert rows["tls_handshake_ms"].notna().all()  # keepalive false: a handshake each
@@ -65,6 +70,7 @@ def test_a_server_that_ignores_its_certificate_is_exit_2(
     exp = EXP.replace("{cert} {key}", "- - --plain").replace(
         "  py: {impl: python, model: async, tls: true}\n", ""
     )
+    exp = exp[: exp.index("  tiny_env:")] + exp[exp.index("workload:") :]
     proc = perfctl(["run", str(write_yaml(exp)), "--out", str(tmp_path / "r")], perfctl_env)
     assert_clean_error(proc, "servers.tiny.tls", "does not speak TLS")
 
