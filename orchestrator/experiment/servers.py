@@ -10,7 +10,9 @@ from pydantic import Field, field_validator, model_validator
 from .base import FrozenModel, Seconds
 from .catalogue import db_servers, default_concurrency_model, has_db, unknown_impl_or_model
 
-TLS_IMPLS = ("python",)  # the bundled servers that take --tls-cert and --tls-key
+# the bundled servers that take --tls-cert and --tls-key: impl -> its models with TLS
+TLS_MODELS = {"python": ("async", "pool"), "c": ("single", "thread", "pool")}
+TLS_SERVERS = "python (async, pool), c (single, thread, pool)"
 
 
 class ReadyCheck(FrozenModel):
@@ -67,7 +69,7 @@ class BundledServer(FrozenModel):
     tls: bool = Field(
         False,
         description="HTTPS (TLS 1.3) with a certificate perfctl makes for the trial, its CA "
-        f"given to the load generator; bundled servers with TLS: {', '.join(TLS_IMPLS)}",
+        f"given to the load generator; bundled servers with TLS: {TLS_SERVERS}",
     )
 
     @model_validator(mode="after")
@@ -75,11 +77,12 @@ class BundledServer(FrozenModel):
         problem = unknown_impl_or_model(self.impl, self.model)
         if problem:
             raise ValueError(problem)
-        if self.tls and self.impl not in TLS_IMPLS:
+        if self.tls and self.concurrency_model not in TLS_MODELS.get(self.impl, ()):
             raise ValueError(
-                f"`tls: true`: the bundled {self.impl} server does not speak TLS; servers "
-                f"that do: impl {' or '.join(TLS_IMPLS)}, or any `cmd` server with "
-                "`tls: true` (it gets {cert} and {key})"
+                f"`tls: true`: the bundled {self.impl} server, model "
+                f"{self.concurrency_model}, does not speak TLS; bundled servers that do: "
+                f"{TLS_SERVERS}; or any `cmd` server with `tls: true` (it gets {{cert}} and "
+                "{key})"
             )
         if self.db is not None and not has_db(self.impl, self.concurrency_model):
             raise ValueError(

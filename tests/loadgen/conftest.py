@@ -131,10 +131,12 @@ def run_cert(tmp_path_factory):
     c.remove()
 
 
-@pytest.fixture(scope="module", params=["async", "pool"])
+@pytest.fixture(scope="module", params=[("python", "async"), ("python", "pool"), ("c", "pool")])
 def tls_server(run_cert, request):
-    """The bundled Python server (each model) serving HTTPS with run_cert."""
-    argv = bundled.command("python", request.param, "{port}", threads=2)
+    """A bundled server with TLS (Python, each model; C pool) serving HTTPS with run_cert."""
+    impl, model = request.param
+    setup_kit.build(impl)
+    argv = bundled.command(impl, model, "{port}", threads=2)
     argv += ["--tls-cert", str(run_cert.cert_file), "--tls-key", str(run_cert.key_file)]
     s = Running(argv, cpus=[0])
     yield s
