@@ -269,7 +269,9 @@ class Worker:
         conn = TlsConnection(self, self._next_ident, tls)
         self._next_ident += 1
         if tls.resume and tls.context.session is None:
-            for other in self.conns:  # no connection has closed yet: take a live one's ticket
+            # no connection has closed yet: take a live one's ticket (the newest few only, so
+            # a server that sends none does not cost a scan of every connection per connect)
+            for other in self.conns[-4:]:
                 tls.remember(other.ssl_object)
                 if tls.context.session is not None:
                     break
