@@ -4,10 +4,10 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 # Debian packages the tool and its tests use (installed only when missing; we are root).
-# postgresql: the `postgresql` service (initdb, postgres, psql); libpq-dev: /db in the C server;
+# postgresql: the `postgresql` service (initdb, postgres, psql); libpq-dev: /db in the C server; libssl-dev: its HTTPS;
 # maven + a JDK: the Java servers (servlet and spring are built with Maven); linux-perf: C server
 # profiles; tmux: the live-view test.
-APT_PACKAGES := gcc make libc6-dev iproute2 nginx-light wrk clang libclang-rt-14-dev clang-format chromium \
+APT_PACKAGES := gcc make libc6-dev libssl-dev iproute2 nginx-light wrk clang libclang-rt-14-dev clang-format chromium \
                 postgresql libpq-dev maven openjdk-17-jdk-headless linux-perf tmux
 EXPERIMENT ?= experiments.yaml
 

@@ -55,9 +55,10 @@ def wait_port(port: int, timeout: float = 20.0) -> None:
 
 
 class Nginx:
-    """nginx serving a 2-byte file, `workers` worker processes, pinned to `cpus`."""
+    """nginx serving a 2-byte file, `workers` worker processes, pinned to `cpus`; with `tls`
+    (an orchestrator.run.certs.RunCertificate), over HTTPS (TLS 1.3, session tickets on)."""
 
-    def __init__(self, cpus: list[int], workers: int = 1) -> None:
+    def __init__(self, cpus: list[int], workers: int = 1, tls=None) -> None:
         exe = need("nginx", "nginx-light")
         self.dir = Path(tempfile.mkdtemp(prefix="perfctl-nginx-"))
         (self.dir / "www").mkdir()
@@ -65,6 +66,13 @@ class Nginx:
         (self.dir / "www" / "index.html").write_text("ok")
         self.port = ports.free_port()
         user = "user root;\n" if os.geteuid() == 0 else ""
+        self.tls = tls
+        ssl = (
+            f" ssl; ssl_certificate {tls.cert_file}; ssl_certificate_key {tls.key_file};"
+            " ssl_protocols TLSv1.3; ssl_session_tickets on"
+            if tls
+            else ""
+        )
         (self.dir / "nginx.conf").write_text(f"""daemon off;
 {user}worker_processes {workers};
 pid {self.dir}/nginx.pid;
@@ -75,7 +83,7 @@ http {{
   open_file_cache max=16 inactive=600s;   # a fair rival: no open() per request
   keepalive_requests 100000000;
   client_body_temp_path {self.dir}/tmp;
-  server {{ listen 127.0.0.1:{self.port}; root {self.dir}/www;
+  server {{ listen 127.0.0.1:{self.port}{ssl}; root {self.dir}/www;
            location / {{ try_files /index.html =404; }} }}
 }}
 """)
@@ -85,7 +93,7 @@ http {{
         wait_port(self.port)
 
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}{path}"
 
     def stop(self) -> None:
         process.terminate(self.proc)
@@ -102,7 +110,7 @@ class Bundled:
         wait_port(self.port, timeout=90.0)  # Spring Boot on a busy host takes a while
 
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}{path}"
 
     def stop(self) -> None:
         process.terminate(self.proc)

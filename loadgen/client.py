@@ -308,3 +308,35 @@ class Connection(asyncio.Protocol):
             self.chunk.first_byte_ns[row] = self.first_ns
             self.chunk.end(row, error, _now())
             self.worker.on_failed(self)
+
+
+class TlsConnection(Connection):
+    """A Connection over TLS (the worker picks this class once, at connect time).
+
+    `handshake_ms` is the handshake of this connection, written into the row of the first
+    request it carries (then NaN); `sessions` (tls.Sessions) is told when it closes, to keep
+    its session ticket for the connections that follow.
+    """
+
+    __slots__ = ("handshake_ms", "sessions", "ssl_object")
+
+    def __init__(self, worker, ident: int, sessions) -> None:
+        super().__init__(worker, ident)
+        self.sessions = sessions
+        self.handshake_ms = _NAN
+        self.ssl_object = None
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self.ssl_object = transport.get_extra_info("ssl_object")
+
+    def connection_lost(self, exc) -> None:
+        self.sessions.remember(self.ssl_object)
+        super().connection_lost(exc)
+
+    def send(self, chunk: Chunk, row: int, request: bytes) -> None:
+        ms = self.handshake_ms
+        if ms == ms:  # the first request on this connection
+            chunk.tls_handshake_ms[row] = ms
+            self.handshake_ms = _NAN
+        super().send(chunk, row, request)

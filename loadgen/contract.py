@@ -37,6 +37,7 @@ OPTIONAL_COLUMNS = {
     "queue_ms": math.nan,
     "db_ms": math.nan,
     "request": 0,
+    "tls_handshake_ms": math.nan,
 }
 SUMMARY_KEYS = (
     "start_ns",

@@ -149,6 +149,9 @@ def merge_summaries(parts: list[dict]) -> dict:
         "send_poll_denied",
     ):
         out[k] = sum(p.get(k, 0) for p in parts)
+    for k in ("tls_connections", "tls_resumed"):  # HTTPS only
+        if k in parts[0]:
+            out[k] = sum(p.get(k, 0) for p in parts)
     for k in (
         "loop_lag_p99_ms",
         "loop_lag_max_ms",
@@ -160,6 +163,9 @@ def merge_summaries(parts: list[dict]) -> dict:
         "release_spread_ms_max",
         "send_early_wake_ms",
         "send_poll_cpu_pct",
+        "tls_handshake_p50_ms",
+        "tls_handshake_p99_ms",
+        "tls_handshake_max_ms",
     ):
         if k in parts[0]:
             out[k] = max(p.get(k, 0.0) for p in parts)

@@ -40,6 +40,9 @@ COLUMNS = {
     "queue_ms": np.float32,
     "db_ms": np.float32,  # Server-Timing db;dur= (/db only): the part of svc in the database
     "request": np.int16,  # the request's index in the mix (mix.py; 0 without a mix)
+    # HTTPS: the TLS handshake of the connection this request opened (NaN: plain HTTP, or a
+    # request on a connection opened before it)
+    "tls_handshake_ms": np.float32,
 }
 CHUNK_ROWS = 1 << 18
 # Columns with few distinct values: the only ones parquet dictionary-encodes. Its default
@@ -65,7 +68,13 @@ def http_ok(status: np.ndarray) -> np.ndarray:
 
 # A Chunk's attribute for each column: the column's name, but `nbytes` for `bytes`.
 _ATTRS = {col: "nbytes" if col == "bytes" else col for col in COLUMNS}
-_FILL = {"conn": -1, "svc_ms": np.nan, "queue_ms": np.nan, "db_ms": np.nan}
+_FILL = {
+    "conn": -1,
+    "svc_ms": np.nan,
+    "queue_ms": np.nan,
+    "db_ms": np.nan,
+    "tls_handshake_ms": np.nan,
+}
 
 
 class Chunk:

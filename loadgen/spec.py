@@ -101,6 +101,14 @@ class LoadSpec:
     replay_file: str = ""  # requests read from this file (replay.py), looping; else none
     replay_order: str = "order"  # order | shuffle
     replay_names: tuple[str, ...] = ()  # the replay file's endpoints (replay.scan), in order
+    # HTTPS (tls.py): TLS 1.3 on every connection, verified against tls_ca_file (empty: the
+    # system's CAs) unless tls_verify is False; tls_resume offers the last session's ticket on
+    # each new connection; tls_server_name is the name checked and sent as SNI (empty: host)
+    tls: bool = False
+    tls_ca_file: str = ""
+    tls_verify: bool = True
+    tls_resume: bool = True
+    tls_server_name: str = ""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -20,11 +20,12 @@ import numpy as np
 import uvloop
 
 from . import records
-from .client import Connection
+from .client import Connection, TlsConnection
 from .hosttimer import HostTimer
 from .mix import Feed, ReplayFeed
 from .records import TIMEOUT, UNFINISHED, Chunk, Records
 from .spec import LoadSpec
+from .tls import Sessions
 from .wake import EARLY_MIN_NS, EARLY_MIN_PRECISE_NS, EarlyWake
 
 if TYPE_CHECKING:  # modes/ imports this module; the type is only a hint here
@@ -131,6 +132,7 @@ class Worker:
         self._finished = asyncio.Event()
         info = socket.getaddrinfo(spec.host, spec.port, type=socket.SOCK_STREAM)[0]
         self.family, self.addr = info[0], info[4]
+        self.tls = Sessions(spec) if spec.tls else None  # HTTPS: see open_connection
 
     # --- lifecycle ---------------------------------------------------------------------
     async def generate(self) -> dict:
@@ -242,7 +244,10 @@ class Worker:
 
     async def open_connection(self, sock: socket.socket | None = None) -> Connection | None:
         """A new connection (resolved once, no per-connect name lookup), or None on failure.
-        With sock: a socket whose connect already completed."""
+        With sock: a socket whose connect already completed. HTTPS: a TlsConnection, returned
+        once its handshake is over (a failed handshake counts as a failed connect)."""
+        if self.tls is not None:
+            return await self._open_tls(sock)
         conn = Connection(self, self._next_ident)
         self._next_ident += 1
         try:
@@ -256,6 +261,36 @@ class Worker:
             await self.loop.create_connection(lambda: conn, sock=sock)
         except OSError:
             return None
+        self.conns.append(conn)
+        return conn
+
+    async def _open_tls(self, sock: socket.socket | None) -> TlsConnection | None:
+        tls = self.tls
+        conn = TlsConnection(self, self._next_ident, tls)
+        self._next_ident += 1
+        if tls.resume and tls.context.session is None:
+            # no connection has closed yet: take a live one's ticket (the newest few only, so
+            # a server that sends none does not cost a scan of every connection per connect)
+            for other in self.conns[-4:]:
+                tls.remember(other.ssl_object)
+                if tls.context.session is not None:
+                    break
+        try:
+            if sock is None:
+                sock = self.new_socket()
+                try:
+                    await self.loop.sock_connect(sock, self.addr)
+                except BaseException:
+                    sock.close()
+                    raise
+            t0 = _now()
+            await self.loop.create_connection(
+                lambda: conn, sock=sock, ssl=tls.context, server_hostname=tls.server_name
+            )
+        except OSError:  # ssl.SSLError included
+            return None
+        conn.handshake_ms = (_now() - t0) / 1e6
+        tls.opened(conn.ssl_object, conn.handshake_ms)
         self.conns.append(conn)
         return conn
 
@@ -348,6 +383,8 @@ class Worker:
             "loop_lag_max_ms": float(lags.max()) if lags.size else 0.0,
         }
         out.update(self.wake.summary())
+        if self.tls is not None:
+            out.update(self.tls.summary())
         out.update(self.mode.summary_extra(self))
         return out
 

@@ -4,7 +4,7 @@
     api        -> anything but cli (the Python API, `import perfctl`; cli calls it)
     history    -> results, experiment, measure, numbers, errors (the performance history)
     run        -> proc, measure, experiment, netem, results, loadgen (spec, stats, contract,
-                  digest, hdr, records), errors
+                  digest, hdr, records, tls), errors
     cluster    -> run, proc, measure, experiment, netem, results, loadgen (spec, stats, parallel,
                   digest, hdr, records), errors
     search     -> run, proc, measure, experiment, results, models, loadgen (stats, digest, hdr),
@@ -75,6 +75,7 @@ ALLOWED = {
         "loadgen.digest",
         "loadgen.hdr",
         "loadgen.records",
+        "loadgen.tls",
     ),
     "orchestrator.cluster": (
         "orchestrator.cluster",

@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from loadgen import digest, generate_to_dir, stats
+from loadgen import digest, generate_to_dir, stats, tls
 
 from ..errors import PerfctlError
-from ..experiment.load import Load, Workload, to_load_spec
+from ..experiment.load import Load, TlsTarget, Workload, to_load_spec
 from ..experiment.workload import check_workload
 
 SELFCHECK_KEYS = (
@@ -31,15 +31,51 @@ SELFCHECK_KEYS = (
 )
 
 
-def _target(url: str) -> tuple[str, int, str, str]:
-    """(host, port, path, query) of an http:// URL."""
+def _target(url: str) -> tuple[str, int, str, str, bool]:
+    """(host, port, path, query, https) of an http:// or https:// URL."""
     parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PerfctlError(
-            f"URL {url!r} is not an http:// URL with a host. Fix: give one like "
-            "http://127.0.0.1:8080/work?spin_us=100 (https is not supported)."
+            f"URL {url!r} is not an http:// or https:// URL with a host. Fix: give one like "
+            "http://127.0.0.1:8080/work?spin_us=100 or https://localhost:8443/."
         )
-    return parts.hostname, parts.port or 80, parts.path or "/", parts.query
+    https = parts.scheme == "https"
+    return (
+        parts.hostname,
+        parts.port or (443 if https else 80),
+        parts.path or "/",
+        parts.query,
+        https,
+    )
+
+
+def _tls_target(https: bool, cacert: str | None, insecure: bool) -> TlsTarget | None:
+    """The TlsTarget of an https:// URL's flags; None for http://, where they make no sense."""
+    if not https:
+        if cacert or insecure:
+            raise PerfctlError(
+                "perfctl load: --cacert and --insecure apply to https:// URLs only. Fix: "
+                "write the URL as https://... or drop the flag."
+            )
+        return None
+    if cacert is not None and not Path(cacert).is_file():
+        raise PerfctlError(
+            f"perfctl load: --cacert {cacert!r} is not a file. Fix: give the PEM file of the "
+            "CA that signed the server's certificate."
+        )
+    return TlsTarget(ca_file=str(cacert or ""), verify=not insecure)
+
+
+def _check_https(spec, url: str) -> None:
+    """One TLS connection before the load: a certificate that does not verify, or a server
+    that does not speak TLS, is a PerfctlError, not a load phase full of connect errors."""
+    problem = tls.probe(spec, spec.timeout_s)
+    if problem is not None:
+        raise PerfctlError(
+            f"perfctl load {url}: {problem}. Fix: check that the server speaks HTTPS on that "
+            "port; give the CA that signed its certificate with --cacert PEM (its names must "
+            "include the URL's host), or --insecure to skip verification; nothing was loaded."
+        )
 
 
 def _numbers(value: str | Sequence | None, kind: type) -> list | None:
@@ -93,6 +129,9 @@ def load(
     slo_p99: str = "10ms",
     seed: int = 1,
     out: str | Path | None = None,
+    cacert: str | Path | None = None,
+    insecure: bool = False,
+    tls_resume: bool = True,
 ) -> dict:
     """Load one URL: closed (default), open (`rate`, no coordinated omission), burst or ramp
     (`ramp_rates`); the keyword arguments are `perfctl load`'s flags (`perfctl load --help`).
@@ -100,9 +139,13 @@ def load(
     errors_by_class, latency_ms {p50, p90, p99, p999, max, mean}, valid, invalid_reasons,
     selfcheck, and per mode sustainable_rps, ramp_steps, release_spread_ms_max. `out` keeps
     requests.parquet and summary.json there. `headers`: "Name: value" strings, on every
-    request ({env:NAME} in a value reads the environment)."""
+    request ({env:NAME} in a value reads the environment). An https:// URL is loaded over
+    TLS 1.3, verified against `cacert` (a PEM file; default: the system's CAs) unless
+    `insecure`; `tls_resume` False makes every connection a full handshake; the result then
+    has `tls` (connections, resumed, handshake_p50_ms, handshake_p99_ms, handshake_max_ms)."""
     chosen = mode or ("ramp" if ramp_rates else "open" if rate else "closed")
-    host, port, path, query = _target(url)
+    host, port, path, query, https = _target(url)
+    tls_target = _tls_target(https, None if cacert is None else str(cacert), insecure)
     rates = _numbers(ramp_rates, float)
     cpu_list = tuple(_numbers(cpus, int) or ())
     fields = {
@@ -116,6 +159,7 @@ def load(
         "think_time": think,
         "timeout": timeout,
         "keepalive": keepalive,
+        "tls_resume": tls_resume,
         "bursts": bursts,
         "burst_interval": burst_interval,
         "seed": seed,
@@ -138,7 +182,9 @@ def load(
             "durations like 10s or 250ms."
         ) from None
     check_workload(workload, "http", "perfctl load --header", "")
-    spec = to_load_spec(ld, workload, host, port, seed=seed, cpus=cpu_list)
+    spec = to_load_spec(ld, workload, host, port, seed=seed, cpus=cpu_list, tls=tls_target)
+    if spec.tls:
+        _check_https(spec, url)
     with tempfile.TemporaryDirectory(prefix="perfctl-load-") as tmp:
         where = Path(out) if out is not None else Path(tmp)
         summary = generate_to_dir(spec, where)
@@ -170,6 +216,17 @@ def load(
     # open load: the largest lateness shift of a figure as a share of its precision (> 1:
     # invalid, loadgen/validity.py)
     result["selfcheck"]["lateness_shift_of_precision"] = row.get("lateness_shift_of_precision")
+    if spec.tls:
+        result["tls"] = {
+            k[4:]: summary.get(k)
+            for k in (
+                "tls_connections",
+                "tls_resumed",
+                "tls_handshake_p50_ms",
+                "tls_handshake_p99_ms",
+                "tls_handshake_max_ms",
+            )
+        }
     for k in ("sustainable_rps", "ramp_steps", "release_spread_ms_max"):
         if k in summary:
             result[k] = summary[k]

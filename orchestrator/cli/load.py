@@ -14,7 +14,10 @@ from ..numbers import fmt
 
 
 def load(
-    url: Annotated[str, typer.Argument(metavar="URL", help="http://host:port/path?query to load.")],
+    url: Annotated[
+        str,
+        typer.Argument(metavar="URL", help="http://host:port/path?query (or https://) to load."),
+    ],
     connections: Annotated[
         int, typer.Option("--connections", "-c", help="Connections (burst: per release).")
     ] = 10,
@@ -54,6 +57,20 @@ def load(
     ] = None,
     slo_p99: Annotated[str, typer.Option(help="Ramp mode: p99 SLO.")] = "10ms",
     seed: Annotated[int, typer.Option(help="Schedule seed.")] = 1,
+    cacert: Annotated[
+        Path | None,
+        typer.Option(help="https: the CA file (PEM) the server's certificate must chain to."),
+    ] = None,
+    insecure: Annotated[
+        bool, typer.Option("--insecure", help="https: do not verify the server's certificate.")
+    ] = False,
+    tls_resume: Annotated[
+        bool,
+        typer.Option(
+            "--tls-resume/--no-tls-resume",
+            help="https: new connections resume an earlier TLS session (1.3 tickets).",
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     out: Annotated[
         Path | None, typer.Option(help="Keep requests.parquet and summary.json here.")
@@ -84,6 +101,9 @@ def load(
         slo_p99=slo_p99,
         seed=seed,
         out=out,
+        cacert=cacert,
+        insecure=insecure,
+        tls_resume=tls_resume,
     )
     if as_json:
         typer.echo(json.dumps(result, default=lambda v: None if v != v else v))
@@ -107,6 +127,13 @@ def _print_result(r: dict) -> None:
             f"  rate        target {r['target_rate']:,.1f}/s, achieved {r['achieved_rate']:,.1f}/s"
         )
     c.print("  latency ms  " + "  ".join(f"{k} {fmt(v, '.3f')}" for k, v in lat.items()))
+    if "tls" in r:
+        t = r["tls"]
+        c.print(
+            f"  tls 1.3     {t['connections']:,} connections opened, {t['resumed']:,} resumed; "
+            f"handshake ms p50 {fmt(t['handshake_p50_ms'], '.3f')} "
+            f"p99 {fmt(t['handshake_p99_ms'], '.3f')} max {fmt(t['handshake_max_ms'], '.3f')}"
+        )
     if "sustainable_rps" in r:
         c.print(f"  sustainable {r['sustainable_rps']:,.0f} req/s under the SLO")
     if "release_spread_ms_max" in r:

@@ -163,7 +163,16 @@ class Cells(Sequence):
 def _check_driver_speaks_to(
     server: ServerConfig, load: Load, source: str, key: str, label: str
 ) -> None:
-    """A bundled server speaks HTTP or, for the RMI models, Java RMI: the driver must match."""
+    """A bundled server speaks HTTP or, for the RMI models, Java RMI: the driver must match.
+    An HTTPS server (`tls: true`) is loaded by perfctl's own load generator only."""
+    if server.tls and load.driver != "http":
+        raise fail(
+            source,
+            f"{key}.tls",
+            f"server `{key}` speaks HTTPS, which only perfctl's own load generator "
+            f"(driver http) speaks, but the load driver is {load.driver_label!r} (in cell {label})",
+            "drop `load.driver`, or `tls: true` on this server",
+        )
     if not isinstance(server, BundledServer) or not isinstance(load.driver, str):
         return
     rmi_server = server.concurrency_model in RMI_MODELS
@@ -189,12 +198,15 @@ def _check_driver_speaks_to(
 
 def server_dump(server: ServerConfig) -> dict:
     """The server's fields as the cell id hashes them: a bundled server without `db` (or
-    `db_pool`) hashes as it did before they existed, so cell ids stay stable across versions."""
+    `db_pool`), and any server without `tls`, hashes as it did before they existed, so cell
+    ids stay stable across versions."""
     out = server.model_dump()
     if isinstance(server, BundledServer):
         for key in ("db", "db_pool"):
             if getattr(server, key) is None:
                 out.pop(key)
+    if not server.tls:
+        out.pop("tls")
     return out
 
 

@@ -21,6 +21,8 @@ RUNTIME_PLACEHOLDERS = {
     "port",
     "workdir",
     "host",  # filled when the server starts
+    "cert",  # (cert and key: an HTTPS server's, servers/tls: true)
+    "key",
     "seq",  # by the load generator, per request
     "uuid",  # (loadgen/fields.py: the generated fields; the others hold a colon)
     "spec",

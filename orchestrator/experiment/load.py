@@ -126,6 +126,12 @@ class Load(FrozenModel):
         5.0, alias="timeout", gt=0, description="a request unanswered by then is a timeout error"
     )
     keepalive: bool = Field(True, description="false: a new connection per request")
+    tls_resume: bool = Field(
+        True,
+        description="HTTPS (a server with `tls: true`): each new connection offers the "
+        "session ticket of an earlier one (TLS 1.3 resumption, `tls_resumed` in the summary); "
+        "false: a full handshake on every connection",
+    )
     seed: int = Field(
         1, description="mixed into every trial's seed (a hash of cell id, trial and this)"
     )
@@ -172,14 +178,16 @@ class Load(FrozenModel):
         return v
 
     def model_dump(self, **kwargs) -> dict[str, Any]:
-        """The fields, less `driver` and `records` at their defaults (`http`, `all`): cell ids
-        hash this, and cells written before those existed keep their ids (and run.json its
-        shape)."""
+        """The fields, less `driver`, `records` and `tls_resume` at their defaults (`http`,
+        `all`, true): cell ids hash this, and cells written before those existed keep their
+        ids (and run.json its shape)."""
         out = super().model_dump(**kwargs)
         if out.get("driver") == "http":
             del out["driver"]
         if out.get("records") == "all":
             del out["records"]
+        if out.get("tls_resume") is True:
+            del out["tls_resume"]
         return out
 
     @property
@@ -242,11 +250,23 @@ _SPEC_FROM_LOAD = (
     "warmup_s",
     "timeout_s",
     "keepalive",
+    "tls_resume",
     "processes",
     "bursts",
     "burst_interval_s",
     "records",
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class TlsTarget:
+    """An HTTPS endpoint, as the load generator checks it: the CA file its certificate must
+    chain to (empty: the system's CAs), whether to verify at all, and the name to check and
+    send as SNI (empty: the host)."""
+
+    ca_file: str = ""
+    verify: bool = True
+    server_name: str = ""
 
 
 def to_load_spec(
@@ -257,12 +277,18 @@ def to_load_spec(
     seed: int,
     cpus: tuple[int, ...] = (),
     source: str | None = None,
+    tls: TlsTarget | None = None,
 ) -> LoadSpec:
     """The load generator's spec for one load run against host:port. `seed` seeds the arrival
     schedule, think times and generated fields; `cpus` pins the load-generator processes;
-    `source` (the experiment file) is where a mix's CSV paths are relative to."""
+    `source` (the experiment file) is where a mix's CSV paths are relative to; `tls`: HTTPS
+    (None: plain HTTP)."""
     ramp = load.ramp or Ramp(rates=[1.0])
     return LoadSpec(
+        tls=tls is not None,
+        tls_ca_file=tls.ca_file if tls else "",
+        tls_verify=tls.verify if tls else True,
+        tls_server_name=tls.server_name if tls else "",
         host=host,
         port=port,
         target=workload.target,

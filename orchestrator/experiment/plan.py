@@ -335,6 +335,15 @@ def check_cluster(exp: Experiment, doc: dict, cells: Cells, source: str) -> None
             "services (PostgreSQL) are not available on a cluster yet",
             "remove `services:` or `cluster:`",
         )
+    for name, server in exp.servers.items():
+        if isinstance(server, dict) and server.get("tls"):
+            raise fail(
+                source,
+                f"servers.{name}.tls",
+                "HTTPS servers are not available on a cluster yet (the certificate is made "
+                "on this machine)",
+                "remove `tls: true` or `cluster:`",
+            )
     known = exp.cluster.known_hosts
     for cell in cells:
         if cell.load.mode not in CLUSTER_MODES:

@@ -10,6 +10,10 @@ from pydantic import Field, field_validator, model_validator
 from .base import FrozenModel, Seconds
 from .catalogue import db_servers, default_concurrency_model, has_db, unknown_impl_or_model
 
+# the bundled servers that take --tls-cert and --tls-key: impl -> its models with TLS
+TLS_MODELS = {"python": ("async", "pool"), "c": ("single", "thread", "pool")}
+TLS_SERVERS = "python (async, pool), c (single, thread, pool)"
+
 
 class ReadyCheck(FrozenModel):
     """How to tell a `cmd` server is ready: an HTTP GET path answering < 500, or a TCP accept."""
@@ -62,12 +66,24 @@ class BundledServer(FrozenModel):
     startup_timeout_s: Seconds = Field(
         30.0, alias="startup_timeout", description="give up when not listening after this long"
     )
+    tls: bool = Field(
+        False,
+        description="HTTPS (TLS 1.3) with a certificate perfctl makes for the trial, its CA "
+        f"given to the load generator; bundled servers with TLS: {TLS_SERVERS}",
+    )
 
     @model_validator(mode="after")
     def _check_model(self) -> BundledServer:
         problem = unknown_impl_or_model(self.impl, self.model)
         if problem:
             raise ValueError(problem)
+        if self.tls and self.concurrency_model not in TLS_MODELS.get(self.impl, ()):
+            raise ValueError(
+                f"`tls: true`: the bundled {self.impl} server, model "
+                f"{self.concurrency_model}, does not speak TLS; bundled servers that do: "
+                f"{TLS_SERVERS}; or any `cmd` server with `tls: true` (it gets {{cert}} and "
+                "{key})"
+            )
         if self.db is not None and not has_db(self.impl, self.concurrency_model):
             raise ValueError(
                 f"{self.impl} model {self.concurrency_model!r} has no /db endpoint; "
@@ -126,6 +142,22 @@ class CommandServer(FrozenModel):
         "thread, non-blocking); without it perfctl probes the server",
     )
     port: int | None = Field(None, ge=1, le=65535, description="fixed port; default: a free one")
+    tls: bool = Field(
+        False,
+        description="HTTPS: perfctl makes a certificate for the trial and fills in {cert} "
+        "and {key} (PEM files) in cmd and files (also in the environment as "
+        "PERFCTL_TLS_CERT and PERFCTL_TLS_KEY); the load generator trusts its CA only. "
+        "Needs `threads` and `dispatch` (the dispatch probe speaks plain HTTP)",
+    )
+
+    @model_validator(mode="after")
+    def _tls_needs_dispatch(self) -> CommandServer:
+        if self.tls and (self.threads is None or self.dispatch is None):
+            raise ValueError(
+                "`tls: true` needs `threads:` and `dispatch:` too: perfctl's dispatch probe, "
+                "which would learn them, speaks plain HTTP"
+            )
+        return self
 
     @model_validator(mode="after")
     def _needs_port(self) -> CommandServer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -18,6 +19,7 @@ from ..experiment.services import fill
 from ..proc.ports import free_port, port_taken
 from ..proc.process import redacted, spawn, tail, terminate
 from . import bundled
+from .certs import RunCertificate
 from .services import split_password
 
 READY_POLL_S = 0.05
@@ -49,9 +51,11 @@ class ServerProcess:
         host: str = "127.0.0.1",
         wrap=None,
         services: dict[str, dict[str, str]] | None = None,
+        tls: RunCertificate | None = None,
     ) -> None:
         """host: the address to listen on; wrap: argv -> argv (e.g. run in a namespace);
-        services: the running services' endpoints, for `{services.NAME.FIELD}`."""
+        services: the running services' endpoints, for `{services.NAME.FIELD}`; tls: the
+        certificate an HTTPS server (`tls: true`) serves."""
         self.name = name
         self.config = config
         self.workdir = workdir
@@ -66,6 +70,7 @@ class ServerProcess:
         self.services = services or {}
         # the services' passwords (messages and records hide them: run/services.py)
         self.secrets = {v["password"] for v in self.services.values() if v.get("password")}
+        self.tls = tls
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -105,6 +110,9 @@ class ServerProcess:
                 db=dsn or None,
                 db_pool=config.db_pool,
             )
+            if self.tls is not None:
+                self.argv += ["--tls-cert", str(self.tls.cert_file)]
+                self.argv += ["--tls-key", str(self.tls.key_file)]
         else:
             root = self.workdir.resolve()
             for rel, content in config.files.items():
@@ -115,27 +123,32 @@ class ServerProcess:
                         f"leads outside {{workdir}} ({f}). Fix: name a file inside it."
                     )
                 f.parent.mkdir(parents=True, exist_ok=True)
-                f.write_text(
-                    fill(
-                        content.replace("{port}", str(self.port))
-                        .replace("{workdir}", str(self.workdir))
-                        .replace("{host}", self.host),
-                        self.services,
-                    )
-                )
-            cmd = fill(
-                config.cmd.replace("{port}", str(self.port))
-                .replace("{workdir}", str(self.workdir))
-                .replace("{host}", self.host),
-                self.services,
+                f.write_text(fill(self._placeholders(content), self.services))
+            self.argv = shlex.split(fill(self._placeholders(config.cmd), self.services))
+        if self.tls is not None:
+            env = dict(
+                env or os.environ,
+                PERFCTL_TLS_CERT=str(self.tls.cert_file),
+                PERFCTL_TLS_KEY=str(self.tls.key_file),
             )
-            self.argv = shlex.split(cmd)
         self.proc = spawn(self.wrap(self.argv), self.log_path, self.cpus, cwd=self.workdir, env=env)
 
     @property
     def shown_argv(self) -> str:
         """The command line as messages and records show it: service passwords as ***."""
         return redacted(shlex.join(self.argv))
+
+    def _placeholders(self, text: str) -> str:
+        """text with {port}, {workdir}, {host} and, for an HTTPS server, {cert} and {key}."""
+        text = (
+            text.replace("{port}", str(self.port))
+            .replace("{workdir}", str(self.workdir))
+            .replace("{host}", self.host)
+        )
+        if self.tls is not None:
+            text = text.replace("{cert}", str(self.tls.cert_file))
+            text = text.replace("{key}", str(self.tls.key_file))
+        return text
 
     def wait_ready(self) -> float:
         """Block until the server answers; returns seconds taken. Raises PerfctlError when it
@@ -179,11 +192,20 @@ class ServerProcess:
                     return True
             except OSError:
                 return False
+        scheme, context = "http", None
+        if self.tls is not None:
+            scheme = "https"
+            context = ssl.create_default_context(cafile=str(self.tls.ca_file))
+        url = f"{scheme}://{self.host}:{self.port}{path}"
         try:
-            with urllib.request.urlopen(f"http://{self.host}:{self.port}{path}", timeout=1.0) as r:
+            with urllib.request.urlopen(url, timeout=1.0, context=context) as r:
                 return r.status < 500
         except urllib.error.HTTPError as e:
             return e.code < 500
+        except urllib.error.URLError as e:
+            # an HTTPS server that answers but fails the handshake is up: the probe before
+            # the load (trial.py) says what is wrong with it
+            return isinstance(e.reason, ssl.SSLError)
         except (OSError, ValueError):
             return False
 

@@ -15,10 +15,11 @@ import time
 from functools import partial
 from pathlib import Path
 
-from loadgen import contract
+from loadgen import contract, tls
 from loadgen.spec import EXIT_CANNOT_WRITE
 
-from ..experiment.load import to_load_spec
+from ..errors import PerfctlError
+from ..experiment.load import TlsTarget, to_load_spec
 from ..experiment.plan import Cell, Plan
 from ..experiment.servers import BundledServer
 from ..measure import dispatch_probe, kernel_tcp, live, noise, profiler
@@ -29,6 +30,7 @@ from ..results import read_summary
 from ..results.store import unwritable
 from . import driver
 from .bundled import ROOT
+from .certs import RunCertificate
 from .row import ServerEnd, TrialOutcome, load_generator_failed, network_row, trial_row
 from .server import ServerProcess
 from .services import ServiceSet
@@ -48,6 +50,19 @@ def needs_probe(cell: Cell) -> bool:
     if isinstance(s, BundledServer) or cell.load.driver != "http":
         return False
     return s.dispatch is None or s.threads is None
+
+
+def _check_https(spec, source: str, server_name: str) -> None:
+    """One TLS connection before the load (loadgen/tls.py probe): a server given `tls: true`
+    that does not serve the certificate it was given, or speaks plain HTTP, is a PerfctlError
+    before the load, not a trial full of connect errors."""
+    problem = tls.probe(spec, spec.timeout_s)
+    if problem is not None:
+        raise PerfctlError(
+            f"{source}: key `servers.{server_name}.tls`: {problem}. Fix: make the server "
+            "serve HTTPS with the certificate perfctl made for the trial ({cert} and {key} in "
+            "its cmd or files, or PERFCTL_TLS_CERT and PERFCTL_TLS_KEY), or drop `tls: true`."
+        )
 
 
 def host_early_wake_ns(run_dir: Path) -> int:
@@ -148,11 +163,14 @@ def execute_trial(
     server = None
     counters = None
     prof = None
+    cert = None
     try:
         driver.prepare(cell.load.driver)
         if injector is not None:
             injector.prepare()
         services.start("trial", tdir)
+        if cell.server.tls:  # made for this trial, in a private directory; removed below
+            cert = RunCertificate.make()
         server = ServerProcess(
             cell.server_name,
             cell.server,
@@ -162,6 +180,7 @@ def execute_trial(
             host=injector.bind_host if injector else "127.0.0.1",
             wrap=injector.wrap_command if injector else None,
             services=services.endpoints(),
+            tls=cert,
         )
         server.start()
         out.startup_s = server.wait_ready()
@@ -179,7 +198,11 @@ def execute_trial(
             seed=seed,
             cpus=tuple(cell.placement.loadgen_cpu_list or ()),
             source=plan.source,
+            # the certificate names localhost: checked whatever address the load goes to
+            tls=TlsTarget(str(cert.ca_file), server_name="localhost") if cert else None,
         )
+        if cert is not None:
+            _check_https(spec, plan.source, cell.server_name)
         spec = dataclasses.replace(spec, early_wake_ns=host_early_wake_ns(run_dir))
         if spec.mode == "open":  # handed to every driver (loadgen/DRIVER.md)
             spec = dataclasses.replace(spec, schedule_file=contract.SCHEDULE_FILE)
@@ -244,6 +267,8 @@ def execute_trial(
         services.stop("trial")
         if injector is not None:
             injector.stop()
+        if cert is not None:
+            cert.remove()
     if code == EXIT_CANNOT_WRITE:  # disk full, dir removed, permission lost: stop the run
         raise unwritable(run_dir, tdir)
     out.server = ServerEnd(alive, refuses, server_code, server.port, tdir / "server.log")

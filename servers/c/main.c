@@ -14,6 +14,7 @@
 #include "registry.h"
 #include "search.h"
 #include "stats.h"
+#include "tls.h"
 #include "work.h"
 
 #define MAIN_DEFAULT_CORPUS "servers/corpus/sentences.tsv"
@@ -24,7 +25,8 @@ static void main_usage(FILE *f)
 {
 	fprintf(f, "usage: perfctl-server --port P [--host 127.0.0.1] [--model single|thread|pool|"
 		   "epoll] [--threads N] [--backlog K] [--buckets B] [--layout flat|by-type] "
-		   "[--corpus PATH] [--seed S] [--idle-timeout-ms MS] [--db URI]\n");
+		   "[--corpus PATH] [--seed S] [--idle-timeout-ms MS] [--db URI] "
+		   "[--tls-cert PEM --tls-key PEM]\n");
 }
 
 static void main_bad(const char *flag, const char *value, const char *why)
@@ -81,6 +83,7 @@ int main(int argc, char **argv)
 {
 	struct md_config cfg = {MD_SINGLE, "127.0.0.1", -1, 4, 128, 10000000000LL};
 	const char *model_name = main_models[0], *corpus = NULL, *db_uri = NULL;
+	const char *tls_cert = NULL, *tls_key = NULL;
 	char corpus_buf[4096], err[512];
 	enum sr_layout layout = SR_FLAT;
 	unsigned long long buckets = 1024, seed = 1;
@@ -110,7 +113,8 @@ int main(int argc, char **argv)
 		    strcmp(flag, "--threads") && strcmp(flag, "--backlog") &&
 		    strcmp(flag, "--buckets") && strcmp(flag, "--layout") &&
 		    strcmp(flag, "--corpus") && strcmp(flag, "--seed") &&
-		    strcmp(flag, "--idle-timeout-ms") && strcmp(flag, "--db"))
+		    strcmp(flag, "--idle-timeout-ms") && strcmp(flag, "--db") &&
+		    strcmp(flag, "--tls-cert") && strcmp(flag, "--tls-key"))
 			main_bad(flag, NULL, "unknown flag");
 		if (!v)
 			main_bad(flag, NULL, "missing value");
@@ -152,12 +156,23 @@ int main(int argc, char **argv)
 			if (!*v)
 				main_bad(flag, v, "empty");
 			db_uri = v;
+		} else if (!strcmp(flag, "--tls-cert")) {
+			tls_cert = v;
+		} else if (!strcmp(flag, "--tls-key")) {
+			tls_key = v;
 		} else {
 			seed = main_uint(flag, v, 0, ~0ull);
 		}
 	}
 	if (cfg.port < 0)
 		main_bad("--port", NULL, "required");
+	if (!tls_cert != !tls_key)
+		main_bad("--tls-cert", NULL, "--tls-cert and --tls-key go together");
+	if (tls_cert && cfg.model == MD_EPOLL)
+		main_bad("--tls-cert", NULL,
+			 "the epoll model has no TLS; use single, thread or pool");
+	if (tls_cert && tl_init(tls_cert, tls_key, err, sizeof err) != 0)
+		main_bad("--tls-cert", NULL, err);
 
 	/* Every thread inherits this mask: SIGTERM/SIGINT are taken by sigwait() below. */
 	sigemptyset(&set);
@@ -183,8 +198,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printed_threads = cfg.model == MD_SINGLE ? 1 : cfg.threads;
-	printf("perfctl-server listening on %s:%d impl=c model=%s threads=%d backlog=%d\n",
-	       cfg.host, port, model_name, printed_threads, cfg.backlog);
+	printf("perfctl-server listening on %s:%d impl=c model=%s threads=%d backlog=%d%s\n",
+	       cfg.host, port, model_name, printed_threads, cfg.backlog,
+	       tls_cert ? " tls=1.3" : "");
 	fflush(stdout);
 
 	do {

@@ -18,6 +18,7 @@
 #include "conn.h"
 #include "linger.h"
 #include "stats.h"
+#include "tls.h"
 
 #define SV_DEFER_S 1 /* TCP_DEFER_ACCEPT: wait this long for a request's bytes */
 
@@ -220,6 +221,7 @@ void sv_serve_blocking(int fd, int64_t first_queue_ns)
 {
 	struct cn_conn c;
 	struct sv_track t;
+	struct tl_conn *tls = NULL;
 	int64_t idle_since = ck_now_ns();
 	int linger = 0;
 
@@ -227,17 +229,24 @@ void sv_serve_blocking(int fd, int64_t first_queue_ns)
 	cn_init(&c, first_queue_ns);
 	if (sv_track_add(&t, fd) != 0)
 		goto out;
+	if (tl_enabled() && !(tls = tl_accept(fd)))
+		goto out;
 	for (;;) {
 		int r;
 		ssize_t n;
 		while ((r = cn_next(&c)) != CN_NEED_MORE) {
 			if (r == CN_CONTINUE) {
-				if (sv_send_all(fd, cn_continue_msg, CN_CONTINUE_LEN, NULL, 0) != 0)
+				if ((tls ? tl_write_all(tls, cn_continue_msg, CN_CONTINUE_LEN, NULL,
+							0)
+					 : sv_send_all(fd, cn_continue_msg, CN_CONTINUE_LEN, NULL,
+						       0)) != 0)
 					goto out;
 				continue;
 			}
-			if (sv_send_all(fd, c.resp.hdr, c.resp.hdr_len, c.resp.body,
-					c.resp.body_len) != 0)
+			if ((tls ? tl_write_all(tls, c.resp.hdr, c.resp.hdr_len, c.resp.body,
+						c.resp.body_len)
+				 : sv_send_all(fd, c.resp.hdr, c.resp.hdr_len, c.resp.body,
+					       c.resp.body_len)) != 0)
 				goto out;
 			if (c.resp.close) {
 				linger = 1;
@@ -247,7 +256,8 @@ void sv_serve_blocking(int fd, int64_t first_queue_ns)
 		}
 		if (st_stopping())
 			goto out;
-		n = recv(fd, cn_rbuf(&c), cn_rroom(&c), 0);
+		n = tls ? tl_read(tls, cn_rbuf(&c), cn_rroom(&c))
+			: recv(fd, cn_rbuf(&c), cn_rroom(&c), 0);
 		if (n > 0) {
 			int64_t now = ck_now_ns();
 			if (now - idle_since > sv_idle_ns && cn_pending(&c) > 0)
@@ -263,7 +273,8 @@ void sv_serve_blocking(int fd, int64_t first_queue_ns)
 out:
 	sv_track_del(&t);
 	st_conn_add(-1); /* before close(2): once the descriptor is gone, so is the count */
-	if (linger && !st_stopping() &&
+	tl_free(tls);
+	if (linger && !tls && !st_stopping() &&
 	    (c.resp.status >= 400 || cn_pending(&c) > 0 || !sv_input_empty(fd)))
 		lg_hand_over(fd); /* the worker is free before the client's FIN is in */
 	else

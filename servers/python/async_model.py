@@ -151,13 +151,16 @@ class Conn(asyncio.Protocol):
         self.timer = self.loop.call_later(max(0.05, wait), self._idle_check)
 
 
-def run(state: State, sock: socket.socket, announce) -> int:
-    """Serve forever; server.py's signal thread ends the process."""
+def run(state: State, sock: socket.socket, announce, tls=None) -> int:
+    """Serve forever; server.py's signal thread ends the process. tls: an ssl.SSLContext
+    (HTTPS on every connection) or None."""
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
 
     async def main():
-        await loop.create_server(lambda: Conn(state, loop), sock=sock, backlog=state.backlog)
+        await loop.create_server(
+            lambda: Conn(state, loop), sock=sock, backlog=state.backlog, ssl=tls
+        )
         announce()
 
     loop.run_until_complete(main())

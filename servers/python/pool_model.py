@@ -16,13 +16,19 @@ from protocol import DbPending, Pending, Session, State, handle
 _now = time.perf_counter_ns
 
 
-def _serve(st: State, conn: socket.socket, t_accept: int) -> None:
+def _serve(st: State, conn: socket.socket, t_accept: int, tls=None) -> None:
     t_taken = _now()
     session = Session()
     first = True
     try:
         limit = st.idle_timeout_s
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:  # the handshake, in this worker thread
+            conn.settimeout(limit)
+            try:
+                conn = tls.wrap_socket(conn, server_side=True)
+            except OSError:  # not TLS, a handshake that failed or timed out
+                return
         while True:
             since = session.request_since_ns  # a request trickling in (slowloris) gets only
             left = limit - (_now() - since) / 1e9 if since is not None else limit  # the rest
@@ -62,11 +68,11 @@ def _serve(st: State, conn: socket.socket, t_accept: int) -> None:
         st.conn_delta(-1)
 
 
-def _worker(st: State, q: queue.Queue) -> None:
+def _worker(st: State, q: queue.Queue, tls) -> None:
     while True:
         conn, t_accept = q.get()
         try:
-            _serve(st, conn, t_accept)
+            _serve(st, conn, t_accept, tls)
         except Exception as e:  # never let one connection kill a worker
             print(f"perfctl-server: worker error: {e!r}", file=sys.stderr, flush=True)
 
@@ -85,12 +91,15 @@ def _acceptor(st: State, sock: socket.socket, q: queue.Queue) -> None:
         q.put((conn, _now()))
 
 
-def run(state: State, sock: socket.socket, announce) -> int:
-    """Serve forever (the main thread accepts); server.py's signal thread ends the process."""
+def run(state: State, sock: socket.socket, announce, tls=None) -> int:
+    """Serve forever (the main thread accepts); server.py's signal thread ends the process.
+    tls: an ssl.SSLContext (HTTPS on every connection) or None."""
     q: queue.Queue = queue.Queue(maxsize=max(1, state.backlog))
     state.queue_length = q.qsize
     for i in range(state.threads):
-        threading.Thread(target=_worker, args=(state, q), name=f"worker-{i}", daemon=True).start()
+        threading.Thread(
+            target=_worker, args=(state, q, tls), name=f"worker-{i}", daemon=True
+        ).start()
     announce()
     _acceptor(state, sock, q)
     return 0

@@ -2,7 +2,7 @@
 
     python servers/python/server.py --port P [--host H] [--model async|pool] [--threads N]
         [--backlog K] [--buckets B] [--layout flat|by-type] [--corpus PATH] [--seed S]
-        [--idle-timeout-ms MS] [--db URI] [--db-pool N]
+        [--idle-timeout-ms MS] [--db URI] [--db-pool N] [--tls-cert PEM --tls-key PEM]
 
 Run as a script: the modules next to this file (protocol, async_model, pool_model) are imported
 through sys.path.
@@ -61,10 +61,25 @@ def parse_args(argv):
     )
     p.add_argument("--db", default=None)
     p.add_argument("--db-pool", type=_nonneg("db-pool", 1, 4096), default=None)
+    p.add_argument("--tls-cert", default=None)
+    p.add_argument("--tls-key", default=None)
     args = p.parse_args(argv)
     if not os.path.isfile(args.corpus):
         p.error(f"--corpus: no such file: {args.corpus}")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        p.error("--tls-cert and --tls-key go together")
     return args
+
+
+def tls_context(cert: str, key: str):
+    """The server's TLS context: TLS 1.3 only, session tickets on (clients may resume)."""
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(cert, key)
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
 
 
 def _exit_on_signal() -> None:
@@ -104,11 +119,19 @@ def main(argv=None) -> int:
         )
         return 1
     port = sock.getsockname()[1]
+    tls = None
+    if args.tls_cert:
+        try:
+            tls = tls_context(args.tls_cert, args.tls_key)
+        except (OSError, ValueError) as e:
+            print(f"perfctl-server: --tls-cert/--tls-key: {e}", file=sys.stderr, flush=True)
+            return 2
 
     def announce():
         print(
             f"perfctl-server listening on {args.host}:{port} impl=python "
-            f"model={args.model} threads={threads} backlog={args.backlog}",
+            f"model={args.model} threads={threads} backlog={args.backlog}"
+            + (" tls=1.3" if tls else ""),
             flush=True,
         )
 
@@ -126,10 +149,10 @@ def main(argv=None) -> int:
     if args.model == "async":
         import async_model
 
-        return async_model.run(state, sock, announce)
+        return async_model.run(state, sock, announce, tls)
     import pool_model
 
-    return pool_model.run(state, sock, announce)
+    return pool_model.run(state, sock, announce, tls)
 
 
 if __name__ == "__main__":

@@ -119,3 +119,25 @@ http {{
   }}
 }}
 """
+
+
+@pytest.fixture(scope="module")
+def run_cert(tmp_path_factory):
+    """A certificate made for the test (orchestrator/run/certs.py), removed after."""
+    from orchestrator.run.certs import RunCertificate
+
+    c = RunCertificate.make(tmp_path_factory.mktemp("tls"))
+    yield c
+    c.remove()
+
+
+@pytest.fixture(scope="module", params=[("python", "async"), ("python", "pool"), ("c", "pool")])
+def tls_server(run_cert, request):
+    """A bundled server with TLS (Python, each model; C pool) serving HTTPS with run_cert."""
+    impl, model = request.param
+    setup_kit.build(impl)
+    argv = bundled.command(impl, model, "{port}", threads=2)
+    argv += ["--tls-cert", str(run_cert.cert_file), "--tls-key", str(run_cert.key_file)]
+    s = Running(argv, cpus=[0])
+    yield s
+    s.stop()
