@@ -25,7 +25,7 @@ from ..experiment.servers import BundledServer
 from ..measure import dispatch_probe, kernel_tcp, live, noise, profiler
 from ..measure.sampler import ResourceSampler
 from ..netem import make_injector
-from ..proc.process import spawn, tail, terminate
+from ..proc.process import at_death, forget, spawn, tail, terminate
 from ..results import read_summary
 from ..results.store import unwritable
 from . import driver
@@ -171,6 +171,8 @@ def execute_trial(
         services.start("trial", tdir)
         if cell.server.tls:  # made for this trial, in a private directory; removed below
             cert = RunCertificate.make()
+            # and by the guardian if perfctl dies first (kill -9): no key outlives the run
+            at_death(_cert_key(cert), [["rm", "-rf", str(cert.directory)]])
         server = ServerProcess(
             cell.server_name,
             cell.server,
@@ -269,6 +271,7 @@ def execute_trial(
             injector.stop()
         if cert is not None:
             cert.remove()
+            forget(_cert_key(cert))
     if code == EXIT_CANNOT_WRITE:  # disk full, dir removed, permission lost: stop the run
         raise unwritable(run_dir, tdir)
     out.server = ServerEnd(alive, refuses, server_code, server.port, tdir / "server.log")
@@ -323,3 +326,8 @@ def _load_output(tdir: Path, code: int | None, cell: Cell) -> tuple[dict | None,
     if broken:
         return None, f"{who} wrote output that breaks loadgen/DRIVER.md: {', and '.join(broken)}"
     return read_summary(tdir), None
+
+
+def _cert_key(cert: RunCertificate) -> str:
+    """The guardian's key for removing a trial's certificate directory."""
+    return f"tls-{cert.directory.name}"
