@@ -3,7 +3,6 @@ where PerfctlError becomes exit code 2 and Ctrl-C/SIGTERM a clean stop (exit 130
 
 from __future__ import annotations
 
-import signal
 import sys
 from typing import Annotated
 
@@ -11,6 +10,7 @@ import typer
 
 from .. import __version__
 from ..errors import PerfctlError
+from ..proc import interrupt
 from . import analysis, calibrate, doctor, history, load, plan, run, serve
 from .cluster import app as cluster_app
 from .console import console, err_console
@@ -63,6 +63,7 @@ app.add_typer(cluster_app, name="cluster", help="Dask cluster tools: certificate
 def _interrupted() -> None:
     from ..proc import process  # what a command started is stopped; --help started nothing
 
+    interrupt.handled()
     process.stop_all()
     err_console.print(
         "perfctl: interrupted; every finished trial is kept in trials.csv "
@@ -74,10 +75,7 @@ def _interrupted() -> None:
 def main() -> None:
     """Console-script entry: maps PerfctlError to exit 2 and signals to a clean stop."""
 
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
+    interrupt.install()
     try:
         code = app(standalone_mode=False)
     except PerfctlError as e:
@@ -92,6 +90,6 @@ def main() -> None:
         if type(e).__name__ == "Abort":
             _interrupted()
         raise
-    if code == 130:  # typer turns KeyboardInterrupt inside a command into Exit(130)
-        _interrupted()
+    if code == 130 or interrupt.pending():  # typer turns KeyboardInterrupt inside a command
+        _interrupted()  # into Exit(130); pending: swallowed after the run loop's last check
     sys.exit(code if isinstance(code, int) else 0)

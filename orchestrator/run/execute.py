@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..experiment.plan import Cell, Plan
+from ..proc import interrupt
 from ..results import TrialTable
 from .order import order_seed, trial_order
 from .precision import precision_state
@@ -83,6 +84,7 @@ def execute_plan(
             ran += 1
             if on_trial:
                 on_trial(row)
+            interrupt.check()  # a Ctrl-C a fork hook swallowed stops the run here
     finally:
         services.stop()  # also on Ctrl-C and SIGTERM: no postgres, no data dir left
     return PlanOutcome(run_dir, table.frame() if table.rows else pd.DataFrame(), ran, len(done))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import PerfctlError
 from ..experiment.plan import Plan
+from ..proc import interrupt
 from ..results import TrialTable, trial_dir
 from ..results.schema import write_capacity
 from ..run.order import order_seed
@@ -114,6 +115,7 @@ def execute_search(
                 write_capacity(run_dir, capacity_doc(plan, searches, walls))
                 if search.failure is not None:
                     raise search.failure
+                interrupt.check()  # a Ctrl-C a fork hook swallowed stops the search here
     finally:
         services.stop()
     write_capacity(run_dir, capacity_doc(plan, searches, walls))

@@ -163,3 +163,29 @@ def test_resume_keeps_the_order(tmp_path, monkeypatch):
 def test_run_json_records_the_order():
     info = execute.run_info(_plan(order="random"), {})
     assert info["order"] == "random" and isinstance(info["order_seed"], int)
+
+
+def test_an_interrupt_swallowed_inside_a_trial_stops_the_run_after_it(tmp_path, monkeypatch):
+    """A SIGINT whose KeyboardInterrupt an os.fork hook ate (proc/interrupt.py) still stops the
+    run: the trial it landed in is kept, no later trial starts."""
+    from orchestrator.proc import interrupt
+
+    plan = _plan(repeats=2)
+    fake = FakeTrials(plan)
+
+    def swallowing(*args, **kw):
+        row = fake(*args, **kw)
+        if len(fake.calls) == 2:
+            try:  # what PyErr_WriteUnraisable does to a fork hook's exception
+                interrupt.on_signal(2, None)
+            except KeyboardInterrupt:
+                pass
+        return row
+
+    monkeypatch.setattr(execute, "execute_trial", swallowing)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            execute.execute_plan(plan, _run_dir(tmp_path, plan))
+    finally:
+        interrupt.handled()
+    assert len(fake.calls) == 2 and len(read_trials(tmp_path)) == 2
