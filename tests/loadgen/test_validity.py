@@ -188,3 +188,26 @@ def test_closed_load_reports_no_lateness_shift():
     cols, summary = _trial(_exp_service(rng, 1e6), np.zeros(N, dtype=np.int64))
     row = stats.summarize(cols, summary, "closed")
     assert math.isnan(row["lateness_shift_p99_pct"]) and row["valid"]
+
+
+def test_the_dispatchers_p999_lateness_tightens_every_percentiles_bound():
+    """2% of requests take 20-21 ms (a knee's tail), the rest ~3 ms; connection waits make the
+    sent-to-done bound loose and one 2 ms dispatcher stall the maximum's. With only its p99 the
+    dispatcher's record bounds a percentile by its distance to the one a point lower (plus
+    d_p99), which moves the p50 and p99.9 beyond their precision; with its p99.9 too, by the
+    distance to the one 0.1 point lower (plus d_p99.9): within it."""
+    rng = np.random.default_rng(5)
+    service = _exp_service(rng, 3e6)
+    tail = rng.random(N) < 0.02
+    service[tail] = rng.uniform(20e6, 21e6, tail.sum()).astype(np.int64)
+    waits = np.where(rng.random(N) < 0.3, rng.uniform(0, 1e6, N), 0).astype(np.int64)
+    cols, summary = _trial(service, waits)
+    summary.update(send_lateness_p50_ms=0.005, send_lateness_p99_ms=0.01, send_lateness_max_ms=2.0)
+    before = _rows(cols, summary)
+    for row in before:
+        assert not row["valid"] and row["lateness_shift_of_precision"] > 1.2, row
+    summary["send_lateness_p999_ms"] = 0.02
+    for row, old in zip(_rows(cols, summary), before):
+        assert row["valid"], row["invalid_reasons"]
+        for k in ("p50", "p99", "p999"):
+            assert row[f"lateness_shift_{k}_pct"] < 0.6 * old[f"lateness_shift_{k}_pct"], k
