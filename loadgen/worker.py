@@ -242,6 +242,18 @@ class Worker:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
+    async def _connected(self, sock: socket.socket | None) -> socket.socket:
+        """sock, or a new socket connected to the target (closed again if the connect fails)."""
+        if sock is not None:
+            return sock
+        sock = self.new_socket()
+        try:
+            await self.loop.sock_connect(sock, self.addr)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
     async def open_connection(self, sock: socket.socket | None = None) -> Connection | None:
         """A new connection (resolved once, no per-connect name lookup), or None on failure.
         With sock: a socket whose connect already completed. HTTPS: a TlsConnection, returned
@@ -251,13 +263,7 @@ class Worker:
         conn = Connection(self, self._next_ident)
         self._next_ident += 1
         try:
-            if sock is None:
-                sock = self.new_socket()
-                try:
-                    await self.loop.sock_connect(sock, self.addr)
-                except BaseException:
-                    sock.close()
-                    raise
+            sock = await self._connected(sock)
             await self.loop.create_connection(lambda: conn, sock=sock)
         except OSError:
             return None
@@ -276,13 +282,7 @@ class Worker:
                 if tls.context.session is not None:
                     break
         try:
-            if sock is None:
-                sock = self.new_socket()
-                try:
-                    await self.loop.sock_connect(sock, self.addr)
-                except BaseException:
-                    sock.close()
-                    raise
+            sock = await self._connected(sock)
             t0 = _now()
             await self.loop.create_connection(
                 lambda: conn, sock=sock, ssl=tls.context, server_hostname=tls.server_name

@@ -49,6 +49,14 @@ CellOpt = Annotated[
     list[str] | None,
     typer.Option("--cell", help="Only this cell (its id or its label); repeat for several."),
 ]
+MetricOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--metric",
+        help="throughput, p50, p99, error_rate or capacity; repeat for several "
+        "(default: throughput and p99, and capacity where searched).",
+    ),
+]
 NoisyOpt = Annotated[
     bool,
     typer.Option(
@@ -80,14 +88,7 @@ def _metrics(metric: list[str] | None, default: tuple[str, ...]) -> tuple[str, .
 def show(
     experiment: ExperimentArg = None,
     cell: CellOpt = None,
-    metric: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--metric",
-            help="throughput, p50, p99, error_rate or capacity; repeat for several "
-            "(default: throughput and p99, and capacity where searched).",
-        ),
-    ] = None,
+    metric: MetricOpt = None,
     last: Annotated[
         int, typer.Option("--last", min=2, help="The newest runs of each series to analyse.")
     ] = 100,
@@ -157,14 +158,7 @@ def _nothing(name: str | None, location, cell, experiments: list[str]) -> str:
 def check(
     experiment: ExperimentArg = None,
     cell: CellOpt = None,
-    metric: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--metric",
-            help="throughput, p50, p99, error_rate or capacity; repeat for several "
-            "(default: throughput and p99, and capacity where searched).",
-        ),
-    ] = None,
+    metric: MetricOpt = None,
     tolerance: Annotated[
         float, typer.Option(min=0.0, help="Relative change a regression must exceed (0.05 = 5%).")
     ] = 0.05,
