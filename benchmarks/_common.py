@@ -84,7 +84,8 @@ http {{
   keepalive_requests 100000000;
   client_body_temp_path {self.dir}/tmp;
   server {{ listen 127.0.0.1:{self.port}{ssl}; root {self.dir}/www;
-           location / {{ try_files /index.html =404; }} }}
+           location / {{ try_files /index.html =404; }}
+           location /mix/ {{ return 200 "ok"; }} }}  # any method: the mix rounds' endpoints
 }}
 """)
         self.proc = process.spawn(
@@ -191,8 +192,11 @@ def poll_until(predicate, timeout_s: float, interval_s: float = 0.05):
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-def wrk(url: str, connections: int, duration_s: int, cpu: int, threads: int = 1) -> dict:
-    """Run wrk pinned to one CPU; returns requests/s and latency percentiles in ms."""
+def wrk(
+    url: str, connections: int, duration_s: int, cpu: int, threads: int = 1, script=None
+) -> dict:
+    """Run wrk pinned to one CPU (with a Lua `script` when given); returns requests/s, the
+    non-2xx/3xx responses and latency percentiles in ms."""
     exe = need("wrk", "wrk")
     out = subprocess.run(
         [
@@ -204,6 +208,7 @@ def wrk(url: str, connections: int, duration_s: int, cpu: int, threads: int = 1)
             f"-c{connections}",
             f"-d{duration_s}s",
             "--latency",
+            *(["-s", str(script)] if script else []),
             url,
         ],
         capture_output=True,
@@ -211,10 +216,11 @@ def wrk(url: str, connections: int, duration_s: int, cpu: int, threads: int = 1)
         timeout=duration_s + 30,
     ).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     pct = {}
     for q, v, u in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)", out, re.M):
         pct[f"p{q}"] = float(v) * _UNITS[u]
-    return {"rps": rps, **pct, "raw": out}
+    return {"rps": rps, "non_2xx": int(bad.group(1)) if bad else 0, **pct, "raw": out}
 
 
 def perfctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

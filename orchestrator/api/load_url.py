@@ -19,8 +19,10 @@ from pydantic import ValidationError
 from loadgen import digest, generate_to_dir, stats, tls
 
 from ..errors import PerfctlError
+from ..experiment.document import validation_error
 from ..experiment.load import Load, TlsTarget, Workload, to_load_spec
 from ..experiment.workload import check_workload
+from ..run.endpoints import endpoint_names, endpoint_rows
 
 SELFCHECK_KEYS = (
     "loop_lag_p99_ms",
@@ -106,6 +108,50 @@ def _headers(lines: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _workload_file(
+    path: str | Path, url_path: str, method: str, body: str, headers: dict[str, str]
+) -> Workload:
+    """The workload of a YAML file (`--workload`): an experiment's `workload:` block, alone or
+    under that key; the URL gives the target, and its path when the file names none; -H
+    headers are added to the file's (and win)."""
+    import yaml  # the one command that reads a workload file pays for the parser
+
+    f = Path(path)
+    try:
+        data = yaml.safe_load(f.read_text())
+    except OSError as e:
+        raise PerfctlError(
+            f"perfctl load: --workload {f}: cannot read it ({e.strerror}). Fix: give the path "
+            "of a YAML file holding a workload block (docs/workloads.md)."
+        ) from None
+    except yaml.YAMLError as e:
+        raise PerfctlError(
+            f"perfctl load: --workload {f}: not valid YAML ({str(e).splitlines()[0]}). Fix: "
+            "write the workload block as in an experiment file (docs/workloads.md)."
+        ) from None
+    if isinstance(data, dict) and isinstance(data.get("workload"), dict):
+        data = data["workload"]
+    if not isinstance(data, dict):
+        raise PerfctlError(
+            f"perfctl load: --workload {f}: holds no mapping. Fix: write a workload block, "
+            "e.g. `requests: [{name: home, path: /}]` (docs/workloads.md)."
+        )
+    if method.upper() != "GET" or body:
+        raise PerfctlError(
+            f"perfctl load: --method and --body do not go with --workload {f}: the file "
+            "says what each request is. Fix: put `method:` and `body:` in the file."
+        )
+    data = dict(data)
+    if not ({"path", "requests", "replay"} & data.keys()):
+        data["path"] = url_path
+    if headers:
+        data["headers"] = {**(data.get("headers") or {}), **headers}
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as e:
+        raise validation_error(str(f), "workload", e) from None
+
+
 def load(
     url: str,
     *,
@@ -132,6 +178,7 @@ def load(
     cacert: str | Path | None = None,
     insecure: bool = False,
     tls_resume: bool = True,
+    workload: str | Path | None = None,
 ) -> dict:
     """Load one URL: closed (default), open (`rate`, no coordinated omission), burst or ramp
     (`ramp_rates`); the keyword arguments are `perfctl load`'s flags (`perfctl load --help`).
@@ -142,7 +189,9 @@ def load(
     request ({env:NAME} in a value reads the environment). An https:// URL is loaded over
     TLS 1.3, verified against `cacert` (a PEM file; default: the system's CAs) unless
     `insecure`; `tls_resume` False makes every connection a full handshake; the result then
-    has `tls` (connections, resumed, handshake_p50_ms, handshake_p99_ms, handshake_max_ms)."""
+    has `tls` (connections, resumed, handshake_p50_ms, handshake_p99_ms, handshake_max_ms).
+    `workload`: a YAML file with an experiment's workload block (a mix, generated fields,
+    a replay); the result then has `endpoints`, one dict per request of the mix."""
     chosen = mode or ("ramp" if ramp_rates else "open" if rate else "closed")
     host, port, path, query, https = _target(url)
     tls_target = _tls_target(https, None if cacert is None else str(cacert), insecure)
@@ -165,13 +214,13 @@ def load(
         "seed": seed,
         "ramp": {"rates": rates, "slo": {"p99_ms": slo_p99}} if rates else None,
     }
+    target = path + (f"?{query}" if query else "")
     try:
         ld = Load.model_validate(fields)
-        workload = Workload(
-            path=path + (f"?{query}" if query else ""),
-            method=method.upper(),
-            body=body,
-            headers=_headers(headers),
+        work = (
+            Workload(path=target, method=method.upper(), body=body, headers=_headers(headers))
+            if workload is None
+            else None
         )
     except ValidationError as e:
         err = e.errors()[0]
@@ -181,8 +230,21 @@ def load(
             f"(got {err.get('input')!r}). Fix: see perfctl load --help; "
             "durations like 10s or 250ms."
         ) from None
-    check_workload(workload, "http", "perfctl load --header", "")
-    spec = to_load_spec(ld, workload, host, port, seed=seed, cpus=cpu_list, tls=tls_target)
+    source = "perfctl load --header"
+    if work is None:
+        source = str(Path(workload).resolve())
+        work = _workload_file(workload, target, method, body, _headers(headers))
+    check_workload(work, "http", source, "")
+    spec = to_load_spec(
+        ld,
+        work,
+        host,
+        port,
+        seed=seed,
+        cpus=cpu_list,
+        tls=tls_target,
+        source=source if workload is not None else None,
+    )
     if spec.tls:
         _check_https(spec, url)
     with tempfile.TemporaryDirectory(prefix="perfctl-load-") as tmp:
@@ -195,6 +257,8 @@ def load(
             target_rate_rps=rate,
             requests_path=where / "requests.parquet",
         )
+        names = endpoint_names(spec, target)
+        ends = endpoint_rows(where, summary, chosen, names, row, None) if workload else None
     result = {
         "url": url,
         "mode": chosen,
@@ -230,4 +294,8 @@ def load(
     for k in ("sustainable_rps", "ramp_steps", "release_spread_ms_max"):
         if k in summary:
             result[k] = summary[k]
+    if ends is not None:
+        keep = ("endpoint", "share", "requests", "errors", "throughput_rps", "valid")
+        keep += ("latency_p50_ms", "latency_p99_ms")
+        result["endpoints"] = [{k: e[k] for k in keep} for e in ends]
     return result

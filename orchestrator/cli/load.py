@@ -71,6 +71,14 @@ def load(
             help="https: new connections resume an earlier TLS session (1.3 tickets).",
         ),
     ] = True,
+    workload: Annotated[
+        Path | None,
+        typer.Option(
+            help="A YAML file with an experiment's workload block (a mix of requests, "
+            "generated fields, headers, a replay); the URL gives the target. Prints a row "
+            "per endpoint."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     out: Annotated[
         Path | None, typer.Option(help="Keep requests.parquet and summary.json here.")
@@ -104,6 +112,7 @@ def load(
         cacert=cacert,
         insecure=insecure,
         tls_resume=tls_resume,
+        workload=workload,
     )
     if as_json:
         typer.echo(json.dumps(result, default=lambda v: None if v != v else v))
@@ -133,6 +142,12 @@ def _print_result(r: dict) -> None:
             f"  tls 1.3     {t['connections']:,} connections opened, {t['resumed']:,} resumed; "
             f"handshake ms p50 {fmt(t['handshake_p50_ms'], '.3f')} "
             f"p99 {fmt(t['handshake_p99_ms'], '.3f')} max {fmt(t['handshake_max_ms'], '.3f')}"
+        )
+    for e in r.get("endpoints", ()):
+        c.print(
+            f"  {e['endpoint']:<12.12} {e['share']:6.1%}  {e['throughput_rps']:10,.1f} req/s  "
+            f"p50 {fmt(e['latency_p50_ms'], '.3f')} p99 {fmt(e['latency_p99_ms'], '.3f')} ms  "
+            f"errors {e['errors']:,}" + ("" if e["valid"] else "  (its figures do not hold)")
         )
     if "sustainable_rps" in r:
         c.print(f"  sustainable {r['sustainable_rps']:,.0f} req/s under the SLO")
