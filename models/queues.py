@@ -17,10 +17,15 @@ Conventions for the result fields (all models return a frozen dataclass):
 
 ``response_percentile(p)`` / ``wait_percentile(p)`` exist where the distribution has a closed
 form under FCFS (M/M/1, M/M/c, M/M/c/K); for the M/G models they raise NotImplementedError.
+``mg1_tail`` is the one approximation with percentiles: M/G/1 with gamma service times (any
+SCV, 0 = deterministic), its waiting time's tail by the Cramer-Lundberg asymptote (exact decay
+rate and constant), exact for exponential service and within a few per cent of simulation at
+the p99 for rho >= 0.5 (tests/models/test_models_queues_sim.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -37,6 +42,8 @@ __all__ = [
     "mmc",
     "mmck",
     "mg1",
+    "mg1_tail",
+    "MG1TailResult",
     "mgc",
 ]
 
@@ -343,6 +350,94 @@ def mg1(arrival_rate: float, mean_service: float, service_scv: float) -> QueueRe
     rho = _stable(lam, 1, 1.0 / s)
     wq = rho / (1.0 - rho) * s * (1.0 + cs2) / 2.0
     return _by_littles_law(QueueResult, "M/G/1", lam, s, 1, rho, rho, wq)
+
+
+DETERMINISTIC_SCV = 1e-3  # below this a service time is taken as constant
+SERVICE_NODES = 2048  # equiprobable gamma quantiles the sojourn time averages over
+
+
+@dataclass(frozen=True)
+class MG1TailResult(QueueResult):
+    """M/G/1 FCFS with gamma service times of SCV `service_scv` (the means by
+    Pollaczek-Khinchine, exact). The waiting time: 0 w.p. 1 - rho, and for t > 0
+    P(W > t) ~= min(rho, K exp(-theta t)), the Cramer-Lundberg asymptote, where theta > 0
+    solves lambda (M(theta) - 1) = theta (M: the service time's moment generating function)
+    and K = (1 - rho) / (lambda M'(theta) - 1). For exponential service theta = mu - lambda and
+    K = rho: exact. The response time T = W + S, S independent of W (FCFS), its tail averaged
+    over SERVICE_NODES equiprobable service times."""
+
+    service_scv: float = 1.0
+
+    def _mgf(self, th: float) -> tuple[float, float]:
+        """M(theta) - 1 (to full precision near 0) and M'(theta) of the service time."""
+        s, c2 = self.mean_service, self.service_scv
+        if c2 < DETERMINISTIC_SCV:
+            return math.expm1(th * s), s * math.exp(th * s)
+        log_m = -math.log1p(-th * s * c2) / c2  # ln M(theta), gamma(1/c2, s c2)
+        return math.expm1(log_m), s * math.exp(log_m) / (1.0 - th * s * c2)
+
+    def _tail(self) -> tuple[float, float]:
+        """(theta, K) of the waiting time's asymptote."""
+        lam, s, c2, rho = self.arrival_rate, self.mean_service, self.service_scv, self.utilization
+        f = lambda th: lam * self._mgf(th)[0] - th  # noqa: E731
+        # near 0, f(theta) = theta (rho - 1) + lam E[S^2] theta^2 / 2 + ...: negative below
+        lo = 0.01 * (1.0 - rho) / (s * (1.0 + c2))
+        if c2 < DETERMINISTIC_SCV:
+            hi = 1.0 / s
+            while f(hi) <= 0:
+                hi *= 2.0
+        else:
+            hi = (1.0 - 1e-12) / (s * c2)
+            if f(hi) <= 0:  # a load so light the root hides at the pole: decay at the pole
+                return hi, rho
+        th = optimize.brentq(f, lo, hi, xtol=1e-15 / s, rtol=1e-13)
+        K = (1.0 - rho) / (lam * self._mgf(th)[1] - 1.0)
+        return th, K
+
+    def wait_sf(self, t: float) -> float:
+        t = float(t)
+        if t < 0:
+            return 1.0
+        th, K = self._tail()
+        return min(self.utilization, K * math.exp(-th * t))
+
+    def _service_nodes(self) -> np.ndarray:
+        s, c2 = self.mean_service, self.service_scv
+        if c2 < DETERMINISTIC_SCV:
+            return np.array([s])
+        q = (np.arange(SERVICE_NODES) + 0.5) / SERVICE_NODES
+        return stats.gamma.ppf(q, 1.0 / c2, scale=s * c2)
+
+    def response_sf(self, t: float) -> float:
+        if abs(self.service_scv - 1.0) < 1e-9 and float(t) > 0:  # M/M/1: T ~ Exp(mu - lambda)
+            return math.exp(-(1.0 / self.mean_service - self.arrival_rate) * float(t))
+        th, K = self._tail()
+        u = float(t) - self._service_nodes()
+        sf = np.where(u < 0, 1.0, np.minimum(self.utilization, K * np.exp(-th * np.maximum(u, 0))))
+        return float(sf.mean())
+
+    def wait_percentile(self, p: float) -> float:
+        p = _prob(p)
+        if 1.0 - p >= self.utilization:
+            return 0.0
+        th, K = self._tail()
+        return max(0.0, math.log(K / (1.0 - p)) / th)
+
+    def response_percentile(self, p: float) -> float:
+        p = _prob(p)
+        if p == 0.0:
+            return 0.0
+        return _invert_sf(self.response_sf, 1.0 - p, self.mean_response)
+
+
+def mg1_tail(arrival_rate: float, mean_service: float, service_scv: float) -> MG1TailResult:
+    """M/G/1 with gamma service times: the means of mg1 (exact), and percentiles from the
+    waiting time's Cramer-Lundberg asymptote (MG1TailResult: an approximation, exact for
+    exponential service)."""
+    r = mg1(arrival_rate, mean_service, service_scv)
+    kept = {f.name: getattr(r, f.name) for f in dataclasses.fields(QueueResult)}
+    name = "M/G/1 (gamma service, tail asymptote)"
+    return MG1TailResult(**{**kept, "model": name}, service_scv=float(service_scv))
 
 
 def mgc(

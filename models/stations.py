@@ -74,6 +74,10 @@ class Station:
     connections: L keep-alive connections the load holds (None: a new connection per
         request). A closed loop holds one per user, whatever L says.
     loops: event_loop only: independent loops, each owning its connections.
+    tail_percentiles: a single-server station (an event loop, or one FCFS worker) whose
+        service time is not exponential takes its percentiles from queues.mg1_tail (gamma
+        service times, the waiting time's tail asymptote: an approximation, within a few
+        per cent of simulation at the p99) instead of having none.
     """
 
     dispatch: str
@@ -87,6 +91,7 @@ class Station:
     connections: int | None = None
     loops: int = 1
     overhead_mean_s: float = math.nan
+    tail_percentiles: bool = False
 
     def __post_init__(self) -> None:
         if self.dispatch not in DISPATCHES:
@@ -118,6 +123,19 @@ class Station:
             raise ValueError(f"connections must be an integer >= 1, got {self.connections!r}")
         if not (isinstance(self.loops, int) and self.loops >= 1):
             raise ValueError(f"loops must be an integer >= 1, got {self.loops!r}")
+
+    @property
+    def single_server(self) -> bool:
+        """One request served at a time by one unbounded FCFS queue (per loop)."""
+        if self.dispatch == "event_loop":
+            return True
+        where, c, _, _ = self._queue()
+        return (
+            self.dispatch != "processor_sharing"
+            and where == "server"
+            and c == 1
+            and not math.isfinite(self.capacity)
+        )
 
     @property
     def exponential(self) -> bool:
@@ -201,6 +219,8 @@ class Station:
             lam, s = rate_rps / self.loops, self.mean_service_s
             if abs(self.service_scv - 1.0) <= scv_tolerance:
                 return queues.mmc(lam, 1.0 / s, 1)
+            if self.tail_percentiles:
+                return queues.mg1_tail(lam, s, self.service_scv)
             return queues.mg1(lam, s, self.service_scv)
         where, c, s, scv = self._queue()
         exp = abs(scv - 1.0) <= scv_tolerance
@@ -218,6 +238,8 @@ class Station:
         if exp:
             return queues.mmc(rate_rps, 1.0 / s, c)
         if c == 1:
+            if self.tail_percentiles and where == "server":
+                return queues.mg1_tail(rate_rps, s, scv)
             return queues.mg1(rate_rps, s, scv)
         return queues.mgc(rate_rps, s, c, scv)
 
@@ -237,9 +259,10 @@ class Station:
         """Whether response_percentile_s is exact for this station (a closed-form or exactly
         computed sojourn-time distribution): M/M/c and M/M/c/K under FCFS, M/M/k-LPS. A
         wider scv_tolerance accepts a near-exponential holding time as exponential (an
-        approximation: the percentile of the M/M/c with the same mean)."""
+        approximation: the percentile of the M/M/c with the same mean). With tail_percentiles,
+        a single-server station has them for any SCV (queues.mg1_tail, an approximation)."""
         scv = self.service_scv if self.dispatch == "event_loop" else self._queue()[3]
-        return abs(scv - 1.0) <= scv_tolerance
+        return abs(scv - 1.0) <= scv_tolerance or (self.tail_percentiles and self.single_server)
 
     def response_percentile_s(
         self, rate_rps: float, q: float, scv_tolerance: float = EXPONENTIAL_SCV_TOLERANCE

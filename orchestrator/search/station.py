@@ -18,9 +18,12 @@ measured and calibrates its speed:
 - the calibration: the mean service time is scaled so that the station saturates at X_max, the
   saturation probe's throughput (a closed loop with many users): the model's shape, the
   server's measured ceiling. Without a usable X_max the estimate's S stays, and a note says so.
-- the service time's SCV: 1 for a percentile SLO (M/M/c is the family whose sojourn-time
-  percentiles have a closed form; the probes at the knee calibrate the rest), the measured
-  `svc` SCV for a mean SLO.
+- the service time's SCV: the measured `svc` SCV. For a percentile SLO a single-server
+  station (an event loop, one worker) takes its percentiles from M/G/1 with gamma service
+  times (models/queues.py mg1_tail: the waiting time's tail asymptote, within a few per cent
+  of simulation at the p99; the M/M/1 shape is 2x off at the p99 for a constant service
+  time); several servers keep the M/M/c shape (SCV 1), the one family with exact sojourn-time
+  percentiles, and the probes at the knee calibrate the rest.
 """
 
 from __future__ import annotations
@@ -53,8 +56,8 @@ class ServiceProbe:
 def service_estimate(service: ServiceProbe, stat: str) -> ServiceEstimate:
     """The models' service estimate from the single-user probe (module docstring)."""
     scv = 1.0
-    if stat == "mean" and service.has_svc and math.isfinite(service.svc_scv):
-        scv = service.svc_scv
+    if service.has_svc and math.isfinite(service.svc_scv):
+        scv = service.svc_scv  # a percentile's shape: station_for (M/G/1 tail or M/M/c)
     if service.has_svc:
         mean_s, source = service.svc_mean_ms / 1e3, "server_timing"
         overhead_s = (service.latency_mean_ms - service.svc_mean_ms - service.queue_mean_ms) / 1e3
@@ -114,10 +117,18 @@ def station_for(
         )
     else:
         notes.append("no usable saturation probe: the service time is the single-user probe's")
-    if stat != "mean" and service.has_svc and math.isfinite(service.svc_scv):
-        if abs(service.svc_scv - 1) > 0.25:
+    if stat != "mean" and not station.exponential:
+        if station.single_server:  # M/G/1: the measured SCV shapes the tail (queues.mg1_tail)
+            station = dataclasses.replace(station, tail_percentiles=True)
             notes.append(
-                f"service-time SCV {service.svc_scv:.2f}: percentiles from the M/M/c shape, "
-                "calibrated by the probes at the knee"
+                f"service-time SCV {station.service_scv:.2f}: percentiles from M/G/1 with "
+                "gamma service times (the waiting time's tail asymptote)"
+            )
+        else:
+            station = dataclasses.replace(station, service_scv=1.0)
+            notes.append(
+                f"service-time SCV {service.svc_scv:.2f}: percentiles from the M/M/c shape "
+                "(no percentile model for several servers otherwise), calibrated by the "
+                "probes at the knee"
             )
     return station, notes

@@ -32,23 +32,32 @@ def sojourn(arrivals: np.ndarray, service: np.ndarray, c: int) -> np.ndarray:
 class MMc:
     """The simulated server; trial(spec) -> (row, readings)."""
 
-    def __init__(self, c=4, service_s=0.004, window_s=5.0, seed=1):
+    def __init__(self, c=4, service_s=0.004, window_s=5.0, seed=1, service_scv=1.0):
+        """service_scv: 1 exponential service (M/M/c), 0 constant (M/D/c), else gamma."""
         self.c, self.s, self.window_s = c, service_s, window_s
+        self.scv = service_scv
         self.rng = np.random.default_rng(seed)
         self.rows: list[dict] = []
+
+    def _service(self, n: int) -> np.ndarray:
+        if self.scv == 1.0:
+            return self.rng.exponential(self.s, n)
+        if self.scv == 0.0:
+            return np.full(n, self.s)
+        return self.rng.gamma(1.0 / self.scv, self.s * self.scv, n)
 
     def _open(self, rate: float):
         total = 1.0 + self.window_s
         n = self.rng.poisson(rate * total)
         arr = np.sort(self.rng.uniform(0, total, n))
-        lat = sojourn(arr, self.rng.exponential(self.s, n), self.c) + OVERHEAD_S
+        lat = sojourn(arr, self._service(n), self.c) + OVERHEAD_S
         keep = arr >= 1.0
         return arr[keep] - 1.0, lat[keep]
 
     def _closed(self, users: int):
         """One user: back-to-back Exp(S) (no queue); many: the station saturated."""
         if users == 1:
-            lat = self.rng.exponential(self.s, int(self.window_s / self.s)) + OVERHEAD_S
+            lat = self._service(int(self.window_s / self.s)) + OVERHEAD_S
             return np.cumsum(lat), lat
         x = Station("shared_queue", self.c, self.s).closed(users, 0.0).throughput[-1]
         return self._open(0.999 * x)  # the queue is never empty: like the open queue at x
@@ -70,9 +79,9 @@ class MMc:
             **row_extra,
         }
         svc = lat - OVERHEAD_S
-        service = ServiceProbe(row["latency_mean_ms"], 1e3 * self.s, 1.0, 0.0)
+        service = ServiceProbe(row["latency_mean_ms"], 1e3 * self.s, self.scv, 0.0)
         if role == "service":
-            service = ServiceProbe(row["latency_mean_ms"], 1e3 * float(svc.mean()), 1.0, 0.0)
+            service = ServiceProbe(row["latency_mean_ms"], 1e3 * float(svc.mean()), self.scv, 0.0)
         readings = Readings(p99, stationarity.trend(per_s), within_variance(per_s), service)
         self.rows.append(row)
         return row, readings

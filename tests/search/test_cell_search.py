@@ -294,3 +294,34 @@ def test_lateness_that_moved_the_slos_statistic_still_costs_the_probe():
     knees = [p for p in s.result(0.0)["probes"] if p["role"] == "knee"]
     assert knees and not any(p["used"] for p in knees)
     assert not any(p["valid_for_slo"] for p in knees)
+
+
+def _md1_search():
+    """One worker, a constant 2 ms service (M/D/1), p99 <= 10 ms."""
+    doc = {**DOC, "servers": {"md1": {"cmd": "md1 --port {port}", "threads": 1}}}
+    doc["search"] = {"slo": {"p99": "10ms"}, "max_trials": 8}
+    plan = compile_document(doc, "sim.yaml")
+    s = CellSearch(plan.cells[0], plan.experiment.search, "sim.yaml")
+    sim = MMc(c=1, service_s=0.002, seed=8, service_scv=0.0)
+    return s, sim
+
+
+def test_a_constant_service_time_gets_the_m_d_1_tail_not_the_m_m_1_one():
+    """The M/M/1 shape puts a constant-service server's p99 at twice its true value, so its
+    first knee probe would land near rho 0.6 instead of at the knee; with the measured SCV the
+    station is M/G/1 with the tail asymptote (models/queues.py mg1_tail, within 2% of a
+    simulation), its first probe lands near the truth and the interval holds it."""
+    truth = rate_for_slo(
+        Station("shared_queue", 1, 0.002, 0.0, overhead_s=OVERHEAD_S, tail_percentiles=True),
+        "p99",
+        0.010,
+    )
+    mm1 = rate_for_slo(Station("shared_queue", 1, 0.002, overhead_s=OVERHEAD_S), "p99", 0.010)
+    assert mm1 < 0.85 * truth  # the shape this replaced: far off
+    s, sim = _md1_search()
+    specs = run_search(s, sim)
+    r = s.result(wall_s=0.0)
+    assert r["status"] == "found" and "M/G/1" in str(r["model"]), r["model"]
+    first = next(p.level for p in specs if p.role == "knee")
+    assert abs(first / truth - 1) < 0.06, (first, truth)
+    assert r["low"] <= truth <= r["high"] and abs(r["capacity"] / truth - 1) < 0.06, (r, truth)
