@@ -1,11 +1,10 @@
 """Bad input at the command line: one paragraph naming file, key and fix; exit 2; no traceback."""
 
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import perfctl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -15,17 +14,6 @@ servers:
   s: {cmd: "CMD"}
 load: {mode: closed, connections: 1, duration: 1s, warmup: 0s}
 """
-
-
-def perfctl(*args, env=None, timeout=60):
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
 
 
 def test_unknown_key(write_yaml, perfctl_env, assert_clean_error):

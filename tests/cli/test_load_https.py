@@ -3,31 +3,18 @@ handshakes reported; a certificate that does not verify, or a plain-HTTP server 
 https://, is exit 2 and one paragraph before any load."""
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_kit import perfctl
 
 from orchestrator.proc import ports, process
 from orchestrator.run import bundled
 from orchestrator.run.certs import RunCertificate
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def perfctl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160"),
-    )
 
 
 def _serve(*extra: str, host: str = "127.0.0.1"):

@@ -4,12 +4,11 @@ are exit 2 and one paragraph naming the file and the key."""
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_kit import perfctl
 
 from orchestrator.proc import ports, process
 from orchestrator.run import bundled
@@ -23,17 +22,6 @@ workload:
     - {name: light, weight: 3, path: "/work?spin_us={int:1..5}"}
     - {name: heavy, weight: 1, path: "/work?spin_us=200&u={file:users.csv:name}"}
 """
-
-
-def perfctl(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160"),
-    )
 
 
 @pytest.fixture(scope="module")

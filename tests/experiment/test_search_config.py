@@ -3,11 +3,10 @@ and the fix for everything it refuses."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import perfctl
 
 from models.stations import percentile_of
 from orchestrator.errors import PerfctlError
@@ -118,14 +117,7 @@ matrix: {rate: [100, 200]}
 search: {slo: {p99: 30ms}}
 """
     )
-    p = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "plan", str(f)],
-        cwd=ROOT,
-        env=perfctl_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    p = perfctl("plan", str(f), env=perfctl_env, timeout=60)
     assert_clean_error(p, "exp.yaml", "matrix.rate", "Fix:")
     assert len([line for line in p.stderr.splitlines() if line.strip()]) <= 6
 
@@ -139,14 +131,7 @@ load: {mode: open, connections: 32, duration: 5s, warmup: 1s}
 search: {slo: {p99: 30ms}, max_trials: 6}
 """
     )
-    p = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "plan", str(f)],
-        cwd=ROOT,
-        env=perfctl_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    p = perfctl("plan", str(f), env=perfctl_env, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "rate searched" in p.stdout
     assert "8 to 12 trials, estimated wall time" in p.stdout

@@ -3,11 +3,10 @@ generator, cell ids kept for the one-request form, and every bad input refused b
 runs with one paragraph naming the file, the key and the fix."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import perfctl
 
 from orchestrator import experiment
 from orchestrator.errors import PerfctlError
@@ -122,14 +121,7 @@ def test_a_mix_needs_the_http_generator(write_yaml):
 
 def test_perfctl_plan_exits_2_on_an_unknown_field(write_yaml, perfctl_env, assert_clean_error):
     path = write_yaml(HEAD + "workload: {path: '/x/{foo:1}'}\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "plan", str(path)],
-        cwd=ROOT,
-        env=perfctl_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = perfctl("plan", str(path), env=perfctl_env, timeout=60)
     assert_clean_error(proc, "workload.path", "unknown generated field {foo:1}", "Fix:")
 
 

@@ -10,12 +10,11 @@ mutations, RANDOM_DOCS random documents; CLI_RUNS `perfctl plan` runs."""
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_kit import perfctl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -182,14 +181,7 @@ def test_perfctl_plan_on_a_mutated_example_exits_0_or_2_without_a_traceback(
     lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)] + rng.choice([": [", "{x}", "-1", ""])
     f = tmp_path / example.name
     f.write_text("\n".join(lines))
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "plan", str(f)],
-        cwd=ROOT,
-        env=perfctl_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = perfctl("plan", str(f), env=perfctl_env, timeout=120)
     assert done.returncode in (0, 2), done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     if done.returncode == 2:

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import perfctl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -176,14 +177,7 @@ def test_perfctl_report_on_a_truncated_file_exits_cleanly(pristine, tmp_path, pe
     truncated requests.parquet leaves that trial's rows out, says so, and writes the report."""
     run_dir = tmp_path / "run"
     f = damaged_copy(pristine, run_dir, (name, "truncate", 0.5, b"x"))
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "report", str(run_dir)],
-        cwd=ROOT,
-        env=perfctl_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = perfctl("report", str(run_dir), env=perfctl_env, timeout=300)
     out = done.stdout + done.stderr
     assert "Traceback" not in out, out
     if name == "run.json":
