@@ -4,7 +4,8 @@ shards merged into the trial's files (merge.py) and what the trial produced hand
 run/row.py for its row, the same builder a local trial's goes through. Besides a local
 trial's columns the row has server_host, loadgen_hosts, shards, clock_offset_ms_max,
 clock_uncertainty_ms_max and server_client_addresses; its noise columns are the worst host's
-(merge.noise_rollup).
+(merge.noise_rollup). A load-generator host cut off during the load is one of its reasons
+(stalls.py).
 
 Files in the trial directory, besides those of a local trial: shards.json (per shard: host,
 address, clock offset and its uncertainty, lead before the start instant, shift_ns, requests
@@ -35,7 +36,7 @@ from ..experiment.load import shard_specs, to_load_spec
 from ..experiment.plan import Cell, Plan
 from ..results import write_json
 from ..run.row import ServerEnd, TrialOutcome, load_generator_failed, trial_row
-from . import merge, tasks
+from . import merge, stalls, tasks
 from .session import Clock, HostLost, Session, outcome
 
 START_LEAD_S = 2.0  # between agreeing on the instant and the shards' start
@@ -339,7 +340,15 @@ def _shards(
         )
         parts.append((h, sdir))
     if parts:
+        first = json.loads((parts[0][1] / "summary.json").read_text())  # the merged clock's
         out.summary, shifts = merge.merge_shards(parts, tdir)
+        reasons += stalls.cut_off_reasons(
+            tdir / "requests.parquet",
+            [h for h, _ in parts],
+            int(first["start_ns"]),
+            int(first["measure_start_ns"]),
+            int(first["measure_end_ns"]),
+        )
         for info in shard_info:
             if info["host"] in shifts:
                 info["shift_ns"] = shifts[info["host"]]
