@@ -37,7 +37,7 @@ from ..experiment.plan import Cell, Plan
 from ..results import write_json
 from ..run.row import ServerEnd, TrialOutcome, load_generator_failed, trial_row
 from . import merge, stalls, tasks
-from .session import Clock, HostLost, Session, outcome
+from .session import Clock, HostLost, SchedulerLost, Session, outcome
 
 START_LEAD_S = 2.0  # between agreeing on the instant and the shards' start
 SERVER_START_S = 300.0  # a bundled server's first build on a host can take minutes
@@ -64,9 +64,25 @@ def execute_cluster_trial(
             "loadgen_hosts": ",".join(lg_hosts),
             "shards": len(lg_hosts),
         },
+        network={"network_backend": "proxy" if cell.network.shapes else "none"},
     )
+    try:
+        return _measure(session, plan, out, addrs, lg_hosts)
+    except SchedulerLost as e:
+        # the run stops (the CLI prints e's paragraph); the trial is recorded first, invalid
+        out.host_reasons.append(f"the Dask scheduler died during the trial ({e.why})")
+        e.row = trial_row(out)
+        raise
+
+
+def _measure(
+    session: Session, plan: Plan, out: TrialOutcome, addrs: dict[str, str], lg_hosts: list[str]
+) -> dict:
+    """The trial begun in `out` on its hosts (addrs: every host it uses; lg_hosts: the
+    shards'), to its row. SchedulerLost when the scheduler stops answering meanwhile."""
+    cell, server_host = out.cell, out.hosts["server_host"]
     tdir, seed = out.tdir, out.seed
-    token = f"{cell.cell_id}-{trial}-{secrets.token_hex(4)}"
+    token = f"{cell.cell_id}-{out.trial}-{secrets.token_hex(4)}"
     calls = _Calls(session, token, addrs)
     load = cell.load
     phase_s = load.warmup_s + load.window_s + load.timeout_s
@@ -127,7 +143,6 @@ def execute_cluster_trial(
     server_out = _stop_server(calls, out, clocks, start_wall)
     _fetch(calls, out, results)
     out.max_error_rate = plan.experiment.validity.error_limit(out.spec.mode)
-    out.network = {"network_backend": "proxy" if cell.network.shapes else "none"}
     bound_ms = session.cfg.max_clock_uncertainty_s * 1e3
     shard_noise = _shards(out, shards, addrs, clocks, results, bound_ms)
     server_noise = None

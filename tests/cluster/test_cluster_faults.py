@@ -1,6 +1,7 @@
 """Faults on the local 3-host cluster during a trial, with real processes: the scheduler killed
-(the run stops with the paragraph, no traceback, nothing left running, no namespace or link
-left; `--resume` finishes the run on a fresh cluster); a host's link cut and restored (that
+(the interrupted trial recorded invalid with the reason, the run stops with the paragraph, no
+traceback, nothing left running, no namespace or link left; `--resume` finishes the run on a
+fresh cluster); a host's link cut and restored (that
 trial invalid, naming the host and the outage; the run goes on). A worker SIGKILLed is test_local_cluster.py's."""
 
 from __future__ import annotations
@@ -37,15 +38,20 @@ def test_the_scheduler_killed_mid_trial_stops_the_run_and_resume_finishes_it(
     assert proc.returncode == 2, stdout + stderr
     assert "Traceback" not in stderr, stderr
     assert "the Dask scheduler stopped answering" in stderr and "--resume" in stderr, stderr
-    assert not (out / "trials.csv").exists() or pd.read_csv(out / "trials.csv").empty
+    # the interrupted trial is recorded, invalid with the reason
+    (interrupted,) = pd.read_csv(out / "trials.csv", keep_default_na=False).itertuples()
+    assert interrupted.trial == 1 and not interrupted.valid
+    assert "the Dask scheduler died during the trial" in interrupted.invalid_reasons
     assert poll_until(lambda: _nothing_left(proc.pid, tree), timeout_s=30), (
         still_alive(tree),
         cluster_links(proc.pid),
     )
+    # --resume keeps it and runs the trial after it
     done = perfctl("run", "--resume", str(out), "--no-plots")
     assert done.returncode == 0, done.stdout + done.stderr
-    trials = pd.read_csv(out / "trials.csv")
-    assert sorted(trials["trial"]) == [1, 2] and (trials["requests"] > 0).all()
+    trials = pd.read_csv(out / "trials.csv", keep_default_na=False).sort_values("trial")
+    assert list(trials["trial"]) == [1, 2] and trials["requests"].iloc[1] > 0
+    assert "the Dask scheduler died" in trials["invalid_reasons"].iloc[0]
 
 
 def _host_link(pid: int, host_index: int) -> tuple[str, str]:
