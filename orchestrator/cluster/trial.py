@@ -141,6 +141,7 @@ def _measure(
     finally:  # shards still running; on the way out by an exception, the server too
         session.stop_trial(token, addrs, server=not ended)
     server_out = _stop_server(calls, out, clocks, start_wall)
+    _clock_steps(session, out, addrs, clocks, session.cfg.max_clock_uncertainty_s * 1e3)
     _fetch(calls, out, results)
     out.max_error_rate = plan.experiment.validity.error_limit(out.spec.mode)
     bound_ms = session.cfg.max_clock_uncertainty_s * 1e3
@@ -249,6 +250,39 @@ def _stop_server(
         )
         return None
     return server_out
+
+
+def _clock_steps(
+    session: Session,
+    out: TrialOutcome,
+    addrs: dict[str, str],
+    before: dict[str, Clock],
+    bound_ms: float,
+) -> None:
+    """Each host's clock offset measured again after the load: a host whose offset moved
+    since `before` by more than bound_ms (cluster.max_clock_uncertainty) beyond both
+    measurements' uncertainty had its wall clock stepped (or slewed that fast) during the
+    trial, so what was placed through the offset measured before (the shards' start instant,
+    the server's measured window) is off by as much there: the trial is invalid. A host that
+    no longer answers is the lost host's reason, not this one's. Column clock_step_ms_max: the
+    largest change seen (NaN when none could be measured)."""
+    steps = []
+    for h, c0 in before.items():
+        try:
+            c1 = session.clock(h, addrs[h])
+        except HostLost:
+            continue
+        step_ms = (c1.offset_ns - c0.offset_ns) / 1e6
+        steps.append(abs(step_ms))
+        slack_ms = (c0.uncertainty_ns + c1.uncertainty_ns) / 1e6
+        if abs(step_ms) > bound_ms + slack_ms:
+            out.host_reasons.append(
+                f"host {h}'s clock stepped by {step_ms:.0f} ms during the trial (its offset "
+                f"to perfctl's clock went from {c0.offset_ns / 1e6:.1f} to "
+                f"{c1.offset_ns / 1e6:.1f} ms ±{slack_ms:.1f} ms, more than "
+                f"cluster.max_clock_uncertainty, {bound_ms:g} ms)"
+            )
+    out.columns["clock_step_ms_max"] = max(steps) if steps else math.nan
 
 
 def _fetch(calls: _Calls, out: TrialOutcome, results: dict) -> None:
