@@ -267,7 +267,10 @@ def _clock_steps(
     no longer answers is the lost host's reason, not this one's. Column clock_step_ms_max: the
     largest change seen (NaN when none could be measured)."""
     steps = []
+    now = session.addresses()
     for h, c0 in before.items():
+        if now.get(h) != addrs[h]:  # gone: asking would wait for Dask's connect timeout
+            continue
         try:
             c1 = session.clock(h, addrs[h])
         except HostLost:
