@@ -6,9 +6,10 @@ STAMP   := $(VENV)/.installed
 # Debian packages the tool and its tests use (installed only when missing; we are root).
 # postgresql: the `postgresql` service (initdb, postgres, psql); libpq-dev: /db in the C server; libssl-dev: its HTTPS;
 # maven + a JDK: the Java servers (servlet and spring are built with Maven); linux-perf: C server
-# profiles; tmux: the live-view test.
+# profiles; tmux: the live-view test; faketime (libfaketime): the cluster test that steps one host's
+# clock.
 APT_PACKAGES := gcc make libc6-dev libssl-dev iproute2 nginx-light wrk clang libclang-rt-14-dev clang-format chromium \
-                postgresql libpq-dev maven openjdk-17-jdk-headless linux-perf tmux
+                postgresql libpq-dev maven openjdk-17-jdk-headless linux-perf tmux faketime
 EXPERIMENT ?= experiments.yaml
 
 .PHONY: setup apt servers run lint docs test test-fast clean

@@ -10,6 +10,11 @@ It reports, and exits 1 unless all hold:
   - perfctl's open descriptors and RSS, from its first finished trial to its last, grow by
     at most 10% (for each of the two perfctl processes: before and after the kill).
 Not part of `make test`: a 20-minute figure belongs on a quiet machine.
+
+    .venv/bin/python benchmarks/soak.py --cluster [--minutes 20]
+
+runs the cluster soak instead: the local 3-host TLS cluster with issue #31's faults at random
+times (soak_cluster.py).
 """
 
 from __future__ import annotations
@@ -121,7 +126,16 @@ class Chaos(threading.Thread):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=20.0, help="length of the soak")
+    ap.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the local 3-host TLS cluster with faults at random times (soak_cluster.py)",
+    )
     args = ap.parse_args()
+    if args.cluster:
+        import soak_cluster  # its own imports (root, namespaces) only when asked
+
+        return soak_cluster.main(args.minutes)
     t0 = time.monotonic()
     total_s = args.minutes * 60
     rounds = max(2, round(total_s / TRIAL_S / 2))

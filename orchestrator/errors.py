@@ -14,6 +14,14 @@ class PerfctlError(Exception):
     exit_code = 2
 
 
+class RunStopped(PerfctlError):
+    """The run cannot go on, found during a trial. `row` is that trial's row (invalid, its
+    reason saying why) when it got far enough to have one: the run records it before it
+    stops, so `--resume` runs only the trials after it."""
+
+    row: dict | None = None
+
+
 def read_user_file(path, what: str, fix: str) -> str:
     """The text of a file the user named, or the PerfctlError saying it cannot be read:
     "<path>: cannot read the <what> (<why>). Fix: <fix>"."""

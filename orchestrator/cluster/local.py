@@ -7,6 +7,10 @@ The scheduler listens on the bridge's address in the root namespace; worker hi r
 its namespace (`ip netns exec`), listens on hi's address and is named hi. Workers run without
 a nanny (the process perfctl supervises is the worker itself) and with the profiler off.
 
+Testing knob, not part of the experiment file: PERFCTL_LOCAL_WORKER_ENV, a JSON object
+{host: {NAME: value}}, adds environment variables to that host's worker only (the fault tests
+preload libfaketime into one host's worker to step its clock; tests/cluster).
+
 With tls (the default), the cluster speaks mutual TLS only (require_encryption): a CA and
 certificates for the scheduler, each worker and the client are made for the run
 (certs.write_set) into work_dir/tls, 0700, keys 0600, and removed at stop() (or by the
@@ -15,12 +19,14 @@ guardian when perfctl dies).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from ..errors import PerfctlError
 from ..measure import noise
 from ..netem.commands import netns_exec
 from ..proc.ports import free_port
@@ -36,6 +42,32 @@ QUIET_WORKER_ENV = {
     "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "warning",
 }
 TLS_ENV = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True"}
+WORKER_ENV_KNOB = "PERFCTL_LOCAL_WORKER_ENV"  # testing: {host: {NAME: value}} (docstring)
+
+
+def worker_env_knob(names: list[str]) -> dict[str, dict[str, str]]:
+    """PERFCTL_LOCAL_WORKER_ENV, read and checked: host -> its worker's extra variables."""
+    raw = os.environ.get(WORKER_ENV_KNOB, "")
+    if not raw:
+        return {}
+    try:
+        extra = json.loads(raw)
+        ok = isinstance(extra, dict) and all(
+            h in names
+            and isinstance(v, dict)
+            and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+            for h, v in extra.items()
+        )
+    except ValueError:
+        ok = False
+    if not ok:
+        raise PerfctlError(
+            f"environment variable {WORKER_ENV_KNOB} (a testing knob) is not a JSON object "
+            f"of local host names ({', '.join(names)}) to objects of string variables: "
+            f"{raw[:200]!r}. Fix: unset it, or write e.g. "
+            '\'{"h2": {"LD_PRELOAD": "/path/lib.so"}}\'.'
+        )
+    return extra
 
 
 def tls_flags(files: certs.TlsFiles) -> list[str]:
@@ -66,6 +98,7 @@ class LocalProcesses:
         self.address = ""
 
     def start(self) -> str:
+        extra = worker_env_knob(self.names)  # checked before anything is made
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.net = LocalHosts.create(self.names)
         # one machine: every process of the run is ours to the hosts' noise probes
@@ -122,7 +155,10 @@ class LocalProcesses:
                 *flags[h.name],
             ]
             self.workers[h.name] = spawn(
-                netns_exec(h.netns, argv), self.work_dir / f"{h.name}.log", cwd=ROOT, env=env
+                netns_exec(h.netns, argv),
+                self.work_dir / f"{h.name}.log",
+                cwd=ROOT,
+                env={**env, **extra.get(h.name, {})},
             )
         return self.address
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import distributed
 from distributed.security import Security
 
-from ..errors import PerfctlError
+from ..errors import PerfctlError, RunStopped
 from ..experiment.cluster import Cluster
 from ..experiment.plan import Plan
 from . import tasks
@@ -53,8 +53,13 @@ class HostLost(Exception):
         self.detail = detail
 
 
-class SchedulerLost(PerfctlError):
-    """The scheduler stopped answering (killed, its host or link down): the run stops."""
+class SchedulerLost(RunStopped):
+    """The scheduler stopped answering (killed, its host or link down): the run stops. `why`:
+    what was seen (the scheduler's exit status, or the error talking to it)."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
 
 
 class Session:
@@ -187,8 +192,10 @@ class Session:
         return SchedulerLost(
             f"cluster at {self.address}: the Dask scheduler stopped answering ({why}). The run "
             "stops; every finished trial is kept in trials.csv, the trial that was running is "
-            "not recorded, and what it started on the hosts stops when its lease ends "
-            f"(cluster/tasks.py). Fix: {start}, then perfctl run --resume RUN_DIR runs the rest."
+            "recorded as invalid (the Dask scheduler died during the trial), and what it "
+            "started on the hosts stops when its lease ends (cluster/tasks.py). Fix: "
+            f"{start}, then perfctl run --resume RUN_DIR runs the rest.",
+            why,
         )
 
     def names(self) -> list[str]:

@@ -4,7 +4,8 @@ shards merged into the trial's files (merge.py) and what the trial produced hand
 run/row.py for its row, the same builder a local trial's goes through. Besides a local
 trial's columns the row has server_host, loadgen_hosts, shards, clock_offset_ms_max,
 clock_uncertainty_ms_max and server_client_addresses; its noise columns are the worst host's
-(merge.noise_rollup).
+(merge.noise_rollup). A load-generator host cut off during the load is one of its reasons
+(stalls.py).
 
 Files in the trial directory, besides those of a local trial: shards.json (per shard: host,
 address, clock offset and its uncertainty, lead before the start instant, shift_ns, requests
@@ -35,8 +36,8 @@ from ..experiment.load import shard_specs, to_load_spec
 from ..experiment.plan import Cell, Plan
 from ..results import write_json
 from ..run.row import ServerEnd, TrialOutcome, load_generator_failed, trial_row
-from . import merge, tasks
-from .session import Clock, HostLost, Session, outcome
+from . import merge, stalls, tasks
+from .session import Clock, HostLost, SchedulerLost, Session, outcome
 
 START_LEAD_S = 2.0  # between agreeing on the instant and the shards' start
 SERVER_START_S = 300.0  # a bundled server's first build on a host can take minutes
@@ -63,9 +64,25 @@ def execute_cluster_trial(
             "loadgen_hosts": ",".join(lg_hosts),
             "shards": len(lg_hosts),
         },
+        network={"network_backend": "proxy" if cell.network.shapes else "none"},
     )
+    try:
+        return _measure(session, plan, out, addrs, lg_hosts)
+    except SchedulerLost as e:
+        # the run stops (the CLI prints e's paragraph); the trial is recorded first, invalid
+        out.host_reasons.append(f"the Dask scheduler died during the trial ({e.why})")
+        e.row = trial_row(out)
+        raise
+
+
+def _measure(
+    session: Session, plan: Plan, out: TrialOutcome, addrs: dict[str, str], lg_hosts: list[str]
+) -> dict:
+    """The trial begun in `out` on its hosts (addrs: every host it uses; lg_hosts: the
+    shards'), to its row. SchedulerLost when the scheduler stops answering meanwhile."""
+    cell, server_host = out.cell, out.hosts["server_host"]
     tdir, seed = out.tdir, out.seed
-    token = f"{cell.cell_id}-{trial}-{secrets.token_hex(4)}"
+    token = f"{cell.cell_id}-{out.trial}-{secrets.token_hex(4)}"
     calls = _Calls(session, token, addrs)
     load = cell.load
     phase_s = load.warmup_s + load.window_s + load.timeout_s
@@ -124,9 +141,9 @@ def execute_cluster_trial(
     finally:  # shards still running; on the way out by an exception, the server too
         session.stop_trial(token, addrs, server=not ended)
     server_out = _stop_server(calls, out, clocks, start_wall)
+    _clock_steps(session, out, addrs, clocks, session.cfg.max_clock_uncertainty_s * 1e3)
     _fetch(calls, out, results)
     out.max_error_rate = plan.experiment.validity.error_limit(out.spec.mode)
-    out.network = {"network_backend": "proxy" if cell.network.shapes else "none"}
     bound_ms = session.cfg.max_clock_uncertainty_s * 1e3
     shard_noise = _shards(out, shards, addrs, clocks, results, bound_ms)
     server_noise = None
@@ -235,6 +252,42 @@ def _stop_server(
     return server_out
 
 
+def _clock_steps(
+    session: Session,
+    out: TrialOutcome,
+    addrs: dict[str, str],
+    before: dict[str, Clock],
+    bound_ms: float,
+) -> None:
+    """Each host's clock offset measured again after the load: a host whose offset moved
+    since `before` by more than bound_ms (cluster.max_clock_uncertainty) beyond both
+    measurements' uncertainty had its wall clock stepped (or slewed that fast) during the
+    trial, so what was placed through the offset measured before (the shards' start instant,
+    the server's measured window) is off by as much there: the trial is invalid. A host that
+    no longer answers is the lost host's reason, not this one's. Column clock_step_ms_max: the
+    largest change seen (NaN when none could be measured)."""
+    steps = []
+    now = session.addresses()
+    for h, c0 in before.items():
+        if now.get(h) != addrs[h]:  # gone: asking would wait for Dask's connect timeout
+            continue
+        try:
+            c1 = session.clock(h, addrs[h])
+        except HostLost:
+            continue
+        step_ms = (c1.offset_ns - c0.offset_ns) / 1e6
+        steps.append(abs(step_ms))
+        slack_ms = (c0.uncertainty_ns + c1.uncertainty_ns) / 1e6
+        if abs(step_ms) > bound_ms + slack_ms:
+            out.host_reasons.append(
+                f"host {h}'s clock stepped by {step_ms:.0f} ms during the trial (its offset "
+                f"to perfctl's clock went from {c0.offset_ns / 1e6:.1f} to "
+                f"{c1.offset_ns / 1e6:.1f} ms ±{slack_ms:.1f} ms, more than "
+                f"cluster.max_clock_uncertainty, {bound_ms:g} ms)"
+            )
+    out.columns["clock_step_ms_max"] = max(steps) if steps else math.nan
+
+
 def _fetch(calls: _Calls, out: TrialOutcome, results: dict) -> None:
     """Each finished shard's files into tdir/shards/<host>/ (Session.fetch_files); a shard
     whose files cannot be fetched counts as lost (its result becomes None, the reason goes
@@ -339,7 +392,15 @@ def _shards(
         )
         parts.append((h, sdir))
     if parts:
+        first = json.loads((parts[0][1] / "summary.json").read_text())  # the merged clock's
         out.summary, shifts = merge.merge_shards(parts, tdir)
+        reasons += stalls.cut_off_reasons(
+            tdir / "requests.parquet",
+            [h for h, _ in parts],
+            int(first["start_ns"]),
+            int(first["measure_start_ns"]),
+            int(first["measure_end_ns"]),
+        )
         for info in shard_info:
             if info["host"] in shifts:
                 info["shift_ns"] = shifts[info["host"]]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..errors import RunStopped
 from ..experiment.plan import Cell, Plan
 from ..proc import interrupt
 from ..results import TrialTable
@@ -66,7 +67,14 @@ def execute_plan(
             if on_start:
                 on_start(cell, k)
             if trial_fn is not None:
-                row = trial_fn(plan, cell, k, run_dir)
+                try:
+                    row = trial_fn(plan, cell, k, run_dir)
+                except RunStopped as e:
+                    if e.row is not None:  # the interrupted trial, invalid with its reason
+                        table.append(e.row)
+                        if on_trial:
+                            on_trial(e.row)
+                    raise
             else:
                 services.start("run", run_dir)  # the first time; again if one has died
                 row = (
