@@ -151,3 +151,42 @@ def test_perfctl_load_sends_its_headers(recorder, monkeypatch):
     assert r["requests"] > 0
     assert all(h["Authorization"] == f"Bearer {SECRET}" for _, _, h, _ in Recorder.seen)
     assert all(h["X-Client"] == "adhoc" for _, _, h, _ in Recorder.seen)
+
+
+@pytest.mark.parametrize("keepalive", [True, False])
+def test_an_open_arrival_that_never_got_an_answer_counts_under_its_request(tmp_path, keepalive):
+    """Open load with a mix: an arrival dropped over the outstanding cap (keep-alive) or whose
+    connect failed (a new connection per arrival) is a row of the request it would have been,
+    so each endpoint's errors are its own, not all request 0's."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    if keepalive:
+        listener.listen(8)  # connects complete in the backlog; no answer ever comes
+    else:
+        listener.close()  # nothing listens: every connect is refused
+    mix = (RequestSpec("a", 1, "GET", "/a"), RequestSpec("b", 1, "GET", "/b"))
+    spec = LoadSpec(
+        port=port,
+        requests=mix,
+        mode="open",
+        rate_rps=800,
+        connections=1,
+        max_outstanding=1,
+        keepalive=keepalive,
+        duration_s=0.5,
+        warmup_s=0.0,
+        timeout_s=0.3,
+        seed=3,
+    )
+    try:
+        generate_to_dir(spec, tmp_path / "out")
+    finally:
+        listener.close()
+    rows = pd.read_parquet(tmp_path / "out" / "requests.parquet")
+    failed = rows[rows["status"] == 0]
+    assert len(failed) > 200 and len(failed) > 0.9 * len(rows)
+    share_b = (failed["request"] == 1).mean()
+    assert abs(share_b - 0.5) < 4.5 * (0.25 / len(failed)) ** 0.5, share_b
