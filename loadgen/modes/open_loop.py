@@ -173,8 +173,7 @@ class OpenMode(Mode):
             late[i] = now - sched[i]
             i += 1
             if worker.in_flight + len(self.pending) >= cap:
-                if worker.feed is not None:  # a mix: the arrival counts under its request
-                    worker.feed.take(chunk, row)
+                worker.unsent(chunk, row)
                 chunk.end(row, DROPPED, now)
                 self.dropped += 1
             elif self.idle:

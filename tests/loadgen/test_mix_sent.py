@@ -153,11 +153,15 @@ def test_perfctl_load_sends_its_headers(recorder, monkeypatch):
     assert all(h["X-Client"] == "adhoc" for _, _, h, _ in Recorder.seen)
 
 
-@pytest.mark.parametrize("keepalive", [True, False])
-def test_an_open_arrival_that_never_got_an_answer_counts_under_its_request(tmp_path, keepalive):
-    """Open load with a mix: an arrival dropped over the outstanding cap (keep-alive) or whose
-    connect failed (a new connection per arrival) is a row of the request it would have been,
-    so each endpoint's errors are its own, not all request 0's."""
+@pytest.mark.parametrize(
+    "mode, keepalive",
+    [("open", True), ("open", False), ("closed", False), ("burst", False)],
+    ids=["open-dropped", "open-refused", "closed-refused", "burst-refused"],
+)
+def test_a_request_that_never_got_an_answer_counts_under_its_request(tmp_path, mode, keepalive):
+    """A mix: an open arrival dropped over the outstanding cap (keep-alive), or an attempt whose
+    connect failed (open, closed and burst), is a row of the request it would have been, so
+    each endpoint's errors are its own, not all request 0's."""
     import socket
 
     listener = socket.socket()
@@ -171,11 +175,13 @@ def test_an_open_arrival_that_never_got_an_answer_counts_under_its_request(tmp_p
     spec = LoadSpec(
         port=port,
         requests=mix,
-        mode="open",
+        mode=mode,
         rate_rps=800,
-        connections=1,
+        connections={"open": 1, "closed": 8, "burst": 400}[mode],
         max_outstanding=1,
         keepalive=keepalive,
+        bursts=1,
+        burst_interval_s=0.5,
         duration_s=0.5,
         warmup_s=0.0,
         timeout_s=0.3,
