@@ -327,7 +327,14 @@ class Worker:
         """Record an attempt that failed before it had a connection."""
         chunk, row = self.rec.new(intended_ns)
         chunk.sent_ns[row] = t0
+        self.unsent(chunk, row)
         chunk.end(row, error, _now())
+
+    def unsent(self, chunk: Chunk, row: int) -> None:
+        """A row that ends before its request was sent: with a mix, it still counts under the
+        request it would have been (its endpoint's errors are its own, not request 0's)."""
+        if self.feed is not None:
+            self.feed.take(chunk, row)
 
     # --- connection callbacks ----------------------------------------------------------
     def on_done(self, conn: Connection) -> None:

@@ -48,6 +48,7 @@ class BurstMode(Mode):
                 del self.connecting[fd]
                 worker.loop.remove_writer(fd)
                 sock.close()
+                worker.unsent(chunk, row)
                 chunk.end(row, error, _now())
                 worker.in_flight -= 1
 
@@ -78,6 +79,7 @@ class BurstMode(Mode):
                 sock = worker.new_socket()
             except OSError:  # out of descriptors: this attempt fails at once
                 chunk.sent_ns[row] = _now()
+                worker.unsent(chunk, row)
                 chunk.end(row, CONNECT, _now())
                 worker.in_flight -= 1
                 continue
@@ -85,6 +87,7 @@ class BurstMode(Mode):
             code = sock.connect_ex(worker.addr)
             if code not in (0, errno.EINPROGRESS):
                 sock.close()
+                worker.unsent(chunk, row)
                 chunk.end(row, CONNECT if code == errno.ECONNREFUSED else RESET, _now())
                 worker.in_flight -= 1
                 continue
@@ -102,6 +105,7 @@ class BurstMode(Mode):
         code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if code:
             sock.close()
+            worker.unsent(chunk, row)
             chunk.end(row, CONNECT if code == errno.ECONNREFUSED else RESET, _now())
             worker.on_failed(None)
             return
@@ -110,6 +114,7 @@ class BurstMode(Mode):
     async def _send_on(self, worker: Worker, sock: socket.socket, chunk: Chunk, row: int) -> None:
         conn = await worker.open_connection(sock)
         if conn is None or worker.finishing:
+            worker.unsent(chunk, row)
             chunk.end(row, RESET if conn is None else UNFINISHED, _now())
             if conn is not None:
                 conn.transport.close()

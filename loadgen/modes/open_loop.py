@@ -176,6 +176,7 @@ class OpenMode(Mode):
             late[i] = now - sched[i]
             i += 1
             if worker.in_flight + len(self.pending) >= cap:
+                worker.unsent(chunk, row)
                 chunk.end(row, DROPPED, now)
                 self.dropped += 1
             elif self.idle:
@@ -191,6 +192,8 @@ class OpenMode(Mode):
 
     async def _open_and_send(self, worker: Worker, chunk: Chunk, row: int) -> None:
         t0 = _now()
+        # taken at the arrival (a mix: its row counts under its request even if the connect fails)
+        data = worker.request_for(chunk, row)
         conn = await worker.open_connection()
         if conn is None or worker.finishing:
             chunk.sent_ns[row] = t0
@@ -200,7 +203,7 @@ class OpenMode(Mode):
             worker.in_flight -= 1
             worker.maybe_finish()
             return
-        conn.send(chunk, row, worker.request_for(chunk, row))
+        conn.send(chunk, row, data)
         chunk.sent_ns[row] = t0  # the connect is part of the exchange
 
     # --- keeping `connections` open ------------------------------------------------------

@@ -72,7 +72,7 @@ class Cells(Sequence):
         self._len = matrix.check_size(exp, source)
         self._memo: dict[tuple, tuple[Any, str]] = {}  # section key -> (model, its JSON)
         self._uses: dict[str, list[str]] = {}  # section -> the axes it names
-        self._checked: set[int] = set()  # ids of the (memoised) workloads checked
+        self._checked: set[tuple[int, str]] = set()  # (memoised) workloads checked, by driver
 
     def __len__(self) -> int:
         return self._len
@@ -138,11 +138,11 @@ class Cells(Sequence):
             "network", self.doc.get("network", {}), values, network_
         )
         _check_driver_speaks_to(server, parts["load"][0], self.source, key, label)
-        if id(parts["workload"][0]) not in self._checked:  # one check per distinct workload
-            load = parts["load"][0]
-            driver = load.driver if isinstance(load.driver, str) else "cmd"
+        load = parts["load"][0]
+        driver = load.driver if isinstance(load.driver, str) else "cmd"
+        if (id(parts["workload"][0]), driver) not in self._checked:  # once per workload, driver
             check_workload(parts["workload"][0], driver, self.source, label)
-            self._checked.add(id(parts["workload"][0]))
+            self._checked.add((id(parts["workload"][0]), driver))
         blob = (
             f'{{"load": {parts["load"][1]}, "network": {network_json}, '
             f'"placement": {parts["placement"][1]}, "server": {server_json}, '

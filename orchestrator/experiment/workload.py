@@ -244,14 +244,18 @@ def check_workload(w: Workload, driver: str, source: str, label: str) -> None:
     CSV file or column that is missing, an {env:NAME} that is not set. CSV paths are relative to
     the experiment file's directory."""
     where = f" (in cell {label})" if label else ""
-    if driver != "http" and (w.requests or w.headers or w.replay):
-        key = "workload.requests" if w.requests else "workload.headers"
+    mixes = driver in MIX_DRIVERS  # reads the spec's `requests` (loadgen/DRIVER.md)
+    headers = w.headers or any(r.headers for r in w.requests or [])
+    if driver != "http" and ((w.requests and not mixes) or headers or w.replay):
+        key = "workload.requests" if w.requests and not mixes else "workload.headers"
         key = "workload.replay" if w.replay else key
+        what = "headers" if key == "workload.headers" else "a mix" if w.requests else "a replay"
         raise fail(
             source,
             key,
-            f"the {driver} driver sends one fixed request{where}",
-            "use the HTTP generator (load.driver: http) for a mix or headers",
+            f"the {driver} driver cannot send {what}{where}",
+            "use the HTTP generator (load.driver: http); the rmi driver sends a mix without "
+            "headers (loadgen/DRIVER.md)",
         )
     if w.requests:
         try:
@@ -277,6 +281,26 @@ def check_workload(w: Workload, driver: str, source: str, label: str) -> None:
     base = Path(source).parent
     for key, text in texts:
         _check_fields(key, text, base, source, where)
+        _check_driver_fields(key, text, driver, source, where)
+
+
+# drivers other than the HTTP generator that read a mix, and the fields each renders
+MIX_DRIVERS = {"rmi": ("seq", "uuid")}
+
+
+def _check_driver_fields(key: str, text: str, driver: str, source: str, where: str) -> None:
+    if driver == "http":
+        return
+    kinds = MIX_DRIVERS.get(driver, ("seq",))
+    for kind, _ in fields_in(text):
+        if kind not in kinds:
+            raise fail(
+                source,
+                key,
+                f"the {driver} driver renders only "
+                f"{' and '.join('{' + k + '}' for k in kinds)}, not {{{kind}}}{where}",
+                "use the HTTP generator (load.driver: http) for the other generated fields",
+            )
 
 
 def _check_fields(key: str, text: str, base: Path, source: str, where: str) -> None:

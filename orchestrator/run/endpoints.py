@@ -16,13 +16,15 @@ def endpoint_rows(
     tdir: Path,
     summary: dict,
     mode: str,
-    names: list[str],
+    names: list[str | None],
     trial: dict,
     max_error_rate: float | None,
 ) -> list[dict]:
-    """One row per endpoint name. `trial` is the trial's row (its figures and `valid`); with
-    one name, that row is the endpoint's. With several, each comes from the digest's window
-    part of its request index (loadgen/digest.py `by_request`)."""
+    """One row per endpoint name; names[k] is request k's (None: a request of weight 0 in
+    this cell, never sent, so no endpoint of its trials). `trial` is the trial's row (its
+    figures and `valid`); with one request, that row is the endpoint's. With several, each
+    comes from the digest's window part of its request index (loadgen/digest.py
+    `by_request`)."""
     parts = None
     if len(names) > 1 and (tdir / "digest.json").is_file():
         w = lstats.chosen_window(ldigest.read(tdir / "digest.json"), summary)
@@ -30,6 +32,8 @@ def endpoint_rows(
     total = int(trial.get("requests") or 0)
     rows = []
     for k, name in enumerate(names):
+        if name is None:
+            continue
         if parts is None:
             fig = trial
         else:
@@ -62,9 +66,12 @@ def _reasons(fig: dict, max_error_rate: float | None) -> list[str]:
     return out
 
 
-def endpoint_names(spec, path: str) -> list[str]:
-    """A trial's endpoints: its spec's mix or replay file, else its one request's path."""
-    return [r.name for r in spec.requests] or list(spec.replay_names) or [path]
+def endpoint_names(spec, path: str) -> list[str | None]:
+    """A trial's endpoints by request index: its spec's mix (None for a request of weight 0:
+    a weight set per cell by a placeholder may leave a request out of a cell) or replay file,
+    else its one request's path."""
+    mix = [r.name if r.weight > 0 else None for r in spec.requests]
+    return mix or list(spec.replay_names) or [path]
 
 
 def write_trial_endpoints(tdir: Path, summary, mode, names, trial, max_error_rate) -> None:

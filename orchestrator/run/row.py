@@ -294,7 +294,7 @@ def summarize_trial(tdir: Path, summary: dict, spec, max_error_rate: float | Non
     request kept (`records: all`), one more pass over requests.parquet makes the percentiles
     exact order statistics; otherwise they come from the HdrHistograms (within 0.1%)."""
     if not (tdir / "digest.json").is_file():
-        _digest_from_rows(tdir, summary, spec.timeout_s)
+        _digest_from_rows(tdir, summary, spec.timeout_s, by_request=len(spec.requests) > 1)
     doc = ldigest.read(tdir / "digest.json")
     every = summary.get("records", "all") == "all" and (tdir / "requests.parquet").is_file()
     metrics = lstats.summarize_digest(
@@ -309,10 +309,11 @@ def summarize_trial(tdir: Path, summary: dict, spec, max_error_rate: float | Non
     return metrics, timeline
 
 
-def _digest_from_rows(tdir: Path, summary: dict, timeout_s: float) -> None:
+def _digest_from_rows(tdir: Path, summary: dict, timeout_s: float, by_request: bool) -> None:
     """A driver other than the HTTP generator writes rows, not a digest (loadgen/DRIVER.md):
-    stream its requests.parquet through one, a batch at a time."""
-    d = ldigest.Digest(timeout_s)
+    stream its requests.parquet through one, a batch at a time (by_request: a mix, its figures
+    per request index too, from the rows' `request` column)."""
+    d = ldigest.Digest(timeout_s, by_request=by_request)
     d.begin(
         int(summary.get("start_ns", summary["measure_start_ns"])),
         int(summary["measure_start_ns"]),

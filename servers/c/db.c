@@ -15,14 +15,19 @@ static __thread PGconn *db_conn;
 static __thread long db_participants;
 static __thread uint64_t db_rng;
 
-static const char *const db_sql[3] = {
+#define DB_KINDS 4
+static const char *const db_sql[DB_KINDS] = {
     "SELECT id, name, email, city, score FROM participants WHERE id = $1",
     "SELECT id, name, email, city, score FROM participants WHERE id >= $1 ORDER BY id LIMIT $2",
     "INSERT INTO registrations (participant_id, note) VALUES ($1, 'perfctl /db insert') "
     "RETURNING id",
+    /* the oldest registration; concurrent deletes each take another (SKIP LOCKED) */
+    "DELETE FROM registrations WHERE id = (SELECT id FROM registrations ORDER BY id LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED) RETURNING id",
 };
-static const char *const db_names[3] = {"point", "range", "insert"};
-static const char *const db_stmts[3] = {"q0", "q1", "q2"}; /* prepared statement names */
+static const char *const db_names[DB_KINDS] = {"point", "range", "insert", "delete"};
+static const int db_nparams[DB_KINDS] = {1, 2, 1, 0};
+static const char *const db_stmts[DB_KINDS] = {"q0", "q1", "q2", "q3"}; /* prepared names */
 
 void db_init(const char *uri, uint64_t seed)
 {
@@ -77,7 +82,7 @@ static int db_open(char *out, size_t outcap, size_t *out_len)
 	PQclear(res);
 	if (db_participants < 1)
 		db_participants = 1;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < DB_KINDS; i++) {
 		res = PQprepare(db_conn, db_stmts[i], db_sql[i], 0, NULL);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			PQclear(res);
@@ -118,7 +123,7 @@ int db_serve(const char *q, size_t qn, char *out, size_t outcap, size_t *out_len
 		}
 	}
 	klen = kind_raw ? url_decode(kind_raw, kind_len, kbuf, sizeof kbuf - 1) : -1;
-	for (int i = 0; klen >= 0 && i < 3; i++)
+	for (int i = 0; klen >= 0 && i < DB_KINDS; i++)
 		if (strlen(db_names[i]) == (size_t)klen &&
 		    memcmp(kbuf, db_names[i], (size_t)klen) == 0)
 			kind = i;
@@ -148,7 +153,7 @@ int db_serve(const char *q, size_t qn, char *out, size_t outcap, size_t *out_len
 	}
 	snprintf(p2, sizeof p2, "%lu", (unsigned long)rows);
 	t0 = ck_now_ns();
-	res = PQexecPrepared(db_conn, db_stmts[kind], kind == 1 ? 2 : 1, params, NULL, NULL, 0);
+	res = PQexecPrepared(db_conn, db_stmts[kind], db_nparams[kind], params, NULL, NULL, 0);
 	*db_ns = ck_now_ns() - t0;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		db_reason(PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)

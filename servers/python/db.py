@@ -22,6 +22,11 @@ COLUMNS = "id, name, email, city, score"
 POINT = f"SELECT {COLUMNS} FROM participants WHERE id = %s"
 RANGE = f"SELECT {COLUMNS} FROM participants WHERE id >= %s ORDER BY id LIMIT %s"
 INSERT = "INSERT INTO registrations (participant_id, note) VALUES (%s, %s) RETURNING id"
+# the oldest registration; concurrent deletes each take another (SKIP LOCKED), none waits
+DELETE = (
+    "DELETE FROM registrations WHERE id = (SELECT id FROM registrations ORDER BY id "
+    "LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id"
+)
 META = "SELECT participants FROM perfctl_meta"
 
 
@@ -30,6 +35,8 @@ def _statement(p: DbPending, participants: int, rng: random.Random) -> tuple[str
         return POINT, (rng.randint(1, participants),)
     if p.query == "range":
         return RANGE, (rng.randint(1, max(1, participants - p.rows + 1)), p.rows)
+    if p.query == "delete":
+        return DELETE, ()
     return INSERT, (rng.randint(1, participants), "perfctl /db insert")
 
 

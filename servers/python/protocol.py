@@ -49,7 +49,7 @@ ALLOW = {
     "/register": "POST",
     "/db": "GET",
 }
-DB_QUERIES = ("point", "range", "insert")
+DB_QUERIES = ("point", "range", "insert", "delete")
 MAX_DB_ROWS = 1000
 
 

@@ -1,6 +1,6 @@
 """GET /db (servers/PROTOCOL.md) in every bundled HTTP server that has one: bad parameters are
 400, no database is 503 with the reason and a connection that stays usable, and against a real
-PostgreSQL (a `postgresql` service, run/services.py) point, range and insert answer with the
+PostgreSQL (a `postgresql` service, run/services.py) point, range, insert and delete answer with the
 rows and a Server-Timing `db` entry inside `svc`. (The RMI models' /db: a call to "/db",
 tests/run/test_services_postgresql.py.)"""
 
@@ -25,7 +25,7 @@ IDS = [f"{i}-{m}" for i, m in DB_MODELS]
 BAD = [
     "/db",
     "/db?query=",
-    "/db?query=delete",
+    "/db?query=drop",
     "/db?query=POINT",
     "/db?query=range&rows=0",
     "/db?query=range&rows=1001",
@@ -97,6 +97,7 @@ def test_db_queries_against_postgresql(impl, model, database):
                 ("/db?query=range&rows=7", 7),
                 ("/db?query=range", 10),
                 ("/db?query=insert", 1),
+                ("/db?query=delete", 1),  # the oldest registration: there is one, just made
                 ("/db?query=point&rows=5", 1),
             ):
                 r = c.request(target)

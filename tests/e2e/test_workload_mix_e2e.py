@@ -25,6 +25,7 @@ workload:
     - {name: work, weight: 3, path: /work, params: {spin_us: 20, id: "{int:1..100}"}}
     - {name: health, weight: 1, path: /health}
     - {name: nope, weight: 1, path: "/nope/{uuid}"}
+    - {name: never, weight: 0, path: /health}   # never sent: no endpoint of the trial
 load: {mode: closed, connections: 2, duration: 1s, warmup: 300ms}
 placement: {server_cpus: [0], loadgen_cpus: [1]}
 thresholds:

@@ -119,6 +119,53 @@ def test_a_mix_needs_the_http_generator(write_yaml):
         experiment.load_plan(path)
 
 
+RMI = """
+name: r
+servers:
+  rmi: {impl: java, model: rmi, threads: 2}
+load: {driver: rmi, mode: closed, connections: 2, duration: 2s}
+"""
+
+
+def test_the_rmi_driver_takes_a_mix_with_seq_and_uuid(write_yaml):
+    text = RMI + (
+        "workload:\n  requests:\n"
+        "    - {name: get, weight: 3, path: /db, params: {query: range}}\n"
+        "    - {name: add, method: POST, path: /register, body: 'user={uuid}-{seq}'}\n"
+    )
+    [cell] = experiment.load_plan(write_yaml(text)).cells
+    spec = to_load_spec(cell.load, cell.workload, "h", 1, seed=3)
+    assert [(r.name, r.weight, r.body) for r in spec.requests] == [
+        ("get", 3.0, ""),
+        ("add", 1.0, "user={uuid}-{seq}"),
+    ]
+
+
+RMI_BAD = [
+    ("{path: '/work', params: {n: '{int:1..9}'}}", "workload.params.n", "not {int}"),
+    ("{path: /register, method: POST, body: 'user={text:8}'}", "workload.body", "not {text}"),
+    ("{path: /work, headers: {A: b}}", "workload.headers", "cannot send headers"),
+    ("{requests: [{name: a, headers: {A: b}}]}", "workload.headers", "cannot send headers"),
+]
+
+
+@pytest.mark.parametrize("workload, key, needle", RMI_BAD)
+def test_what_the_rmi_driver_cannot_render_is_refused(write_yaml, workload, key, needle):
+    path = write_yaml(RMI + f"workload: {workload}\n")
+    with pytest.raises(PerfctlError) as e:
+        experiment.load_plan(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: key `{key}`") and needle in msg and "Fix: " in msg, msg
+
+
+def test_a_driver_command_gets_no_mix_and_no_uuid(write_yaml):
+    text = HEAD.replace("mode: closed", "driver: {cmd: 'd {spec} {out}'}, mode: closed")
+    with pytest.raises(PerfctlError, match=r"key `workload.requests`.*cannot send a mix"):
+        experiment.load_plan(write_yaml(text + "workload: {requests: [{name: a}]}\n"))
+    with pytest.raises(PerfctlError, match=r"key `workload.body`.*renders only \{seq\}"):
+        experiment.load_plan(write_yaml(text + "workload: {method: POST, body: 'u={uuid}'}\n"))
+
+
 def test_perfctl_plan_exits_2_on_an_unknown_field(write_yaml, perfctl_env, assert_clean_error):
     path = write_yaml(HEAD + "workload: {path: '/x/{foo:1}'}\n")
     proc = perfctl("plan", str(path), env=perfctl_env, timeout=60)

@@ -151,3 +151,48 @@ def test_perfctl_load_sends_its_headers(recorder, monkeypatch):
     assert r["requests"] > 0
     assert all(h["Authorization"] == f"Bearer {SECRET}" for _, _, h, _ in Recorder.seen)
     assert all(h["X-Client"] == "adhoc" for _, _, h, _ in Recorder.seen)
+
+
+@pytest.mark.parametrize(
+    "mode, keepalive",
+    [("open", True), ("open", False), ("closed", False), ("burst", False)],
+    ids=["open-dropped", "open-refused", "closed-refused", "burst-refused"],
+)
+def test_a_request_that_never_got_an_answer_counts_under_its_request(tmp_path, mode, keepalive):
+    """A mix: an open arrival dropped over the outstanding cap (keep-alive), or an attempt whose
+    connect failed (open, closed and burst), is a row of the request it would have been, so
+    each endpoint's errors are its own, not all request 0's."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    if keepalive:
+        listener.listen(8)  # connects complete in the backlog; no answer ever comes
+    else:
+        listener.close()  # nothing listens: every connect is refused
+    mix = (RequestSpec("a", 1, "GET", "/a"), RequestSpec("b", 1, "GET", "/b"))
+    spec = LoadSpec(
+        port=port,
+        requests=mix,
+        mode=mode,
+        rate_rps=800,
+        connections={"open": 1, "closed": 8, "burst": 400}[mode],
+        max_outstanding=1,
+        keepalive=keepalive,
+        bursts=1,
+        burst_interval_s=0.5,
+        duration_s=0.5,
+        warmup_s=0.0,
+        timeout_s=0.3,
+        seed=3,
+    )
+    try:
+        generate_to_dir(spec, tmp_path / "out")
+    finally:
+        listener.close()
+    rows = pd.read_parquet(tmp_path / "out" / "requests.parquet")
+    failed = rows[rows["status"] == 0]
+    assert len(failed) > 200 and len(failed) > 0.9 * len(rows)
+    share_b = (failed["request"] == 1).mean()
+    assert abs(share_b - 0.5) < 4.5 * (0.25 / len(failed)) ** 0.5, share_b

@@ -129,7 +129,7 @@ matrix: {server: [jv], protocol: [http], query: [point, range]}
 include:
   - {server: rmi, protocol: rmi, query: point}
   - {server: rmi, protocol: rmi, query: insert}
-  - {server: rmi, protocol: rmi, query: delete}       # bad input: 400 answers
+  - {server: rmi, protocol: rmi, query: drop}         # bad input: 400 answers
   - {server: rmi-nodb, protocol: rmi, query: point}   # no database: 503 with the reason
 """
 
@@ -169,9 +169,9 @@ def test_db_cells_of_the_plain_java_server_and_of_rmi(write_yaml, tmp_path):
         assert (both["db_ms"] <= both["svc_ms"] + 0.002).all(), key
         assert (both["db_ms"] > 0).mean() > 0.9, key
     # RMI bad input: every call answered 400, no db time; no database: 503, the reason logged
-    bad = requests("rmi", "delete")
+    bad = requests("rmi", "drop")
     assert len(bad) > 0 and set(bad["status"]) == {400} and bad["db_ms"].isna().all()
-    assert t.loc[("rmi", "delete"), "errors"] > 0
+    assert t.loc[("rmi", "drop"), "errors"] > 0
     down = t.loc[("rmi-nodb", "point")]
     assert not down["valid"] and down["errors"] > 0
     assert set(requests("rmi-nodb", "point")["status"]) == {503}

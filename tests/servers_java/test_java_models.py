@@ -157,6 +157,46 @@ def test_java_register(server):
     assert server.stats()["users"] == before + 4
 
 
+SWIPE_OK = {"swiper": 5000, "swipee": 1, "comment": "x" * 256}
+# (path, body, status): seed 001's checks, table-driven
+SWIPE_CASES = [
+    ("/swipe/left/", json.dumps(SWIPE_OK), 201),
+    ("/swipe/right", json.dumps({"comment": "", "swipee": 1000000, "swiper": 1}), 201),
+    ("/swipe/up/", json.dumps(SWIPE_OK), 404),
+    ("/swipe/left/", json.dumps({**SWIPE_OK, "swiper": 5001}), 400),
+    ("/swipe/left/", json.dumps({**SWIPE_OK, "swipee": 0}), 400),
+    ("/swipe/left/", json.dumps({**SWIPE_OK, "swipee": 1.5}), 400),
+    ("/swipe/left/", json.dumps({**SWIPE_OK, "comment": "x" * 257}), 400),
+    ("/swipe/left/", json.dumps({**SWIPE_OK, "comment": 7}), 400),
+    ("/swipe/left/", json.dumps({"swiper": 1, "swipee": 1}), 400),
+    ("/swipe/left/", json.dumps({**SWIPE_OK, "extra": 1}), 400),
+    ("/swipe/left/", json.dumps(SWIPE_OK)[:-1], 400),
+    ("/swipe/left/", json.dumps(SWIPE_OK) + "x", 400),
+    ("/swipe/left/", "", 400),
+]
+
+
+def test_java_swipe(server):
+    """POST /swipe/{left|right}/ validates its JSON body as seed 001's servlet did, then costs
+    what /work with the same query costs."""
+    for path, body, status in SWIPE_CASES:
+        with server.client() as c:
+            r = c.request("POST", path, body.encode())
+            assert r.status == status, (path, body[:80], r.status, r.body)
+            if status == 201:
+                assert json.loads(r.body) == {"swipe": path.split("/")[2]}
+    with server.client() as c:
+        assert c.request("GET", "/swipe/left/").status == 405
+    before = server.stats()["work_requests"]
+    with server.client() as c:
+        r = c.request(
+            "POST", "/swipe/left/?spin_us=100&sleep_us=20000", json.dumps(SWIPE_OK).encode()
+        )
+        assert r.status == 201
+        assert r.timing()[1] >= 20.0  # svc: the query's sleep
+    assert server.stats()["work_requests"] == before + 1
+
+
 def test_java_stats(server, jkit):
     with server.client() as c:
         # earlier connections close on the server side asynchronously: wait until ours is the only one

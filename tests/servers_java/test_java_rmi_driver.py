@@ -131,3 +131,44 @@ def test_row_blocks_out_at_once_are_bounded(units, tmp_path, producers, block_ro
     assert int(got["taken"]) == int(got["row_blocks_peak"]) == max_blocks
     assert int(got["row_block_rows"]) == block_rows and int(got["row_blocks_max"]) == max_blocks
     assert max_blocks * block_rows * 67 < 60e6  # 67 bytes a row: the bound in bytes
+
+
+def test_a_mix_is_drawn_by_weight_and_rendered_the_same_for_the_same_seed(units, tmp_path):
+    """Mix (the RMI driver's requests): call n is drawn by weight and its {seq} and {uuid}s
+    rendered from the seed and n, so one seed gives the same calls with the same bytes."""
+    import json
+    import re
+
+    def calls(seed: int) -> list[list[str]]:
+        spec = tmp_path / f"spec-{seed}.json"
+        mix = [
+            {"name": "get", "weight": 3.0, "method": "GET", "target": "/db?query=range"},
+            {"name": "off", "weight": 0.0, "method": "GET", "target": "/health"},
+            {
+                "name": "add",
+                "weight": 1.0,
+                "method": "POST",
+                "target": "/register",
+                "body": "user={uuid}&pass={uuid}&n={seq}",
+            },
+        ]
+        spec.write_text(json.dumps({"seed": seed, "requests": mix}))
+        proc = subprocess.run(
+            [*units, "mix", str(spec), "4000"], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        return [line.split(" ", 3) for line in proc.stdout.splitlines()]
+
+    a, b, other = calls(7), calls(7), calls(8)
+    assert a == b and a != other
+    kinds = [int(c[0]) for c in a]
+    assert 1 not in kinds  # weight 0: never drawn
+    share = kinds.count(2) / len(kinds)
+    assert abs(share - 0.25) < 4.5 * (0.25 * 0.75 / len(kinds)) ** 0.5, share
+    uuid = "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
+    bodies = [(n, c[3]) for n, c in enumerate(a) if c[0] == "2"]
+    for n, body in bodies:
+        m = re.fullmatch(f"user=({uuid})&pass=({uuid})&n=(\\d+)", body)
+        assert m and m.group(1) != m.group(2) and int(m.group(3)) == n, body
+    assert len({body for _, body in bodies}) == len(bodies)
+    assert all(c[1:3] == ["GET", "/db?query=range"] for c in a if c[0] == "0")

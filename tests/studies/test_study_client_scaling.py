@@ -108,6 +108,34 @@ def test_file_vs_postgresql(quick_run):
         assert d["svc_ms"].median() > w["svc_ms"].median(), n
 
 
+def test_the_rmi_server_on_postgresql_gets_the_seeds_three_methods(quick_run):
+    """Seed 003's RMI load test called getParticipants, addParticipant and deleteParticipant
+    and timed each: the RMI driver draws them a third each and names each call, so each RMI
+    /db trial's per-endpoint table has a row per method; every other cell sends
+    getParticipants alone."""
+    from orchestrator import results
+
+    run = results.load(quick_run)
+    t = run.trials
+    ep = run.endpoints  # with the cell's axes
+    rmi_db = (ep["server"] == "rmi-pool") & (ep["backend"] == "/db")
+    methods = {"getParticipants", "addParticipant", "deleteParticipant"}
+    assert set(ep.loc[rmi_db, "endpoint"]) == methods
+    assert set(ep.loc[~rmi_db, "endpoint"]) == {"getParticipants"}
+    assert ep.groupby(["cell_id", "trial"]).size().max() == 3
+    for (cid, k), g in ep[rmi_db].groupby(["cell_id", "trial"]):
+        n = int(g["requests"].sum())
+        row = t[(t["cell_id"] == cid) & (t["trial"] == k)].iloc[0]
+        assert n == row["requests"] > 30 and (g["errors"] == 0).all(), g
+        # a third each: within 4.5 binomial sigmas
+        assert (abs(g["share"] - 1 / 3) < 4.5 * (2 / 9 / n) ** 0.5).all(), g[["endpoint", "share"]]
+        req = _svc(quick_run, row)
+        assert set(req["request"]) == {0, 1, 2}
+        # each reached PostgreSQL (its db time) and answered 200: range, insert, delete
+        answered = req[req["error"] == 0]
+        assert (answered["status"] == 200).all() and (answered["db_ms"] > 0).all()
+
+
 def test_notebook_runs(quick_run, execute_notebook):
     text = execute_notebook("client_scaling", quick_run)
     assert str(quick_run.resolve()) in text

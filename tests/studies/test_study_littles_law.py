@@ -70,6 +70,32 @@ def test_study_table(quick_run):
     assert set(tl["cell_id"]) == set(t["cell_id"])
 
 
+def test_the_seeds_swipes_are_what_every_server_validated(quick_run):
+    """Seed 001's client: POST /swipe/{left|right}/ with a JSON body (random swiper, swipee
+    and comment). Every server answered 201, which it does only for a body that parses and
+    validates, and the per-endpoint table splits the swipes by direction about evenly."""
+    from orchestrator import results
+
+    run = results.load(quick_run)
+    ep = run.endpoints
+    assert set(ep["endpoint"]) == {"swipe-left", "swipe-right"}
+    assert ep.groupby(["cell_id", "trial"]).size().eq(2).all()
+    per = ep.groupby(["cell_id", "trial"])["requests"].sum()
+    t = run.trials.set_index(["cell_id", "trial"])
+    assert (per == t.loc[per.index, "requests"]).all()  # the endpoints add up to the trial
+    left = ep[ep["endpoint"] == "swipe-left"].set_index(["cell_id", "trial"])["requests"]
+    n = per.sum()
+    # directions drawn with weights 1:1: left's share within 4.5 binomial sigmas of 1/2
+    assert abs(left.sum() / n - 0.5) < 4.5 * (0.25 / n) ** 0.5, left.sum() / n
+    req = run.requests
+    answered = req[req["error"] == 0]
+    # 201: a swipe validated (a /work request is a 200, an invalid body a 400)
+    assert len(answered) > 0 and (answered["status"] == 201).all(), answered[
+        "status"
+    ].value_counts()
+    assert set(run.trials["concurrency_model"]) == {"pool", "virtual", "servlet", "spring"}
+
+
 def test_notebook_runs(quick_run, execute_notebook):
     text = execute_notebook("littles_law", quick_run)
     assert "experiment littles_law" in text

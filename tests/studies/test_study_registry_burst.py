@@ -4,6 +4,7 @@ then notebooks/registry_burst.ipynb top to bottom on that run.
 Slow (about 1.5-2 minutes): Java servers, bursts of up to 3000 connections.
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -52,10 +53,23 @@ def test_success_table(quick_run):
     assert (ok + t[err_cols].sum(axis=1) == t["requests"]).all()
     # 10 simultaneous registrations never overflow a backlog of 50
     assert (t.loc[t["n"] == t["n"].min(), "success_ratio"] == 1.0).all()
-    # every user registered was new: no 409 (exists), so {seq} really made each user unique
+    # the seed's registrations: a random UUID for the name and another for the password,
+    # rendered per request by either driver (perfctl's for HTTP, the Java RMI driver's)
+    for row in t.itertuples():
+        spec = json.loads(
+            (quick_run / "cells" / row.cell_id / f"trial-{row.trial}" / "spec.json").read_text()
+        )
+        assert [r["body"] for r in spec["requests"]] == ["user={uuid}&pass={uuid}"], spec
+    # every user registered was new: no 409 (exists), so each {uuid} really was drawn anew
+    # (an RMI driver sending the literal text would register one user, then answer 409s)
     req = run.requests
     assert not (req["status"] == 409).any()
     assert (req.loc[(req["error"] == 0) & (req["status"] < 400), "status"] == 201).all()
+    # the per-endpoint table: one endpoint, /register, holding every request of its trial
+    ep = run.endpoints
+    assert set(ep["endpoint"]) == {"/register"}
+    got = ep.set_index(["cell_id", "trial"])["requests"]
+    assert (got == t.set_index(["cell_id", "trial"]).loc[got.index, "requests"]).all()
     # the backlog effect, summed over the two largest N (robust to noise): a 4096 backlog
     # loses no more clients than a 50 one, per server model
     # (HTTP servers: over RMI a deep backlog can lose *more*: the one-connection-at-a-time

@@ -53,6 +53,27 @@ def test_quick_table(quick_run):
     assert np.isfinite(svc).mean() > 0.9 and 0.1 < np.nanmedian(svc) < 200
 
 
+def test_the_seeds_request_file_is_replayed_by_type(quick_run):
+    """Seed 002's client read its searches from a file, one a line, of several types:
+    experiments/data/search_requests.jsonl (4 types x 3 regexes, 4 times), replayed in order
+    and looping, each request counted under its type in the per-endpoint table."""
+    from orchestrator import results
+
+    run = results.load(quick_run)
+    ep = run.endpoints
+    assert set(ep["endpoint"]) == {"type1", "type2", "type3", "type4"}
+    t = run.trials.set_index(["cell_id", "trial"])
+    for key, g in ep.groupby(["cell_id", "trial"]):
+        assert len(g) == 4 and g["requests"].sum() == t.loc[key, "requests"], g
+        # in the file's order: 12 of each type per 48 lines, so at most one cut pass apart
+        assert g["requests"].max() - g["requests"].min() <= 12, g[["endpoint", "requests"]]
+        assert (g["errors"] == 0).all() or t.loc[key, "rate"] > t["rate"].min()
+    req = run.requests
+    # every replayed search answered as the server answers a valid search (a bad line: 400)
+    assert (req.loc[req["error"] == 0, "status"] == 200).all()
+    assert set(req["request"]) == {0, 1, 2, 3}
+
+
 def test_notebook_runs(quick_run, execute_notebook):
     text = execute_notebook("search_mm1", quick_run)
     assert str(quick_run.resolve()) in text

@@ -37,8 +37,6 @@ public final class RmiDriver {
     private final Spec spec;
     private final SelfChecks checks = new SelfChecks();
     private final AtomicLong seq = new AtomicLong();
-    private final byte[] bodyBytes;
-    private final boolean templated;
     private final RowWriter rows;
     private final Map<String, Object> summary = new java.util.LinkedHashMap<>();
     private long startNs;
@@ -48,8 +46,6 @@ public final class RmiDriver {
     private RmiDriver(Spec spec, RowWriter rows) {
         this.spec = spec;
         this.rows = rows;
-        this.bodyBytes = spec.body.getBytes(StandardCharsets.ISO_8859_1);
-        this.templated = spec.target.contains("{seq}") || spec.body.contains("{seq}");
     }
 
     public static void main(String[] args) {
@@ -151,24 +147,9 @@ public final class RmiDriver {
     }
 
     // --- the request a client sends -----------------------------------------------------------
-    /** The next request's target and body; {seq} in either becomes one number per request. */
-    private static final class Request {
-        final String target;
-        final byte[] body;
-
-        Request(String target, byte[] body) {
-            this.target = target;
-            this.body = body;
-        }
-    }
-
-    private Request next() {
-        if (!templated) {
-            return new Request(spec.target, bodyBytes);
-        }
-        String n = Long.toString(seq.getAndIncrement());
-        return new Request(spec.target.replace("{seq}", n),
-                spec.body.replace("{seq}", n).getBytes(StandardCharsets.ISO_8859_1));
+    /** The phase's next request (Mix: drawn and rendered from the seed and its number). */
+    private Mix.Request next() {
+        return spec.mix.request(seq.getAndIncrement());
     }
 
     private static void sleepUntil(long t) {
@@ -218,14 +199,15 @@ public final class RmiDriver {
                 long intended = startNs;
                 sleepUntil(startNs);
                 while (intended < endNs && budget.getAndDecrement() > 0) {
-                    Request req = next();
+                    Mix.Request req = next();
                     if (block.full()) {
                         block.seal();
                         block = rows.block();
                     }
                     int i = block.add(intended);
+                    block.request[i] = (short) req.index;
                     Client one = spec.keepalive ? client : new Client(id, spec.host, spec.port);
-                    one.attempt(block, i, spec.method, req.target, req.body);
+                    one.attempt(block, i, req.method, req.target, req.body);
                     if (!spec.keepalive) {
                         one.close();
                     }
@@ -266,9 +248,10 @@ public final class RmiDriver {
                         if (a.rows == null) {
                             break;
                         }
-                        Request req = next();
+                        Mix.Request req = next();
+                        a.rows.request[a.i] = (short) req.index;
                         Client one = spec.keepalive ? client : new Client(id, spec.host, spec.port);
-                        one.attempt(a.rows, a.i, spec.method, req.target, req.body);
+                        one.attempt(a.rows, a.i, req.method, req.target, req.body);
                         if (!spec.keepalive) {
                             one.close();
                         }
@@ -335,6 +318,8 @@ public final class RmiDriver {
             for (int c = 0; c < spec.connections; c++) {
                 int i = block.add(0);
                 int id = c;
+                Mix.Request req = next(); // rendered before the release, not during it
+                block.request[i] = (short) req.index;
                 threads.add(Threads.client("burst-" + b + "-" + c, () -> {
                     try {
                         latch.await();
@@ -342,9 +327,8 @@ public final class RmiDriver {
                         Thread.currentThread().interrupt();
                         return;
                     }
-                    Request req = next();
                     Client one = new Client(id, spec.host, spec.port);
-                    long sent = one.attempt(block, i, spec.method, req.target, req.body);
+                    long sent = one.attempt(block, i, req.method, req.target, req.body);
                     firstSentNs.accumulateAndGet(sent, Math::min);
                     lastSentNs.accumulateAndGet(sent, Math::max);
                     one.close();

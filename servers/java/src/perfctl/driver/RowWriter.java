@@ -38,7 +38,7 @@ final class RowWriter {
     static final int MIN_BLOCK_ROWS = 256;
     static final int MIN_BLOCKS = 64;
     static final String HEADER =
-            "intended_ns,sent_ns,first_byte_ns,done_ns,status,error,bytes,conn,svc_ms,queue_ms,db_ms\n";
+            "intended_ns,sent_ns,first_byte_ns,done_ns,status,error,bytes,conn,svc_ms,queue_ms,db_ms,request\n";
 
     private static final Rows STOP = new Rows(0, null);
 
@@ -229,6 +229,8 @@ final class RowWriter {
             putMs(r.queueNs[i]);
             put(',');
             putMs(r.dbNs[i]);
+            put(',');
+            putLong(r.request[i]);
             put('\n');
         }
     }

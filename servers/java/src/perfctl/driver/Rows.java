@@ -33,6 +33,7 @@ final class Rows {
     final long[] svcNs;
     final long[] queueNs;
     final long[] dbNs;
+    final short[] request; // the request's index in the spec's mix (Mix)
     int n;
 
     private final RowWriter writer;
@@ -52,6 +53,7 @@ final class Rows {
         svcNs = new long[capacity];
         queueNs = new long[capacity];
         dbNs = new long[capacity];
+        request = new short[capacity];
         clear(capacity);
     }
 
@@ -138,5 +140,6 @@ final class Rows {
         Arrays.fill(svcNs, 0, upTo, NONE);
         Arrays.fill(queueNs, 0, upTo, NONE);
         Arrays.fill(dbNs, 0, upTo, NONE);
+        Arrays.fill(request, 0, upTo, (short) 0);
     }
 }

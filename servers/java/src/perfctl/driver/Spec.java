@@ -33,6 +33,8 @@ final class Spec {
     final double burstIntervalS;
     final Path scheduleFile;
     final long startAtNs;
+    /** The requests to send: the `requests` mix, else target and body (Mix). */
+    final Mix mix;
 
     Spec(Path path) throws IOException {
         Object parsed = Json.parse(new String(Files.readAllBytes(path), StandardCharsets.UTF_8));
@@ -64,6 +66,7 @@ final class Spec {
         startAtNs = (long) num(m, "start_at_ns", 0);
         String sched = str(m, "schedule_file", "");
         scheduleFile = sched.isEmpty() ? null : path.toAbsolutePath().getParent().resolve(sched);
+        mix = Mix.of(m, method, target, body, seed);
     }
 
     /** The measured window in seconds: duration, or all bursts. */

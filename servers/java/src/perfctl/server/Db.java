@@ -23,6 +23,8 @@ final class Db implements Router.DbEndpoint {
     private static final String POINT = "SELECT " + COLUMNS + " FROM participants WHERE id = ?";
     private static final String RANGE = "SELECT " + COLUMNS + " FROM participants WHERE id >= ? ORDER BY id LIMIT ?";
     private static final String INSERT = "INSERT INTO registrations (participant_id, note) VALUES (?, 'perfctl /db insert') RETURNING id";
+    private static final String DELETE = "DELETE FROM registrations WHERE id = (SELECT id FROM registrations ORDER BY id"
+            + " LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id";
 
     /** Where /db gets a connection for one query, and gives it back. */
     interface Connections {
@@ -94,7 +96,8 @@ final class Db implements Router.DbEndpoint {
     public HttpResponse handle(String query) throws HttpError {
         Map<String, String> p = Query.parse(query == null ? "" : query);
         String kind = p.get("query");
-        if (kind == null || !(kind.equals("point") || kind.equals("range") || kind.equals("insert"))) {
+        if (kind == null || !(kind.equals("point") || kind.equals("range") || kind.equals("insert")
+                || kind.equals("delete"))) {
             throw HttpError.badRequest("bad parameter: query");
         }
         int rows = kind.equals("range") ? 10 : 1;
@@ -128,6 +131,9 @@ final class Db implements Router.DbEndpoint {
                     break;
                 case "range":
                     got = count(conn, RANGE, 1 + rnd.nextInt(Math.max(1, n - rows + 1)), rows);
+                    break;
+                case "delete":
+                    got = count(conn, DELETE, -1, -1);
                     break;
                 default:
                     got = count(conn, INSERT, 1 + rnd.nextInt(n), -1);
@@ -187,7 +193,9 @@ final class Db implements Router.DbEndpoint {
 
     private static int count(Connection conn, String sql, int key, int limit) throws SQLException {
         try (PreparedStatement s = conn.prepareStatement(sql)) {
-            s.setInt(1, key);
+            if (key > 0) {
+                s.setInt(1, key);
+            }
             if (limit > 0) {
                 s.setInt(2, limit);
             }

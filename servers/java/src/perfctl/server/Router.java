@@ -7,6 +7,7 @@ final class Router {
     private static final byte[] OK = "ok\n".getBytes(StandardCharsets.US_ASCII);
 
     private final Work work;
+    private final Swipe swipe;
     private final Search search;
     private final Registry registry;
     private final Stats stats;
@@ -23,6 +24,7 @@ final class Router {
 
     Router(Work work, Search search, Registry registry, Stats stats, DbEndpoint db) {
         this.work = work;
+        this.swipe = new Swipe(work);
         this.search = search;
         this.registry = registry;
         this.stats = stats;
@@ -55,6 +57,10 @@ final class Router {
                 }
                 return get ? db.handle(query) : HttpResponse.methodNotAllowed("GET");
             default:
+                if (path.startsWith("/swipe/")) {
+                    return r.method.equals("POST") ? swipe.handle(path, query, r.body)
+                            : HttpResponse.methodNotAllowed("POST");
+                }
                 return HttpResponse.notFound();
         }
     }

@@ -18,6 +18,7 @@ import java.util.TreeMap;
  *   is-pause NAME...      each collector bean name -> "NAME=true|false"
  *   rows DIR PRODUCERS    writes known rows through a RowWriter into DIR, prints its summary keys
  *   bounded DIR PRODUCERS takes blocks until block() would wait; prints how many it got
+ *   mix SPEC N            requests 0..N-1 of the spec's Mix -> "INDEX METHOD TARGET BODY" a line
  */
 public final class DriverUnits {
     public static void main(String[] args) throws Exception {
@@ -30,6 +31,14 @@ public final class DriverUnits {
                 break;
             case "rows": rows(Paths.get(args[1]), Integer.parseInt(args[2])); break;
             case "bounded": bounded(Paths.get(args[1]), Integer.parseInt(args[2])); break;
+            case "mix":
+                Mix mix = new Spec(Paths.get(args[1])).mix;
+                for (long n = 0; n < Long.parseLong(args[2]); n++) {
+                    Mix.Request r = mix.request(n);
+                    System.out.println(r.index + " " + r.method + " " + r.target + " "
+                            + new String(r.body, StandardCharsets.ISO_8859_1));
+                }
+                break;
             default: throw new IllegalArgumentException(args[0]);
         }
     }

@@ -58,6 +58,11 @@ public class SpringMain {
             stack.serve(req, resp, System.nanoTime());
         }
 
+        @PostMapping({"/swipe/{direction}", "/swipe/{direction}/"})
+        public void swipe(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+            stack.serve(req, resp, System.nanoTime());
+        }
+
         @RequestMapping("/**")
         public void other(HttpServletRequest req, HttpServletResponse resp) throws IOException {
             stack.serve(req, resp, System.nanoTime());
