@@ -46,10 +46,13 @@ from _common import ROOT
 from orchestrator.results import read_capacity
 
 SERVERS = {
-    # name: (server block, workload spin_us, p99 SLO)
-    "c-epoll": ("{impl: c, model: epoll}", 250, "3ms"),
-    "java-pool": ("{impl: java, model: pool, threads: 4}", 400, "5ms"),
-    "py-async": ("{impl: python, model: async}", 400, "8ms"),
+    # name: (server block, workload spin_us, p99 SLO, keep-alive connections). The Java pool
+    # gives each of its 4 threads a connection to keep: more connections than threads would
+    # wait for a served one to close (the models' "pinned" station, no steady state), so the
+    # load holds 4 and the queue forms in the client, as the models expect.
+    "c-epoll": ("{impl: c, model: epoll}", 250, "3ms", 64),
+    "java-pool": ("{impl: java, model: pool, threads: 4}", 400, "5ms", 4),
+    "py-async": ("{impl: python, model: async}", 400, "8ms", 64),
 }
 COMMON = """
 workload: {{path: /work, params: {{spin_us: {spin}}}}}
@@ -58,22 +61,22 @@ placement: {{server_cpus: [0], loadgen_cpus: [1]}}
 
 
 def search_yaml(name: str, duration: int, include_noisy: bool = False) -> str:
-    server, spin, slo = SERVERS[name]
+    server, spin, slo, conns = SERVERS[name]
     noisy = ", include_noisy: true" if include_noisy else ""
     return (
         f"name: search-{name}\nservers: {{{name}: {server}}}\n"
         + COMMON.format(spin=spin)
-        + f"load: {{mode: open, connections: 64, duration: {duration}s, warmup: 1s}}\n"
+        + f"load: {{mode: open, connections: {conns}, duration: {duration}s, warmup: 1s}}\n"
         f"search: {{slo: {{p99: {slo}}}, precision: 2%, max_trials: 8{noisy}}}\n"
     )
 
 
 def sweep_yaml(name: str, rates: list[float], duration: int, round_: int) -> str:
-    server, spin, _ = SERVERS[name]
+    server, spin, _, conns = SERVERS[name]
     return (
         f"name: sweep-{name}\nservers: {{{name}: {server}}}\n"
         + COMMON.format(spin=spin)
-        + f'load: {{mode: open, rate: "{{rate}}", connections: 64, duration: {duration}s, '
+        + f'load: {{mode: open, rate: "{{rate}}", connections: {conns}, duration: {duration}s, '
         f"warmup: 1s, seed: {round_}}}\n"
         f"matrix: {{rate: [{', '.join(f'{r:g}' for r in rates)}]}}\n"
     )

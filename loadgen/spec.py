@@ -95,6 +95,7 @@ class LoadSpec:
     schedule_file: str = ""  # open: the schedule as a file, for drivers (DRIVER.md)
     records: str = "all"  # requests.parquet: all | sample:FRACTION | none (keep_fraction)
     early_wake_ns: int = 0  # timed sends: the first early wake-up (wake.py; 0: its default)
+    spin_budget: float = 0.0  # timed sends: share of a CPU polling may take (wake.py; 0: 25%)
     # a mix (mix.py): when set, requests are drawn from it (target/method/body unused) and
     # `headers` go on every one of them
     requests: tuple[RequestSpec, ...] = ()

@@ -128,7 +128,9 @@ class Worker:
         # millisecond timers, which need the early wake-up to reach below a millisecond
         self.timer = HostTimer.open(loop)
         floor_ns = EARLY_MIN_NS if self.timer is None else EARLY_MIN_PRECISE_NS
-        self.wake = EarlyWake(spec.early_wake_ns or None, floor_ns=floor_ns)
+        self.wake = EarlyWake(
+            spec.early_wake_ns or None, floor_ns=floor_ns, budget=spec.spin_budget
+        )
         self._finished = asyncio.Event()
         info = socket.getaddrinfo(spec.host, spec.port, type=socket.SOCK_STREAM)[0]
         self.family, self.addr = info[0], info[4]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from loadgen import contract, tls
 from loadgen.spec import EXIT_CANNOT_WRITE
+from loadgen.wake import OWN_CPU_SPIN_BUDGET
 
 from ..errors import PerfctlError
 from ..experiment.load import TlsTarget, to_load_spec
@@ -205,7 +206,13 @@ def execute_trial(
         )
         if cert is not None:
             _check_https(spec, plan.source, cell.server_name)
-        spec = dataclasses.replace(spec, early_wake_ns=host_early_wake_ns(run_dir))
+        cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus, bool(services.pids()))
+        spec = dataclasses.replace(
+            spec,
+            early_wake_ns=host_early_wake_ns(run_dir),
+            # on CPUs of its own the generator may poll for punctuality nearly all it likes
+            spin_budget=OWN_CPU_SPIN_BUDGET if loadgen_own_cpus else 0.0,
+        )
         if spec.mode == "open":  # handed to every driver (loadgen/DRIVER.md)
             spec = dataclasses.replace(spec, schedule_file=contract.SCHEDULE_FILE)
             contract.write_schedule(spec, tdir / contract.SCHEDULE_FILE)
@@ -215,7 +222,6 @@ def execute_trial(
         (tdir / "spec.json").write_text(spec.to_json())
         out.spec = spec
         out.max_error_rate = plan.experiment.validity.error_limit(spec.mode)
-        cpus, loadgen_own_cpus = _watched_cpus(cell, spec.cpus, bool(services.pids()))
         counters = kernel_tcp.TrialCounters(server.pid, server.port).start()
         if plan.experiment.profile:
             prof = profiler.for_server(

@@ -83,6 +83,9 @@ def test_two_cell_run(write_yaml, perfctl_env, tmp_path):
         )
         assert len(req) >= t["requests"]
         assert (req["svc_ms"].dropna() > 0).any(), "Server-Timing svc values were not recorded"
+    # pinned apart from the server, the generator may poll most of its own CPU to send on time
+    for tdir in (out / "cells").glob("*/trial-1"):
+        assert json.loads((tdir / "spec.json").read_text())["spin_budget"] == 0.9
     assert (out / "plots" / "throughput.png").is_file()
     assert (out / "plots" / "latency_p99.png").is_file()
     latest = ROOT / "results" / "latest"  # --out runs leave results/latest alone

@@ -58,3 +58,20 @@ def test_polling_past_its_budget_falls_back_to_the_timer_for_the_rest_of_the_win
     assert w.lead_ns(t0 + wake.BUDGET_WINDOW_NS + 1) == 2_000_000
     s = w.summary()
     assert s["send_early_wake_ms"] == 2.0 and s["send_poll_denied"] == 1
+
+
+def test_a_generator_on_its_own_cpu_may_poll_most_of_it():
+    """spec.spin_budget (set by the orchestrator when the generator has CPUs of its own) lifts
+    the quarter of a CPU: polling a third of the window is within it, not denied."""
+    third = wake.BUDGET_WINDOW_NS // 3
+    shared = EarlyWake(2_000_000)
+    own = EarlyWake(2_000_000, budget=wake.OWN_CPU_SPIN_BUDGET)
+    for w in (shared, own):
+        w.polled(third)
+    t0 = own._window_start_ns
+    assert shared.lead_ns(shared._window_start_ns + 1) == wake.EARLY_MIN_NS
+    assert own.lead_ns(t0 + 1) == 2_000_000 and own.denied == 0
+    own.polled(int(0.6 * wake.BUDGET_WINDOW_NS))
+    assert own.lead_ns(t0 + 2) == wake.EARLY_MIN_NS
+    assert own.summary()["send_poll_budget_pct"] == 90.0
+    assert shared.summary()["send_poll_budget_pct"] == 25.0
