@@ -9,6 +9,10 @@ from pathlib import Path
 
 from .fields import RequestSpec
 
+# timed sends on CPUs of the generator's own may poll this share of one (wake.py): set by the
+# orchestrator in spin_budget when the generator is pinned apart from the server
+OWN_CPU_SPIN_BUDGET = 0.9
+
 MODES = ("closed", "open", "burst", "ramp")
 ARRIVALS = ("poisson", "constant", "uniform")
 THINK_DISTS = ("fixed", "exp")

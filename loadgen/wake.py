@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import time
 
+from .spec import OWN_CPU_SPIN_BUDGET  # noqa: F401  (the budget on a CPU of its own)
+
 _now = time.perf_counter_ns
 
 EARLY_MIN_NS = 200_000  # libuv's millisecond timers fire at most a tick early; poll below this
@@ -44,7 +46,6 @@ EARLY_START_NS = 1_200_000
 EARLY_MAX_NS = 6_000_000
 STEP_NS = 2_000  # a late wake moves early_ns up 99 steps (198 us), a wake in time down 1
 SPIN_BUDGET = 0.25  # of one CPU
-OWN_CPU_SPIN_BUDGET = 0.9  # of the generator's own CPU, when it has one (spec.spin_budget)
 BUDGET_WINDOW_NS = 100_000_000
 
 

@@ -16,8 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from loadgen import contract, tls
-from loadgen.spec import EXIT_CANNOT_WRITE
-from loadgen.wake import OWN_CPU_SPIN_BUDGET
+from loadgen.spec import EXIT_CANNOT_WRITE, OWN_CPU_SPIN_BUDGET
 
 from ..errors import PerfctlError
 from ..experiment.load import TlsTarget, to_load_spec
