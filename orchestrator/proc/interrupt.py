@@ -8,6 +8,7 @@ safe point, after a trial's row is kept (`check`), raising it again if it was sw
 from __future__ import annotations
 
 import signal
+import sys
 
 _pending: list[int] = []  # signals received and not yet turned into perfctl's clean stop
 
@@ -18,9 +19,22 @@ def on_signal(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _unraisable(hook):
+    """sys.unraisablehook that stays silent for the KeyboardInterrupt this module raised and
+    Python dropped (it is acted on at the next check): no "Exception ignored" traceback."""
+
+    def quiet(info) -> None:
+        if issubclass(info.exc_type, KeyboardInterrupt) and _pending:
+            return
+        hook(info)
+
+    return quiet
+
+
 def install() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    sys.unraisablehook = _unraisable(sys.__unraisablehook__)
 
 
 def pending() -> bool:

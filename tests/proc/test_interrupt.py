@@ -28,7 +28,8 @@ SCRIPT = textwrap.dedent(
 
 def test_a_sigint_during_a_fork_is_dropped_by_python_and_kept_by_perfctl():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
-    assert "Exception ignored" in out.stderr and "KeyboardInterrupt" in out.stderr
+    # dropped by Python (it went on), silently (no "Exception ignored" traceback), kept by perfctl
+    assert "Traceback" not in out.stderr and "Exception ignored" not in out.stderr, out.stderr
     assert out.stdout.split() == ["went", "on", "True", "stopped"], out.stdout + out.stderr
 
 
