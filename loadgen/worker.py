@@ -342,7 +342,8 @@ class Worker:
     def on_done(self, conn: Connection) -> None:
         self.in_flight -= 1
         if not self.issuing:
-            self.maybe_finish()
+            if not self.mode.drain(self, conn):
+                self.maybe_finish()
             return
         self.mode.on_answer(self, conn)
 

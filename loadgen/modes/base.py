@@ -95,6 +95,11 @@ class Mode:
     def stop(self, worker: Worker) -> None:
         pass
 
+    def drain(self, worker: Worker, conn) -> bool:
+        """After issuing stopped, conn answered: True if the mode sent it another request
+        (an arrival of the window still waiting for a connection)."""
+        return False
+
     def expire(self, worker: Worker, limit_ns: int, error: int) -> None:
         pass
 

@@ -81,11 +81,15 @@ class OpenMode(Mode):
 
     def stop(self, worker: Worker) -> None:
         t = _now()
-        for chunk, row in self.pending:  # intended in the window, never got a connection
-            chunk.end(row, UNFINISHED, t)
-        self.pending.clear()
-        # due by now but never dispatched (a loop running late at the window's end): recorded
-        # as unfinished, never left out of the records
+        # Due in the window but not yet dispatched (the loop ran late across the window's end,
+        # or the stop's poll came first): sent now, late, and their lateness recorded for the
+        # validity check; a loop that stalls there is the generator's failing, not the server's.
+        if worker.end_ns:
+            self._dispatch(worker, until_ns=worker.end_ns)
+        # Waiting for a connection: they stay queued and take the next connection that frees
+        # up while those in flight drain (drain()); the rest end at the finish (expire()).
+        # Due after the window's end but never dispatched: recorded as unfinished, never
+        # left out of the records.
         i = self.next_arrival
         while len(self.sched_ns):
             s = self.sched_ns
@@ -98,6 +102,25 @@ class OpenMode(Mode):
             self._close_chunk(self.next_arrival)  # lateness of the dispatched ones only
             self._next_chunk(worker.start_ns)
             i = 0
+
+    def drain(self, worker: Worker, conn: Connection) -> bool:
+        """After the window: conn has answered; send it the oldest queued arrival, if any."""
+        if not self.pending or not (self.keepalive and conn.open) or worker.finishing:
+            return False
+        chunk, row = self.pending.popleft()
+        worker.send(conn, chunk, row)
+        return True
+
+    def expire(self, worker: Worker, limit_ns: int, error: int) -> None:
+        """End the queued arrivals intended before limit_ns (still waiting for a connection)
+        with `error`: a timeout while issuing, unfinished at the finish."""
+        while self.pending:
+            chunk, row = self.pending[0]
+            if int(chunk.intended_ns[row]) >= limit_ns:
+                break
+            self.pending.popleft()
+            worker.unsent(chunk, row)
+            chunk.end(row, error, _now())
 
     def summary_extra(self, worker: Worker) -> dict:
         """The window's arrivals: all those scheduled (the rest of the schedule, never sent,
@@ -155,8 +178,10 @@ class OpenMode(Mode):
         self.next_arrival = 0
 
     # --- arrivals ------------------------------------------------------------------------
-    def _dispatch(self, worker: Worker) -> None:
-        if not worker.issuing:
+    def _dispatch(self, worker: Worker, until_ns: int | None = None) -> None:
+        """Send the arrivals due by now (by until_ns too, when given: the stop's last call,
+        which sets no further timer)."""
+        if not worker.issuing and until_ns is None:
             return
         now = _now()
         sched, i, n = self.sched_ns, self.next_arrival, len(self.sched_ns)
@@ -170,7 +195,7 @@ class OpenMode(Mode):
                 sched, late, i, n = self.sched_ns, self.late_ns, 0, len(self.sched_ns)
                 if n == 0:
                     break
-            if sched[i] > now:
+            if sched[i] > now or (until_ns is not None and sched[i] >= until_ns):
                 break
             chunk, row = rec.new(int(sched[i]))
             late[i] = now - sched[i]
@@ -187,7 +212,7 @@ class OpenMode(Mode):
             else:
                 self.pending.append((chunk, row))
         self.next_arrival = i
-        if i < n:
+        if i < n and until_ns is None:
             worker.at(int(sched[i]), self._dispatch, worker)
 
     async def _open_and_send(self, worker: Worker, chunk: Chunk, row: int) -> None:
