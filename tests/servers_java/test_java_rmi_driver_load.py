@@ -6,6 +6,7 @@ loadgen/stats.py `verdict`)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,27 @@ def test_driver_memory_is_the_same_for_100k_and_400k_calls(rmi_port, tmp_path):
     assert long["heap_after_gc_max_mb"] <= short["heap_after_gc_max_mb"] + 4, (short, long)
     rows = pd.read_csv(tmp_path / "long" / "requests.csv", usecols=["error"])
     assert len(rows) == 400_000 and (rows["error"] == 0).all()
+
+
+def _log_pauses_ms(out: Path) -> list[float]:
+    """The stop-the-world pauses in the driver's GC log, in order (ms, to the microsecond)."""
+    text = (out / run_driver.RMI_DRIVER_GC_LOG).read_text()
+    return [float(m) for m in re.findall(r"\] GC\(\d+\) Pause .* ([0-9.]+)ms$", text, re.M)]
+
+
+def test_the_driver_reports_its_gc_pauses_from_the_jvms_log_to_the_microsecond(rmi_port, tmp_path):
+    """The MXBean's whole milliseconds read a 0.3 ms pause as 0 or 1 ms; summary.json's pauses
+    are those of -Xlog:gc: a run of consecutive pauses of the log (the window's), their count,
+    sum and longest exactly."""
+    s = _phase(rmi_port, tmp_path / "p", 200_000)
+    assert s["gc_pause_source"] == "log" and s["gc_pauses"] >= 1, s
+    logged = _log_pauses_ms(tmp_path / "p")
+    n = s["gc_pauses"]
+    runs = [logged[i : i + n] for i in range(len(logged) - n + 1)]
+    assert any(
+        abs(sum(r) - s["gc_pause_total_ms"]) < 1e-6 and max(r) == s["gc_pause_max_ms"] for r in runs
+    ), (s, logged)
+    assert s["gc_pause_total_ms"] != round(s["gc_pause_total_ms"])  # not whole milliseconds
 
 
 def test_open_load_over_many_blocks_writes_every_arrival_once_at_its_instant(rmi_port, tmp_path):

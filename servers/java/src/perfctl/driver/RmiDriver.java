@@ -38,14 +38,16 @@ public final class RmiDriver {
     private final SelfChecks checks = new SelfChecks();
     private final AtomicLong seq = new AtomicLong();
     private final RowWriter rows;
+    private final Path out;
     private final Map<String, Object> summary = new java.util.LinkedHashMap<>();
     private long startNs;
     private long measureStartNs;
     private long endNs;
 
-    private RmiDriver(Spec spec, RowWriter rows) {
+    private RmiDriver(Spec spec, RowWriter rows, Path out) {
         this.spec = spec;
         this.rows = rows;
+        this.out = out;
     }
 
     public static void main(String[] args) {
@@ -87,7 +89,7 @@ public final class RmiDriver {
         RmiDriver d;
         try {
             Files.createDirectories(out);
-            d = new RmiDriver(spec, new RowWriter(out, spec.mode.equals("closed") ? spec.connections : 1));
+            d = new RmiDriver(spec, new RowWriter(out, spec.mode.equals("closed") ? spec.connections : 1), out);
         } catch (IOException e) {
             System.err.println("rmi driver: cannot write " + out + ": " + e);
             System.exit(3);
@@ -142,7 +144,7 @@ public final class RmiDriver {
         summary.put("closed_out", closedOut);
         summary.put("driver", "rmi");
         summary.put("virtual_threads", Threads.virtual() ? 1 : 0);
-        checks.into(summary);
+        checks.into(summary, out);
         rows.into(summary);
     }
 
