@@ -23,7 +23,8 @@ no figure moves further than that; and at most 1% of requests have D above its p
 percentile moves at most by its distance to the percentile one point lower plus that p99, and
 the mean by that p99 plus 1% of the maximum (likewise with its p99.9 and the percentile 0.1
 point lower, where the dispatcher reports one: near a knee, where the p99 is 10x the p98, that
-bound is the tight one). The shift judged is the smallest of these bounds
+bound is the tight one). The mean's on-time figure is exact where the dispatcher reports the
+mean of D (`send_lateness_mean_ms`): the mean moves by exactly that. The shift judged is the smallest of these bounds
 (`lateness_shift_<figure>_pct`). A 2 ms lateness then barely moves a 20 ms p99 and invalidates
 a 50 us one. What the bounds read besides the figures comes from the window's HdrHistogram
 (within 0.1%).
@@ -151,6 +152,7 @@ def lateness_shifts(figs: Figures, summary: dict) -> list[Shift]:
     distance to the value at rank r - ceil(q n), plus d_q."""
     d_max = _num(summary, "send_lateness_max_ms")
     d_p99 = _num(summary, "send_lateness_p99_ms")
+    d_mean = _num(summary, "send_lateness_mean_ms")
     pct = [f for f in figs.items.values() if f.rank > 1]
     quantiles = [(q, _num(summary, k)) for q, k in LATENESS_QUANTILES]
     quantiles = [(q, d) for q, d in quantiles if d == d]
@@ -166,6 +168,8 @@ def lateness_shifts(figs: Figures, summary: dict) -> list[Shift]:
             bounds.append(d_max)
             if f.rank == 0 and d_p99 == d_p99:  # the mean of D: at most 1% of it above p99
                 bounds.append(d_p99 + 0.01 * d_max)
+        if f.rank == 0 and d_mean == d_mean:  # each latency moved by at most its own D
+            bounds.append(d_mean)
         bounds += below.get(f.name, [])
         out.append(Shift(f, min(b for b in bounds if b == b), f.allowed_shift_ms))
     return out

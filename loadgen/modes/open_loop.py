@@ -38,6 +38,8 @@ class OpenMode(Mode):
         self.scheduled_in_window = 0  # of the chunks already done
         self.late_hist = None  # of the window's dispatched arrivals
         self.late_max_ns = 0
+        self.late_sum_ns = 0  # of the window's dispatched arrivals (their mean: validity.py)
+        self.late_count = 0
         self._window = (0, 0)  # [measure_start_ns, end_ns)
         self.dropped = 0
         self.idle: list[Connection] = []  # open, no request in flight
@@ -143,6 +145,10 @@ class OpenMode(Mode):
             "send_lateness_p99_ms": p99,
             "send_lateness_p999_ms": p999,  # optional in the driver contract (validity.py)
             "send_lateness_max_ms": self.late_max_ns / 1e6,
+            # optional in the driver contract: the exact bound on how far lateness moved the mean
+            "send_lateness_mean_ms": self.late_sum_ns / self.late_count / 1e6
+            if self.late_count
+            else 0.0,
         }
 
     # --- the schedule, a chunk at a time ----------------------------------------------------
@@ -174,6 +180,8 @@ class OpenMode(Mode):
         if late.size and self.late_hist is not None:
             hdr.record(self.late_hist, late)
             self.late_max_ns = max(self.late_max_ns, int(late.max()))
+            self.late_sum_ns += int(late.sum())
+            self.late_count += int(late.size)
         self.sched_ns = self.late_ns = np.empty(0, dtype=np.int64)
         self.next_arrival = 0
 

@@ -258,6 +258,7 @@ def test_open_streams_its_schedule_and_sends_exactly_the_driver_file(
         <= summary["send_lateness_p99_ms"]
         <= summary["send_lateness_max_ms"]
     )
+    assert 0 < summary["send_lateness_mean_ms"] <= summary["send_lateness_max_ms"]
 
 
 def test_chunked_and_close_delimited_responses(tmp_path, odd_server):

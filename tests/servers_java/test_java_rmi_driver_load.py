@@ -133,6 +133,43 @@ def test_open_load_over_many_blocks_writes_every_arrival_once_at_its_instant(rmi
     assert np.array_equal(intended, contract.read_schedule(tmp_path / contract.SCHEDULE_FILE))
     assert summary["row_blocks_peak"] >= 2 and summary["row_block_waits"] == 0
     assert summary["scheduled_in_window"] == 25_000
+    assert 0 <= summary["send_lateness_mean_ms"] <= summary["send_lateness_max_ms"]
+    assert summary["send_lateness_p99_ms"] <= summary["send_lateness_p999_ms"]
+
+
+def test_arrivals_waiting_for_a_client_at_the_windows_end_are_served_while_it_drains(
+    rmi_port, tmp_path
+):
+    """One client, 2 ms a call (500/s) offered 1000/s: arrivals queue for the client (up to the
+    outstanding cap, then dropped). Those still queued when the window ends take the client as
+    it frees up, within the timeout, as the HTTP generator's do; none is cut off unfinished."""
+    spec = LoadSpec(
+        port=rmi_port,
+        target="/work?spin_us=2000",
+        mode="open",
+        rate_rps=1000,
+        connections=1,
+        duration_s=1.0,
+        warmup_s=0.2,
+        max_outstanding=60,
+        timeout_s=5.0,
+        schedule_file=contract.SCHEDULE_FILE,
+    )
+    contract.write_schedule(spec, tmp_path / contract.SCHEDULE_FILE)
+    (tmp_path / "spec.json").write_text(spec.to_json())
+    argv = run_driver.argv("rmi", tmp_path / "spec.json", tmp_path)
+    proc = subprocess.run(
+        ["taskset", "-c", "1", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert contract.check_output(tmp_path, "open") == []
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    req = pd.read_parquet(tmp_path / "requests.parquet")
+    assert summary["dropped"] > 0  # the queue was full at the end
+    assert not (req["error"] == 6).any()  # unfinished (loadgen/records.py)
+    last = req[req["intended_ns"] >= summary["measure_end_ns"] - 50_000_000]
+    assert len(last) and (last["error"].isin([0, 5])).all()  # answered, or dropped at arrival
+    assert (last["error"] == 0).any()
 
 
 # The server works SPIN_US per call on its one core, so it, not the driver, sets the maximum
