@@ -38,6 +38,7 @@ OPTIONAL_COLUMNS = {
     "db_ms": math.nan,
     "request": 0,
     "tls_handshake_ms": math.nan,
+    "dispatch_late_ns": 0,  # read only when the summary says it was recorded
 }
 SUMMARY_KEYS = (
     "start_ns",

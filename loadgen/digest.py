@@ -6,7 +6,8 @@ event loop) and keeps:
 - per measured window (one per load phase; ramp has one per step), and within it per request
   of a mix when asked (`by_request`: the `request` column, mix.py): exact counts (requests,
   completed, answered, each error class, sends), exact sums, minimum and maximum of the
-  latency and of send-to-done, and HdrHistograms (hdr.py) of latency, send-to-done and of the
+  latency and of send-to-done, and HdrHistograms (hdr.py) of latency, send-to-done, the
+  on-time latency (latency less the dispatcher's lateness, open load: validity.py) and of the
   server's Server-Timing `svc`/`queue` and the rest of each latency (`overhead`, latency minus
   svc minus queue), which the queueing models fall back to without per-request rows;
 - per second of the whole load phase (by completion time, as the timeline): completions,
@@ -36,12 +37,13 @@ from .records import DROPPED, ERROR_NAMES, OK, http_ok
 
 BIN_NS = 1_000_000_000  # the timeline's bin: one second
 SEAL_MARGIN_NS = 2_000_000_000  # a bin is sealed this long (plus the timeout) behind the rows
-WINDOW_HISTOGRAMS = ("latency", "sent_to_done", "svc", "queue", "overhead")
+WINDOW_HISTOGRAMS = ("latency", "sent_to_done", "on_time", "svc", "queue", "overhead")
 _COUNTS = ("requests", "completed", "answered", "errors_http", "sent", "dropped")
 _SUMS = (
     "bytes_ok",
     "latency_sum_ns",
     "sent_to_done_sum_ns",
+    "on_time_sum_ns",
     "svc_n",
     "svc_sum_ms",
     "svc_sumsq_ms2",
@@ -108,6 +110,10 @@ class Window:
             self.latency_max_ns = max(self.latency_max_ns, int(lat.max()))
             hdr.record(self.hists["latency"], lat)
             hdr.record(self.hists["sent_to_done"], s2d)
+            if "dispatch_late_ns" in c:  # the on-time latency (validity.py)
+                on_time = np.maximum(lat - c["dispatch_late_ns"][m][ok], 0)
+                s["on_time_sum_ns"] += float(on_time.sum(dtype=np.int64))
+                hdr.record(self.hists["on_time"], on_time)
         if "svc_ms" in c:
             self._server_timing(c, m, ok & (status > 0) & (status < 400))
 
@@ -201,6 +207,8 @@ class Window:
         w.latency_min_ns = math.inf if d["latency_min_ns"] is None else d["latency_min_ns"]
         w.latency_max_ns = -math.inf if d["latency_max_ns"] is None else d["latency_max_ns"]
         w.hists = {k: hdr.decode(v) for k, v in d["histograms"].items()}
+        for k in WINDOW_HISTOGRAMS:  # a digest written before a histogram existed: empty
+            w.hists.setdefault(k, hdr.new())
         if "requests" in d:
             w.parts = {int(k): cls.from_json(p) for k, p in d["requests"].items()}
         return w

@@ -43,7 +43,12 @@ COLUMNS = {
     # HTTPS: the TLS handshake of the connection this request opened (NaN: plain HTTP, or a
     # request on a connection opened before it)
     "tls_handshake_ms": np.float32,
+    # open load: how late the dispatcher handled this arrival (sent - intended, less any wait
+    # for a free connection), ns, clipped to LATE_CLIP_NS; 0 elsewhere. latency minus it is
+    # the request's on-time latency, which validity.py judges the trial by.
+    "dispatch_late_ns": np.int32,
 }
+LATE_CLIP_NS = np.iinfo(np.int32).max
 CHUNK_ROWS = 1 << 18
 # Columns with few distinct values: the only ones parquet dictionary-encodes. Its default
 # tries a dictionary on every column; on the unique nanosecond times that fails and falls back

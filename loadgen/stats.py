@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from . import digest, hdr, validity
-from .records import COLUMNS, OK, stream_batches
+from .records import COLUMNS, LATE_CLIP_NS, OK, stream_batches
 
 COLUMN_NAMES = tuple(COLUMNS)
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
@@ -108,6 +108,10 @@ def summarize(
     ok = c["error"][m] == OK
     lat_ms = (c["done_ns"][m][ok] - c["intended_ns"][m][ok]) / 1e6
     svc_ms = (c["done_ns"][m][ok] - c["sent_ns"][m][ok]) / 1e6
+    late = c.get("dispatch_late_ns")
+    on_time_ms = (
+        np.maximum(lat_ms - late[m][ok].astype(np.int64) / 1e6, 0.0) if late is not None else None
+    )
     return window_row(
         _window_of(c, summary),
         summary,
@@ -115,7 +119,7 @@ def summarize(
         duration_s,
         target_rate_rps,
         max_error_rate,
-        exact=(lat_ms, svc_ms),
+        exact=(lat_ms, svc_ms, on_time_ms),
     )
 
 
@@ -172,7 +176,11 @@ def ranks_wanted(w: digest.Window) -> dict[str, list[int]]:
         ci = ci_ranks(n, q)
         if ci:
             lat += [ci[0] + 1, ci[1] + 1] if name == "p99" else [ci[0] + 1]
-    return {"latency": lat, "sent_to_done": [hdr.rank(n, q) for q in PERCENTILES.values()]}
+    each = [hdr.rank(n, q) for q in PERCENTILES.values()]
+    wanted = {"latency": lat, "sent_to_done": each}
+    if w.hists.get("on_time") is not None and w.hists["on_time"].get_total_count() == n:
+        wanted["on_time"] = each
+    return wanted
 
 
 def exact_order_statistics(
@@ -184,7 +192,9 @@ def exact_order_statistics(
     inside those buckets, and the rank is picked among them."""
     where = {name: [(k, *hdr.locate(w.hists[name], k)) for k in ks] for name, ks in wanted.items()}
     found = {name: [[] for _ in ks] for name, ks in where.items()}
-    for batch in stream_batches(path, ["intended_ns", "sent_ns", "done_ns", "error"], batch_rows):
+    names = ["intended_ns", "sent_ns", "done_ns", "error"]
+    names += ["dispatch_late_ns"] if "on_time" in where else []
+    for batch in stream_batches(path, names, batch_rows):
         c = {k: batch.column(k).to_numpy() for k in batch.schema.names}
         m = (
             (c["intended_ns"] >= w.measure_start_ns)
@@ -195,6 +205,8 @@ def exact_order_statistics(
             "latency": (c["done_ns"] - c["intended_ns"])[m],
             "sent_to_done": (c["done_ns"] - c["sent_ns"])[m],
         }
+        if "on_time" in where:
+            values["on_time"] = np.maximum(values["latency"] - c["dispatch_late_ns"][m], 0)
         for name, spots in where.items():
             v = np.clip(values[name], 0, hdr.HIGHEST_NS)
             for j, (_, low, high, _) in enumerate(spots):
@@ -216,7 +228,7 @@ def window_row(
     duration_s: float | None = None,
     target_rate_rps: float | None = None,
     max_error_rate: float | None = None,
-    exact: tuple[np.ndarray, np.ndarray] | None = None,
+    exact: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None,
     ranks: dict[str, dict[int, float]] | None = None,
 ) -> dict:
     """The trial's metrics and verdict from one measured window's counts and histograms.
@@ -229,7 +241,8 @@ def window_row(
     their chosen step). max_error_rate: above it the trial is invalid (None: no limit).
 
     Counts, sums, mean, minimum and maximum are exact. Percentiles and the p99's CI are exact
-    order statistics when `exact` holds the window's latency and send-to-done values (ms) or
+    order statistics when `exact` holds the window's latency, send-to-done and on-time values
+    (ms; on-time None where the rows have no dispatch lateness) or
     `ranks` holds every rank read (exact_order_statistics); otherwise they come from the
     HdrHistogram (the highest value of the rank's bucket: at most 0.1% above the exact one).
     """
@@ -264,7 +277,7 @@ def window_row(
     for name in w.errors:
         row[f"errors_{name}"] = w.errors[name]
     row["errors_http"] = n["errors_http"]
-    figs = _percentile_columns(row, w, exact, ranks)
+    figs = _percentile_columns(row, w, exact, ranks, summary)
     for k in (
         "loop_lag_p99_ms",
         "loadgen_cpu_pct",
@@ -293,7 +306,9 @@ def window_row(
     return row
 
 
-def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> validity.Figures | None:
+def _percentile_columns(
+    row: dict, w: digest.Window, exact, ranks, summary: dict
+) -> validity.Figures | None:
     """latency_p50..p999_ms, the p99's CI, sent_to_done_p99_ms and where they came from;
     returns the window's figures (validity.Figures: each latency statistic beside the same
     statistic of send-to-done and the low end of its CI), None when nothing completed.
@@ -304,12 +319,28 @@ def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> validity.F
     verdict from its rows in memory as from its digest and file."""
     n = w.counts["completed"]
     mean, s2d_mean = row["latency_mean_ms"], row["sent_to_done_mean_ms"]
+    # the on-time figures, where the generator recorded each arrival's dispatch lateness
+    # (validity.py: the shift judged is then the measured one, not a bound)
+    on_time_hist = w.hists.get("on_time")
+    on_time = (
+        bool(summary.get("dispatch_lateness_recorded"))
+        and on_time_hist is not None
+        and on_time_hist.get_total_count() == n
+        and (exact is None or exact[2] is not None)
+        # a lateness past the column's int32 was clipped: its on-time figure would be too high
+        and summary.get("send_lateness_max_ms", 0.0) * 1e6 < LATE_CLIP_NS
+    )
     if exact is not None:
-        lat_ms, s2d_ms = (np.sort(np.asarray(a, dtype=np.float64)) for a in exact)
-        n = lat_ms.size
+        values = {
+            "latency": np.sort(np.asarray(exact[0], dtype=np.float64)),
+            "sent_to_done": np.sort(np.asarray(exact[1], dtype=np.float64)),
+        }
+        if on_time:
+            values["on_time"] = np.sort(np.asarray(exact[2], dtype=np.float64))
+        n = values["latency"].size
 
         def at(hist: str, k: int) -> float:
-            return float((lat_ms if hist == "latency" else s2d_ms)[k - 1])
+            return float(values[hist][k - 1])
 
         source = "exact"
     else:
@@ -334,9 +365,16 @@ def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> validity.F
         return hdr.count_at_or_below(hist, math.floor(x_ms * 1e6))
 
     items: dict[str, validity.Figure] = {}
+
+    def on_time_at(k: int) -> float:
+        return at("on_time", k) if on_time else math.nan
+
     if n:
         half = validity.CONFIDENCE_Z * hdr.mean_std_ms(hist)[1] / math.sqrt(n)
-        items["mean"] = validity.Figure("mean", 0, mean, s2d_mean, mean - half)
+        on_time_mean = w.sums.get("on_time_sum_ns", 0.0) / n / 1e6 if on_time else math.nan
+        items["mean"] = validity.Figure(
+            "mean", 0, mean, s2d_mean, mean - half, on_time_ms=on_time_mean
+        )
     for name, q in PERCENTILES.items():
         if not n:
             row[f"latency_{name}_ms"] = math.nan
@@ -346,7 +384,12 @@ def _percentile_columns(row: dict, w: digest.Window, exact, ranks) -> validity.F
         value = at("latency", k)
         row[f"latency_{name}_ms"] = value
         items[name] = validity.Figure(
-            name, k, value, at("sent_to_done", k), at("latency", ci[0] + 1) if ci else math.nan
+            name,
+            k,
+            value,
+            at("sent_to_done", k),
+            at("latency", ci[0] + 1) if ci else math.nan,
+            on_time_ms=on_time_at(k),
         )
     ci = ci_ranks(n, 99.0)
     row["latency_p99_ci_low_ms"], row["latency_p99_ci_high_ms"] = (

@@ -24,7 +24,10 @@ percentile moves at most by its distance to the percentile one point lower plus 
 the mean by that p99 plus 1% of the maximum (likewise with its p99.9 and the percentile 0.1
 point lower, where the dispatcher reports one: near a knee, where the p99 is 10x the p98, that
 bound is the tight one). The mean's on-time figure is exact where the dispatcher reports the
-mean of D (`send_lateness_mean_ms`): the mean moves by exactly that. The shift judged is the smallest of these bounds
+mean of D (`send_lateness_mean_ms`): the mean moves by exactly that. Where the generator records each
+arrival's dispatch lateness (`dispatch_late_ns`, perfctl's own generator does; the summary says
+`dispatch_lateness_recorded`), the on-time figures are computed from the rows themselves and
+the shift judged is the measured one; otherwise it is the smallest of these bounds
 (`lateness_shift_<figure>_pct`). A 2 ms lateness then barely moves a 20 ms p99 and invalidates
 a 50 us one. What the bounds read besides the figures comes from the window's HdrHistogram
 (within 0.1%).
@@ -91,6 +94,9 @@ class Figure:
     reported_ms: float  # from the intended send time
     sent_to_done_ms: float  # the same statistic of done - sent
     ci_low_ms: float  # low end of its 95% interval; NaN: the sample cannot bound it
+    # the same statistic of the on-time latency (latency less each request's dispatch lateness),
+    # where the generator recorded it (NaN: not recorded; the shift is then bounded)
+    on_time_ms: float = math.nan
 
     @property
     def allowed_shift_ms(self) -> float:
@@ -171,6 +177,8 @@ def lateness_shifts(figs: Figures, summary: dict) -> list[Shift]:
         if f.rank == 0 and d_mean == d_mean:  # each latency moved by at most its own D
             bounds.append(d_mean)
         bounds += below.get(f.name, [])
+        if f.on_time_ms == f.on_time_ms:  # measured: the shift itself, not a bound on it
+            bounds = [max(0.0, f.reported_ms - f.on_time_ms)]
         out.append(Shift(f, min(b for b in bounds if b == b), f.allowed_shift_ms))
     return out
 
