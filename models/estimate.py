@@ -67,6 +67,19 @@ __all__ = [
 
 FLOOR_PERCENTILE = 5.0  # ServiceEstimate.overhead_floor_s
 SCV_FAR_FROM_ONE = 0.25  # |SCV - 1| above this: M/G/c for the mean, no p99 claimed
+
+
+def scv_tolerance(n: int | float) -> float:
+    """How far an SCV measured from n service times may lie from 1 and still be taken as
+    exponential's: SCV_FAR_FROM_ONE, or twice the estimate's standard error were the times
+    exponential (the sample SCV's variance is about (kurtosis - 1) / n = 8 / n), whichever
+    is wider. A 200-request probe of an exponential server reads 0.6-1.4 (its round trip,
+    a constant, pulls it lower still): a point threshold of 0.25 turned a fair share of
+    them into M/G/c with no p99 at all."""
+    n = float(n) if n == n else 0.0
+    return max(SCV_FAR_FROM_ONE, 2.0 * math.sqrt(8.0 / n)) if n > 0 else SCV_FAR_FROM_ONE
+
+
 MEASURED_COLUMNS = {
     "cell_id",
     "trial",

@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import closed, queues
 from .cell_station import StationChoice, station_for, with_capacity
-from .estimate import SCV_FAR_FROM_ONE, ServiceEstimate, as_float, db_servers_for
+from .estimate import ServiceEstimate, as_float, db_servers_for, scv_tolerance
 
 __all__ = ["predict_cell", "effective_servers", "BLOCKING_MATTERS"]
 
@@ -58,7 +58,8 @@ def _cand(mean_s, p99_s=math.nan, overhead=(0.0, 0.0), **extra) -> dict:
 def _station_open(choice: StationChoice, lam: float) -> dict:
     st = choice.station
     r = st.at(lam)
-    tol = SCV_FAR_FROM_ONE  # near-exponential: the exponential sojourn time's p99 (approximate)
+    # near-exponential (within what its sample can tell): the exponential sojourn time's p99
+    tol = scv_tolerance(choice.service.n)
     return {
         "mean_ms": st.mean_response_s(lam) * 1e3,
         "p99_ms": (
@@ -89,7 +90,8 @@ def _station_key(choice: StationChoice) -> str:
     that model (a shared queue, the accept queue), else `station`."""
     st = choice.station
     if st.dispatch in ("shared_queue", "per_connection") and not st.queue_in_client():
-        return "mgc" if abs(st.service_scv - 1.0) > SCV_FAR_FROM_ONE else "mmc"
+        far = abs(st.service_scv - 1.0) > scv_tolerance(choice.service.n)
+        return "mgc" if far else "mmc"
     return "station"
 
 

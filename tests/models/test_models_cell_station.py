@@ -192,3 +192,20 @@ def test_event_loops_doing_cpu_work_share_the_cores_and_waiting_ones_do_not():
         SVC,
     )
     assert sleep.station.loops == 4
+
+
+def test_an_scv_a_small_probe_cannot_tell_from_one_keeps_the_exponential_model_and_its_p99():
+    """The reference M/M/4 server's 200-request probe read an SCV of 0.72 (its round trip, a
+    constant, and chance: 0.72-0.86 in three runs), and a point threshold of 0.25 made one run
+    of three M/G/4 with no p99 at all (a fresh-clone CI failure). Two standard errors of an
+    exponential's sample SCV at n = 200 are 0.4: still M/M/4, with its p99. The same SCV from
+    5,000 Server-Timing samples is told apart: M/G/4, no p99 claimed."""
+    r = row(
+        server_impl="cmd", server_dispatch="shared_queue", server_cpu_pct=5.0, throughput_rps=300.0
+    )
+    probe = ServiceEstimate(0.0045, 0.717, "single_user_probe", n=200)
+    p = predict_cell(r, probe)
+    assert p["model"] == "M/M/4" and math.isfinite(p["p99_ms"]), p["model"]
+    timed = ServiceEstimate(0.0045, 0.717, "server_timing", n=5000)
+    q = predict_cell(r, timed)
+    assert "M/G/4" in q["model"] and math.isnan(q["p99_ms"]), q["model"]
