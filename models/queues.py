@@ -353,6 +353,7 @@ def mg1(arrival_rate: float, mean_service: float, service_scv: float) -> QueueRe
 
 
 DETERMINISTIC_SCV = 1e-3  # below this a service time is taken as constant
+MAX_LOG_MGF = 700.0  # ln M(theta) beyond this overflows a float
 SERVICE_NODES = 2048  # equiprobable gamma quantiles the sojourn time averages over
 
 
@@ -374,6 +375,8 @@ class MG1TailResult(QueueResult):
         if c2 < DETERMINISTIC_SCV:
             return math.expm1(th * s), s * math.exp(th * s)
         log_m = -math.log1p(-th * s * c2) / c2  # ln M(theta), gamma(1/c2, s c2)
+        if log_m > MAX_LOG_MGF:  # past what a float holds: f is far above 0 there
+            return math.inf, math.inf
         return math.expm1(log_m), s * math.exp(log_m) / (1.0 - th * s * c2)
 
     def _tail(self) -> tuple[float, float]:
@@ -387,7 +390,9 @@ class MG1TailResult(QueueResult):
             while f(hi) <= 0:
                 hi *= 2.0
         else:
-            hi = (1.0 - 1e-12) / (s * c2)
+            # the pole of M at 1 / (s c2), or short of it where ln M reaches MAX_LOG_MGF (a
+            # near-constant service time: c2 small, M's growth towards the pole overflows)
+            hi = min(1.0 - 1e-12, -math.expm1(-MAX_LOG_MGF * c2)) / (s * c2)
             if f(hi) <= 0:  # a load so light the root hides at the pole: decay at the pole
                 return hi, rho
         th = optimize.brentq(f, lo, hi, xtol=1e-15 / s, rtol=1e-13)

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from models import queues
 
@@ -140,3 +141,18 @@ def test_mg1_tail_is_m_m_1_for_exponential_service():
         for p in (0.5, 0.99, 0.999):
             assert tail.response_percentile(p) == pytest.approx(exact.response_percentile(p))
             assert tail.wait_percentile(p) == pytest.approx(exact.wait_percentile(p))
+
+
+@pytest.mark.parametrize("scv", [0.002, 0.02, 0.05, 0.3])
+def test_mg1_tail_at_a_vanishing_load_is_the_service_time(scv):
+    """A near-constant service time at a load so light its waiting-time root lies at M's pole:
+    M(theta) grows past what a float holds on the way there (ln M = 27.6 / SCV at the old
+    bracket: an OverflowError from every search of a C server, whose spin loop has SCV 0.02);
+    the percentiles are the service time's own."""
+    s = 0.0003
+    for lam in (1e-6, 1e-3, 1.0):  # rho <= 3e-4: no wait reaches the p99
+        model = queues.mg1_tail(lam, s, scv)
+        p99 = model.response_percentile(0.99)
+        assert math.isfinite(p99)
+        service_p99 = stats.gamma.ppf(0.99, 1.0 / scv, scale=s * scv)
+        assert p99 == pytest.approx(service_p99, rel=0.02)
