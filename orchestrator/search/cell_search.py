@@ -15,7 +15,9 @@ Every probe must be valid, quiet and stationary to count. One that is not is ret
 the same level (a retry counts as a trial); a second failure is named in capacity.json and
 left out. Two outcomes are evidence rather than failures: a knee probe whose error rate
 exceeds the SLO's, and one overloaded (its latency rose through the window and is above the
-SLO), are upper bounds on the capacity. A probe the load generator could not drive (it fell
+SLO), are upper bounds on the capacity. An overloaded open probe also measured the server's
+rate under open arrivals (what it completed): below the saturation probe's, the model is
+calibrated to it (_recalibrate). A probe the load generator could not drive (it fell
 behind its schedule, or its own CPU ran out) is retried once; if it fails again the search
 stops with PerfctlError: past that level the load generator, not the server, would be
 measured, and its limit is never reported as the server's capacity.
@@ -385,6 +387,8 @@ class CellSearch:
             and readings.stat_ms > slo.latency_ms
         ):
             self._fails_at(spec.level, f"overloaded at {spec.level:g}{unit}: {trend.reason}")
+            if self.open:
+                self._recalibrate(spec.level, readings.completed_rps)
             return True, "upper bound: overloaded (latency rising through the window)"
         if problems:
             return self._again(spec, problems)
@@ -399,6 +403,25 @@ class CellSearch:
         if problems:  # a curve point is not retried: it is named, and drawn hollow
             return False, "curve point not used: " + "; ".join(problems)
         return True, "curve point"
+
+    def _recalibrate(self, level: float, completed_rps: float) -> None:
+        """An overloaded open probe completes requests as fast as the server can under that
+        load: when that is below the saturation the model was calibrated to (the closed
+        probe's, whose many users may batch better than open arrivals do), the station is
+        calibrated to it instead, so the next probe goes where the new model puts the SLO
+        rather than a step below the failed one."""
+        current = self.curve.level_max if self.curve is not None else math.inf
+        if not (0 < completed_rps < current):
+            return
+        before = self.saturation_rps
+        earlier = [n for n in self.model_notes if n.startswith("overloaded at")]
+        self.saturation_rps = completed_rps
+        self._fit()
+        self.model_notes += [
+            *earlier,
+            f"overloaded at {level:g}/s, the server completed {completed_rps:.4g}/s: the model "
+            f"is calibrated to that instead of {before:.4g}/s",
+        ]
 
     def _fails_at(self, level: float, why: str) -> None:
         if level < self.upper:

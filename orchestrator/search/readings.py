@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from loadgen import digest as ldigest
@@ -28,14 +29,20 @@ class Readings:
     trend: stationarity.Trend
     within_var: float  # var of ln(per-second p99) / seconds (NaN under two seconds)
     service: ServiceProbe
+    # the median of the window's per-second completions (timeline.parquet; NaN without it):
+    # what an overloaded server sustained (trials.csv's throughput counts the requests sent
+    # in the window, answered during the drain too)
+    completed_rps: float = math.nan
 
 
 def read_trial(tdir: Path, row: dict, slo: SearchSlo) -> Readings:
     """The readings of the trial in tdir whose trials.csv row is `row`."""
     summary = read_summary(tdir)
-    seconds = []
+    seconds, completed = [], []
     if summary is not None and (tdir / "timeline.parquet").is_file():
-        seconds = stationarity.window_seconds(pd.read_parquet(tdir / "timeline.parquet"), summary)
+        timeline = pd.read_parquet(tdir / "timeline.parquet")
+        seconds = stationarity.window_seconds(timeline, summary)
+        completed = stationarity.window_seconds(timeline, summary, "throughput_rps")
     window = None
     if summary is not None and (tdir / "digest.json").is_file():
         window = chosen_window(ldigest.read(tdir / "digest.json"), summary)
@@ -52,7 +59,13 @@ def read_trial(tdir: Path, row: dict, slo: SearchSlo) -> Readings:
             var / (mean * mean) if mean > 0 else math.nan,
             s["queue_sum_ms"] / n,
         )
-    return Readings(stat_ms, stationarity.trend(seconds), within_variance(seconds), service)
+    return Readings(
+        stat_ms,
+        stationarity.trend(seconds),
+        within_variance(seconds),
+        service,
+        float(np.median(completed)) if len(completed) else math.nan,
+    )
 
 
 def _stat_ms(row: dict, window, slo: SearchSlo) -> float:

@@ -51,6 +51,7 @@ class MMc:
         n = self.rng.poisson(rate * total)
         arr = np.sort(self.rng.uniform(0, total, n))
         lat = sojourn(arr, self._service(n), self.c) + OVERHEAD_S
+        self._done = arr + lat - 1.0  # every completion, warm-up's too, on the window's clock
         keep = arr >= 1.0
         return arr[keep] - 1.0, lat[keep]
 
@@ -82,7 +83,15 @@ class MMc:
         service = ServiceProbe(row["latency_mean_ms"], 1e3 * self.s, self.scv, 0.0)
         if role == "service":
             service = ServiceProbe(row["latency_mean_ms"], 1e3 * float(svc.mean()), self.scv, 0.0)
-        readings = Readings(p99, stationarity.trend(per_s), within_variance(per_s), service)
+        completed = math.nan
+        if role in ("knee", "curve"):
+            done = self._done
+            completed = float(
+                np.median([np.sum((done >= k) & (done < k + 1)) for k in range(int(self.window_s))])
+            )
+        readings = Readings(
+            p99, stationarity.trend(per_s), within_variance(per_s), service, completed
+        )
         self.rows.append(row)
         return row, readings
 

@@ -325,3 +325,30 @@ def test_a_constant_service_time_gets_the_m_d_1_tail_not_the_m_m_1_one():
     first = next(p.level for p in specs if p.role == "knee")
     assert abs(first / truth - 1) < 0.06, (first, truth)
     assert r["low"] <= truth <= r["high"] and abs(r["capacity"] / truth - 1) < 0.06, (r, truth)
+
+
+def test_an_overloaded_probe_recalibrates_the_model_to_what_the_server_completed():
+    """A closed saturation probe can overstate what the server sustains under open arrivals
+    (many users batch better): here it reads 1.6 x the truth, so the model's first knee probe
+    lands past saturation. The overloaded probe's completions (the server's real rate) then
+    calibrate the model, and the search still finds the knee within its trials, instead of
+    stepping down 2% at a time from the failed level."""
+    true_max = 4 / 0.004
+
+    def overstated(k, spec, row, readings):
+        if spec.role == "saturation":
+            row = {**row, "throughput_rps": 1.6 * true_max}
+        return row, readings
+
+    s = cell_search()
+    specs = run_search(s, MMc(seed=3), overstated)
+    r = s.result(0.0)
+    first = r["probes"][2]
+    assert first["level"] > true_max and first["verdict"].startswith("upper bound: overloaded")
+    assert specs[3].level < true_max  # the next probe below saturation, where the new model says
+    # past saturation the simulated server completes what its 4 workers can (trials.csv's
+    # throughput would still read the offered rate: the drain answers every request)
+    assert r["model"]["saturation_rps"] == pytest.approx(true_max, rel=0.05)
+    assert any("the server completed" in n for n in r["model"]["notes"])
+    assert r["status"] == "found" and len(specs) <= 8
+    assert r["low"] <= EXACT_RPS <= r["high"], r

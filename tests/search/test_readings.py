@@ -40,7 +40,11 @@ def trial(tmp_path):
         tmp_path / "summary.json", {"start_ns": 0, "measure_start_ns": S, "measure_end_ns": 6 * S}
     )
     pd.DataFrame(
-        {"t_s": np.arange(7.0), "latency_p99_ms": [9.0, 1, 1.1, 0.9, 1, 1.05, 9]}
+        {
+            "t_s": np.arange(7.0),
+            "latency_p99_ms": [9.0, 1, 1.1, 0.9, 1, 1.05, 9],
+            "throughput_rps": [50.0, 200, 190, 210, 205, 195, 40],  # warm-up, window, drain
+        }
     ).to_parquet(tmp_path / "timeline.parquet")
     return tmp_path
 
@@ -62,3 +66,10 @@ def test_server_timing_gives_the_service_time_and_the_seconds_the_trend(trial):
     assert r.service.svc_scv == pytest.approx(0.0, abs=1e-6)
     assert r.trend.seconds == 5 and r.trend.stationary is True  # the edges are left out
     assert r.within_var > 0
+
+
+def test_the_completed_rate_is_the_median_second_of_the_window(trial):
+    """What the server completed each second of the window (the timeline's bins wholly inside
+    it), not the warm-up's or the drain's: an overloaded probe's real rate."""
+    r = read_trial(trial, {"latency_mean_ms": 0.5005}, SearchSlo(stat="p99", latency_ms=5))
+    assert r.completed_rps == 200.0
