@@ -35,7 +35,7 @@ from ..experiment.document import fail
 from ..experiment.plan import Cell
 from ..experiment.search import Search
 from .entry import cell_entry, number
-from .estimate import Curve, Estimate, Point, estimate, next_level
+from .estimate import MODEL_ERRORS, Curve, Estimate, Point, estimate, next_level
 from .readings import Readings
 from .station import ServiceProbe, station_for
 
@@ -131,9 +131,23 @@ class CellSearch:
     def estimate(self) -> Estimate:
         if self.curve is None:
             return Estimate(confidence=self.search.confidence)
-        return estimate(
-            self.points(), self.curve, self.slo_s, self.search.confidence, upper=self.upper
-        )
+        try:
+            return estimate(
+                self.points(), self.curve, self.slo_s, self.search.confidence, upper=self.upper
+            )
+        except MODEL_ERRORS as e:
+            out = Estimate(confidence=self.search.confidence)
+            out.notes.append(self._model_failed(e))
+            return out
+
+    def _model_failed(self, e: Exception) -> str:
+        """Give the cell's search up on a model that cannot be evaluated (a bug of the models,
+        said in one line instead of a traceback; the probes already run stay recorded)."""
+        name = self.station.name if self.station is not None else "the station"
+        why = f"the fitted model ({name}) could not be evaluated: {type(e).__name__}: {e}"
+        if not self.given_up:
+            self.given_up = why
+        return why
 
     def next_spec(self) -> ProbeSpec | None:
         """The next probe, or None when the cell is done: its search over (`stopped` says
@@ -144,7 +158,11 @@ class CellSearch:
             spec = self._search_spec()
             if spec is not None:
                 return spec
-            self.curve_queue = self._curve_levels()
+            try:
+                self.curve_queue = self._curve_levels()
+            except MODEL_ERRORS as e:
+                self._model_failed(e)
+                self.curve_queue = []
         return ProbeSpec("curve", self.curve_queue.pop(0)) if self.curve_queue else None
 
     def _curve_levels(self) -> list[float]:
@@ -185,16 +203,23 @@ class CellSearch:
             return ProbeSpec("service", 1)
         if "saturation" not in self.settled:
             return ProbeSpec("saturation", self.saturation_users())
-        if self.curve is None:
-            self._fit()
-        est = self.estimate()
-        if est.n >= 2 and est.half_width <= self.search.precision:
-            self.stopped = (
-                f"precision reached (±{100 * est.half_width:.1f}% <= "
-                f"{100 * self.search.precision:g}%)"
-            )
+        try:
+            if self.curve is None:
+                self._fit()
+            est = self.estimate()
+            if self.given_up:
+                self.stopped = self.given_up
+                return None
+            if est.n >= 2 and est.half_width <= self.search.precision:
+                self.stopped = (
+                    f"precision reached (±{100 * est.half_width:.1f}% <= "
+                    f"{100 * self.search.precision:g}%)"
+                )
+                return None
+            level = next_level(self.points(), self.curve, self.slo_s, est, self.upper)
+        except MODEL_ERRORS as e:
+            self.stopped = self._model_failed(e)
             return None
-        level = next_level(self.points(), self.curve, self.slo_s, est, self.upper)
         return ProbeSpec("knee", level)
 
     def _fit(self) -> None:
@@ -416,7 +441,11 @@ class CellSearch:
         before = self.saturation_rps
         earlier = [n for n in self.model_notes if n.startswith("overloaded at")]
         self.saturation_rps = completed_rps
-        self._fit()
+        try:
+            self._fit()
+        except MODEL_ERRORS as e:
+            self._model_failed(e)
+            return
         self.model_notes += [
             *earlier,
             f"overloaded at {level:g}/s, the server completed {completed_rps:.4g}/s: the model "

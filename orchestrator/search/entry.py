@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .estimate import Estimate
+from .estimate import MODEL_ERRORS, Estimate
 
 if TYPE_CHECKING:
     from .cell_search import CellSearch
@@ -58,7 +58,10 @@ def cell_entry(cs: CellSearch, wall_s: float) -> dict:
                 "verdict": r.verdict,
             }
         )
-    target = cs.curve.level_for(cs.slo_s) if cs.curve else math.nan
+    try:
+        target = cs.curve.level_for(cs.slo_s) if cs.curve else math.nan
+    except MODEL_ERRORS:  # the search gave up on it and says why (cs.given_up)
+        target = math.nan
     return {
         "cell_id": cs.cell.cell_id,
         "label": cs.cell.label,
@@ -113,7 +116,10 @@ def _curve_points(cs: CellSearch, est: Estimate, target: float, n: int = 60) -> 
         return {"level": [], "latency_ms": []}
     k = target / est.capacity if est.capacity > 0 else 1.0
     centre = est.capacity if est.capacity > 0 else target
-    top = min(1.25 * centre, 0.995 * cs.curve.level_max / k)
-    levels = np.linspace(0.5 * centre, top, n)
-    lat = [1e3 * cs.curve.latency_s(x * k) for x in levels]
+    try:
+        top = min(1.25 * centre, 0.995 * cs.curve.level_max / k)
+        levels = np.linspace(0.5 * centre, top, n)
+        lat = [1e3 * cs.curve.latency_s(x * k) for x in levels]
+    except MODEL_ERRORS:  # the search gave up on the model and says why
+        return {"level": [], "latency_ms": []}
     return {"level": [float(x) for x in levels], "latency_ms": lat}

@@ -64,6 +64,9 @@ CANDIDATES = 41  # levels tried when placing a probe
 MAX_SPAN = 0.10  # candidates within +-10% of the estimate
 MIN_SPAN = 0.02
 FAR_SLO = 1.5  # knee probes go where the model expects at most this x the SLO
+# what a model that cannot be evaluated raises (math overflow, a domain error): the cell's
+# search gives up and says so rather than end the run with a traceback
+MODEL_ERRORS = (ArithmeticError, ValueError)
 
 
 @dataclass(frozen=True)

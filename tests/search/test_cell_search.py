@@ -352,3 +352,23 @@ def test_an_overloaded_probe_recalibrates_the_model_to_what_the_server_completed
     assert any("the server completed" in n for n in r["model"]["notes"])
     assert r["status"] == "found" and len(specs) <= 8
     assert r["low"] <= EXACT_RPS <= r["high"], r
+
+
+def test_a_model_that_cannot_be_evaluated_gives_the_cell_up_in_one_line(monkeypatch):
+    """A model bug (an overflow, as the M/G/1 tail's once was) ends the cell's search with
+    its reason, not the run with a traceback; the probes already run stay recorded."""
+    import orchestrator.search.estimate as est_mod
+
+    def broken(*a, **k):
+        raise OverflowError("math range error")
+
+    monkeypatch.setattr(est_mod, "rate_for_slo", broken)
+    s = cell_search()
+    specs = run_search(s, MMc(seed=3))
+    assert [p.role for p in specs] == ["service", "saturation"]
+    r = s.result(0.0)
+    assert r["status"] == "failed"
+    assert "could not be evaluated: OverflowError: math range error" in r["stopped"]
+    assert r["model"]["name"] == "M/M/4" and math.isnan(r["model"]["predicted_capacity"])
+    assert r["curve"] == {"level": [], "latency_ms": []}
+    assert len(r["probes"]) == 2
