@@ -10,7 +10,7 @@ Measures, on this host, in one run:
     through and direct at the same cadence; the added error beyond 2 x D, p50 of the rounds
     (goal: within +/-100 us at 1, 10 and 50 ms), also at the client's kernel receive stamp
     (without the client's own wake-up); the proxy's release-time error p50/p99 (its histogram
-    of send time - due time) and receive lag (its wake-up - the kernel's stamp) as diagnostics;
+    of send time - due time), when its send() returned (the segment in nginx's socket by then) and receive lag (its wake-up - the kernel's stamp) as diagnostics;
     with --compare-binary, another proxy build measured in the same rounds (before/after);
   * Gilbert-Elliott loss: one-way delays of spaced frames through the proxy to a sink; the
     frames held back an rto give the loss rate and the mean burst length, vs the chain's;
@@ -346,6 +346,7 @@ def delay_seen_from_outside(
     proxies: dict[int, StatsProxy] = {}
     others: dict[int, StatsProxy] = {}
     keys = ("user", "stamp", "other_user", "other_stamp", "wrk", "rel50", "rel99", "rx50", "rx99")
+    keys += ("sent50", "sent99")
     per = {d: {k: [] for k in keys} for d in delays}
     try:
         # through perfctl's CLI, as a user runs it (this checkout's, wherever we run from)
@@ -392,6 +393,8 @@ def delay_seen_from_outside(
                 per[d]["rel99"].append(st.get("win_release_err_p99_ns", 0) / 1e3)
                 per[d]["rx50"].append(st.get("win_rx_lag_p50_ns", float("nan")) / 1e3)
                 per[d]["rx99"].append(st.get("win_rx_lag_p99_ns", float("nan")) / 1e3)
+                per[d]["sent50"].append(st.get("win_sent_err_p50_ns", float("nan")) / 1e3)
+                per[d]["sent99"].append(st.get("win_sent_err_p99_ns", float("nan")) / 1e3)
                 if use_wrk:
                     w_via = wrk_p50_ms(px.port, wrk_s, gap_ms, script)
                     w_direct = wrk_p50_ms(hport, wrk_s, 2 * d + gap_ms, script)
@@ -442,6 +445,12 @@ def delay_seen_from_outside(
             row(
                 f"delay {d}ms: proxy's release error p50 / p99",
                 f"{p50(v['rel50']):+.1f} / {max(v['rel99']):+.1f} us (worst round)",
+                "(diagnostic)",
+                True,
+            )
+            row(
+                f"delay {d}ms: proxy's send() returned p50 / p99",
+                f"{p50(v['sent50']):+.1f} / {max(v['sent99']):+.1f} us (worst round)",
                 "(diagnostic)",
                 True,
             )

@@ -92,10 +92,12 @@ class _Request:
             self.static = self._join(self.head.format.format(), self.body.format.format())
 
     def _join(self, head: str, body: str) -> bytes:
-        b = body.encode()
         if self.sized:
+            if body.isascii():  # a flag CPython keeps: its length is its length in bytes
+                return f"{head}Content-Length: {len(body)}\r\n{self.tail}{body}".encode()
+            b = body.encode()
             return (head + f"Content-Length: {len(b)}\r\n" + self.tail).encode() + b
-        return (head + self.tail).encode() + b
+        return (head + self.tail + body).encode()
 
 
 def _shift(fmt: str, by: int) -> str:
@@ -178,6 +180,7 @@ class Feed(_Chunks):
         self.columns: dict[str, list[str]] = {}  # CSV columns, by "path:column"
         self.cursors: dict[str, int] = {}  # rows read in order, by "path:column"
         self.zipf: dict[tuple[float, int], np.ndarray] = {}
+        self.args: dict[Field, tuple] = {}  # each field's parsed arguments, parsed once
         for req in self.requests:
             for f in req.head.fields + req.body.fields:
                 if f.kind == "file":
@@ -221,7 +224,11 @@ class Feed(_Chunks):
         """m values of one field (m = rows.size), drawn as whole columns."""
         m = rows.size
         rng = self.rng
-        args = parse_field(f.kind, f.arg or None)
+        args = self.args.get(f)
+        if args is None:
+            args = self.args[f] = parse_field(f.kind, f.arg or None)
+            if f.kind == "choice" and f.quoted:
+                args = self.args[f] = tuple(quote(v, safe="") for v in args)
         if f.kind == "seq":
             out = list(map(str, (rows + seq0 + 1).tolist()))
         elif f.kind == "int":
@@ -258,7 +265,7 @@ class Feed(_Chunks):
                 picks = [(at + j * self.streams) % len(values) for j in range(m)]
                 self.cursors[key] = at + m * self.streams
             out = [values[i] for i in picks]
-        if f.quoted:
+        if f.quoted and f.kind != "choice":  # a choice's words were quoted once, above
             out = [quote(v, safe="") for v in out]
         return out
 

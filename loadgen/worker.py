@@ -113,6 +113,13 @@ class Worker:
             )
         if self.feed is not None:
             self.send = self._send_mixed  # chosen once: the one-request send stays as it was
+        # the fast path's next request: None sends `request` as it is; else a function of
+        # (chunk, row) giving the bytes (a mix or replay: its feed; {seq}: numbered anew)
+        self.next_inline = None
+        if self.feed is not None:
+            self.next_inline = self.feed.take
+        elif self.templated:
+            self.next_inline = lambda chunk, row: self.next_request()
         self.max_requests = spec.max_requests
         self.rec = Records(chunk_rows=records.CHUNK_ROWS, sink=sink)
         self.seq = seq_base

@@ -1,8 +1,9 @@
 """Closed loop: each connection sends its next request once the answer to the last one is in
 (after the think time, if any), so the server's speed sets the rate.
 
-With keep-alive, no think time and a fixed request, the Connection sends the next request
-itself (Connection.on_message_complete: the fast path), and this mode only sees what falls
+With keep-alive and no think time, the Connection sends the next request itself
+(Connection.on_message_complete: the fast path; a mix, a replay or {seq} take their next
+request's bytes from the worker's `next_inline`), and this mode only sees what falls
 off it: a full chunk, the request bound, a connection that closed.
 """
 
@@ -27,7 +28,7 @@ class ClosedMode(Mode):
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
-        self.sends_next_inline = self.keepalive and spec.think_time_s <= 0 and not spec.templated
+        self.sends_next_inline = self.keepalive and spec.think_time_s <= 0
         self.think_rng = np.random.default_rng(spec.seed)  # exp think times replay too
 
     def start(self, worker: Worker) -> None:

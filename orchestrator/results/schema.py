@@ -136,6 +136,11 @@ MEASUREMENT_COLUMNS = [
     "release_error_p99_before_us",
     "release_error_p50_after_us",
     "release_error_p99_after_us",
+    # proxy: send() returned - due time, same chunks, whole trial: on loopback the segment is in
+    # the peer's socket by then, so this bounds the lateness a client sees (host wake-up and
+    # cold caches after a long hold included), where release_error is the proxy's own timing
+    "send_done_error_p50_us",
+    "send_done_error_p99_us",
     "server_cpu_pct",
     "server_rss_mb",
     "server_threads_max",

@@ -245,6 +245,9 @@ def network_row(net: Network, injector, probes: list) -> tuple[dict, list[str]]:
     if stats.get("released"):
         row["release_error_p50_us"] = stats["release_err_p50_ns"] / 1e3
         row["release_error_p99_us"] = stats["release_err_p99_ns"] / 1e3
+        if "sent_err_p50_ns" in stats:  # a proxy built before 2026-11-27 has no such figure
+            row["send_done_error_p50_us"] = stats["sent_err_p50_ns"] / 1e3
+            row["send_done_error_p99_us"] = stats["sent_err_p99_ns"] / 1e3
     if net.schedule and injector is not None:
         row["network_changes"] = len(injector.changes())
         if row["network_changes"] < len(net.schedule):

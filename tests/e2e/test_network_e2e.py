@@ -53,6 +53,8 @@ def test_delay_axis_is_injected_and_verified(write_yaml, perfctl_env, tmp_path):
         assert "network injection" not in str(row["invalid_reasons"])
         # every request crossed the path twice: latency >= the added round trip
         assert row["latency_min_ms"] >= rtt * 0.95
+        # the proxy's send() returns after its release, chunk by chunk
+        assert 0 <= row["release_error_p50_us"] <= row["send_done_error_p50_us"], row.to_dict()
     assert json.loads((out / "run.json").read_text())["network_backend"] == ["none", "proxy"]
 
 

@@ -49,16 +49,18 @@ def test_burst_opens_a_new_connection_for_every_request():
     assert b"\r\nConnection: close\r\n" in w.request
 
 
-def test_closed_loop_sends_inline_only_with_keepalive_no_think_time_and_a_fixed_request():
+def test_closed_loop_sends_inline_only_with_keepalive_and_no_think_time():
     assert ClosedMode(LoadSpec()).sends_next_inline
     assert _worker(ClosedMode(LoadSpec())).fast
-    for slower in (
-        LoadSpec(think_time_s=0.01),
-        LoadSpec(keepalive=False),
-        LoadSpec(target="/work?bucket={seq}"),
-    ):
+    assert _worker(ClosedMode(LoadSpec())).next_inline is None  # the fixed request as it is
+    for slower in (LoadSpec(think_time_s=0.01), LoadSpec(keepalive=False)):
         assert not ClosedMode(slower).sends_next_inline, slower
     assert not OpenMode(SPECS["open"]).sends_next_inline
+    # a request that differs each time goes inline too, its bytes from the worker
+    numbered = _worker(ClosedMode(LoadSpec(target="/work?bucket={seq}")))
+    assert numbered.fast and numbered.next_inline is not None
+    firsts = [numbered.next_inline(None, 0) for _ in range(2)]
+    assert b"bucket=1 " in firsts[0] and b"bucket=2 " in firsts[1]
 
 
 def test_open_mode_deals_its_schedule_and_divides_connections_between_processes():

@@ -156,7 +156,7 @@ def test_a_bad_mix_is_refused(weights, names, needle):
 def test_a_spec_with_a_mix_survives_its_json():
     spec = LoadSpec(requests=MIX, headers=(("X-Run", "t"),))
     assert LoadSpec.from_json(spec.to_json()) == spec
-    assert spec.templated  # the closed loop's fixed-request fast path is not for a mix
+    assert spec.templated  # requests differ: the fast path takes each from the feed
 
 
 @pytest.mark.parametrize("mode", ["closed", "open", "burst"])

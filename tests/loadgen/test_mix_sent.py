@@ -92,6 +92,8 @@ def test_a_mix_sends_its_headers_and_records_each_rows_request(recorder, tmp_pat
     assert kinds[0] == by_method["GET"] and kinds[1] == by_method["POST"]
     assert kinds[2] == by_method["DELETE"]
     assert (answered.loc[answered["request"] == 2, "status"] == 404).all()
+    gone = [path for m, path, *_ in seen if m == "DELETE"]
+    assert len(set(gone)) == len(gone)  # {seq}: each number went out once
 
     [w] = digest.read(out / "digest.json")["windows"]
     assert sorted(w.parts) == [0, 1, 2]

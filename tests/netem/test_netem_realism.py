@@ -536,6 +536,30 @@ def test_netem_release_error_histogram_reports_lateness(run_proxy, echo_port):
     assert p.live_stats()["win_released"] == 0
 
 
+def test_the_proxy_reports_when_its_send_returned_beside_when_it_released(run_proxy, echo_port):
+    """sent_err (send() returned - due) is taken for every held chunk sent, after its release:
+    never below the release error of the same chunks, at p50 and p99 alike (every held chunk
+    of this path goes through send(): the far end is an echo server, not the built-in echo),
+    and its window resets with each stats line like the others."""
+    p = run_proxy(echo_port, "--delay", "2ms")
+    with socket.create_connection(("127.0.0.1", p.port), timeout=10) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(25):
+            s.sendall(b"y" * 16)
+            got = b""
+            while len(got) < 16:
+                chunk = s.recv(16 - len(got))
+                assert chunk, "the path closed early"
+                got += chunk
+        st = p.live_stats()  # before the close: no FIN among the released chunks
+        again = p.live_stats()
+    assert st["released"] >= 50, st
+    assert 0 <= st["release_err_p50_ns"] <= st["sent_err_p50_ns"] <= st["sent_err_p99_ns"], st
+    assert st["release_err_p99_ns"] <= st["sent_err_p99_ns"], st
+    assert st["win_sent_err_p50_ns"] == st["sent_err_p50_ns"], st  # first window: all of it
+    assert again["win_released"] == 0 and again["win_sent_err_p99_ns"] == 0, again
+
+
 def test_netem_bad_realism_flags_exit_2(proxy_bin):
     import subprocess
 
