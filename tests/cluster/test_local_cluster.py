@@ -131,16 +131,23 @@ def test_three_hosts_server_on_h1_shards_on_h2_and_h3_without_and_with_delay(
     assert all(s["uncertainty_ms"] >= 0 and "offset_ms" in s for s in shards)
     assert row["clock_uncertainty_ms_max"] < 1000
 
-    # 5 ms each way on h1's proxy: the probe there sees it, the shards' p50 rises by it
+    # 5 ms each way on h1's proxy: the probe there sees it, the shards' latency rises by it
     delayed = rows[rows["network_backend"] == "proxy"].iloc[0]
     expected = delayed["rtt_expected_ms"]
     assert expected == 10.0
     assert abs(delayed["rtt_measured_before_ms"] - expected) < 0.3 * expected, delayed
-    # the proxy's own hop and a busy host add a little; a delay missing (rise ~0) or applied
-    # twice (~2x) is caught either way
-    rise = delayed["latency_p50_ms"] - row["latency_p50_ms"]
-    assert 0.8 * expected <= rise <= 1.8 * expected, (
-        rise,
+    # every request crosses the path: the fastest one rises by the delay, once (a delay
+    # missing rises ~0, one applied twice ~2x). The fastest, not the median: on a busy host
+    # the median can queue far beyond it (CI once read a 47 ms rise for this 10 ms delay,
+    # the 1,000/s through h1's proxy and server sharing two CPUs with other tests)
+    fastest = delayed["latency_min_ms"] - row["latency_min_ms"]
+    assert 0.9 * expected <= fastest <= 1.5 * expected, (
+        fastest,
+        delayed["latency_min_ms"],
+        row["latency_min_ms"],
+    )
+    # and the median sees at least most of it
+    assert delayed["latency_p50_ms"] - row["latency_p50_ms"] >= 0.8 * expected, (
         delayed["latency_p50_ms"],
         row["latency_p50_ms"],
     )
