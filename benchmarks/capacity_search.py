@@ -54,6 +54,10 @@ SERVERS = {
     "java-pool": ("{impl: java, model: pool, threads: 4}", 400, "5ms", 4),
     "py-async": ("{impl: python, model: async}", 400, "8ms", 64),
 }
+# warm-up before each trial's window: the JVM compiles its hot paths in the first seconds of
+# every trial (a fresh server each time); with 1 s, the Java pool's per-second p99 still fell
+# 28-92% across 12-s windows and most of its probes were retried as not stationary
+WARMUP_S = {"c-epoll": 1, "java-pool": 5, "py-async": 1}
 COMMON = """
 workload: {{path: /work, params: {{spin_us: {spin}}}}}
 placement: {{server_cpus: [0], loadgen_cpus: [1]}}
@@ -66,7 +70,8 @@ def search_yaml(name: str, duration: int, include_noisy: bool = False) -> str:
     return (
         f"name: search-{name}\nservers: {{{name}: {server}}}\n"
         + COMMON.format(spin=spin)
-        + f"load: {{mode: open, connections: {conns}, duration: {duration}s, warmup: 1s}}\n"
+        + f"load: {{mode: open, connections: {conns}, duration: {duration}s, "
+        f"warmup: {WARMUP_S[name]}s}}\n"
         f"search: {{slo: {{p99: {slo}}}, precision: 2%, max_trials: 8{noisy}}}\n"
     )
 
@@ -77,7 +82,7 @@ def sweep_yaml(name: str, rates: list[float], duration: int, round_: int) -> str
         f"name: sweep-{name}\nservers: {{{name}: {server}}}\n"
         + COMMON.format(spin=spin)
         + f'load: {{mode: open, rate: "{{rate}}", connections: {conns}, duration: {duration}s, '
-        f"warmup: 1s, seed: {round_}}}\n"
+        f"warmup: {WARMUP_S[name]}s, seed: {round_}}}\n"
         f"matrix: {{rate: [{', '.join(f'{r:g}' for r in rates)}]}}\n"
     )
 

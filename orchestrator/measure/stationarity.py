@@ -68,10 +68,18 @@ class Trend:
     def reason(self) -> str:
         if self.stationary is not False:
             return ""
+        why = (
+            ""
+            if self.rising
+            # latency falling through the window: the server was still warming up when the
+            # window began (a JVM compiling its hot paths, caches filling), so say what helps
+            else "; a server still warming up (a JIT compiling, caches filling): lengthen "
+            "load.warmup"
+        )
         return (
             f"per-second p99 {'rose' if self.rising else 'fell'} {100 * abs(self.drift):.0f}% "
             f"across the window (Mann-Kendall p = {self.p:.3f}, {self.seconds} s): not a "
-            "steady state"
+            f"steady state{why}"
         )
 
 

@@ -64,6 +64,11 @@ CANDIDATES = 41  # levels tried when placing a probe
 MAX_SPAN = 0.10  # candidates within +-10% of the estimate
 MIN_SPAN = 0.02
 FAR_SLO = 1.5  # knee probes go where the model expects at most this x the SLO
+# a probe measured above this x the SLO is carried to it from this x the SLO: that far up the
+# curve the model's shape says little (a stall in one trial, not the knee), one such probe
+# should not drag the estimate, and inverting a processor-sharing model there (rho > 0.99)
+# took minutes: a Java pool probe's p99 of 236 ms against a 5 ms SLO hung the search's result
+FAR_INVERT = 4.0
 # what a model that cannot be evaluated raises (math overflow, a domain error): the cell's
 # search gives up and says so rather than end the run with a traceback
 MODEL_ERRORS = (ArithmeticError, ValueError)
@@ -193,8 +198,10 @@ def estimate(
     out = Estimate(confidence=confidence)
     target = curve.level_for(slo_s)
     logs, weights, within, levels = [], [], [], []
+    far = 0
     for p in points:
-        at = curve.level_for(p.latency_s)
+        far += p.latency_s > FAR_INVERT * slo_s
+        at = curve.level_for(min(p.latency_s, FAR_INVERT * slo_s))
         c_i = p.level * target / at if at > 0 and target > 0 else math.nan
         out.each.append(c_i)
         if not math.isfinite(c_i):
@@ -207,6 +214,11 @@ def estimate(
         weights.append(math.sqrt(e))
         if math.isfinite(p.within_var):
             within.append(p.within_var / e**1.5)  # var(ln P_i) = s^2 e_i^1.5
+    if far:
+        out.notes.append(
+            f"{far} probe(s) measured above {FAR_INVERT:g}x the SLO: carried to it from "
+            f"{FAR_INVERT:g}x (that far up the curve the model's shape says little)"
+        )
     skipped = len(points) - len(logs)
     if skipped:
         out.notes.append(

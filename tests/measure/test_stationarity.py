@@ -44,7 +44,14 @@ def test_a_rising_window_is_not_stationary_and_says_by_how_much():
     t = st.trend([10, 12, 15, 19, 24, 30])
     assert t.stationary is False and t.rising and t.drift > 1.0
     assert "rose" in t.reason and "Mann-Kendall" in t.reason
+    assert "warmup" not in t.reason
     assert t.columns()["stationary"] is False
+
+
+def test_a_falling_window_names_the_warm_up_and_what_to_lengthen():
+    t = st.trend([30, 24, 19, 15, 12, 10])
+    assert t.stationary is False and not t.rising
+    assert "fell" in t.reason and "lengthen load.warmup" in t.reason
 
 
 def test_noise_and_small_drifts_are_stationary():

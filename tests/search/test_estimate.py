@@ -10,6 +10,7 @@ import pytest
 
 from models.stations import Station, rate_for_slo
 from orchestrator.search.estimate import (
+    FAR_INVERT,
     Curve,
     Estimate,
     Point,
@@ -74,6 +75,28 @@ def test_an_upper_bound_caps_the_interval_and_the_estimate():
     est = estimate(pts, curve, SLO_S, 0.95, upper=0.9 * EXACT)
     assert est.capacity == pytest.approx(0.9 * EXACT) and est.high <= 0.9 * EXACT
     assert any("capped" in n for n in est.notes)
+
+
+def test_a_probe_far_above_the_slo_is_carried_to_it_from_a_bounded_height():
+    """A stall in one trial (p99 50x the SLO) is carried to the SLO from FAR_INVERT x the SLO:
+    the model is never inverted higher up (near saturation, where a processor-sharing chain
+    takes minutes), the probe weighs what a probe at FAR_INVERT x would, and a note says so."""
+    asked = []
+
+    class Spy(Curve):
+        def level_for(self, latency_s: float) -> float:
+            asked.append(latency_s)
+            return super().level_for(latency_s)
+
+    curve = Spy(MM4, "p99")
+    near = [Point(x, curve.latency_s(x)) for x in (0.97 * EXACT, 1.01 * EXACT)]
+    stall = Point(0.99 * EXACT, 50 * SLO_S)
+    est = estimate([*near, stall], curve, SLO_S, 0.95)
+    assert max(asked) == pytest.approx(FAR_INVERT * SLO_S)
+    as_if = estimate([*near, Point(0.99 * EXACT, FAR_INVERT * SLO_S)], curve, SLO_S, 0.95)
+    assert est.each == as_if.each and est.capacity == as_if.capacity
+    assert any("above 4x the SLO" in n for n in est.notes)
+    assert not any("above" in n for n in estimate(near, curve, SLO_S, 0.95).notes)
 
 
 def test_the_first_knee_probe_goes_where_the_model_says_and_the_next_balances_it():
