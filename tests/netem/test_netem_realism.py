@@ -507,6 +507,18 @@ class OwnTimerLateness:
         return int(np.median(self.late_ns)) if self.late_ns else 0
 
 
+def _ping_pong(s: socket.socket, n: int) -> None:
+    """n 16-byte messages, each read back whole before the next goes (TCP_NODELAY)."""
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for _ in range(n):
+        s.sendall(b"x" * 16)
+        got = b""
+        while len(got) < 16:
+            chunk = s.recv(16 - len(got))
+            assert chunk, "the path closed early"
+            got += chunk
+
+
 def test_netem_release_error_histogram_reports_lateness(run_proxy, echo_port):
     """Every held chunk lands in the histogram; none is released early; the window resets
     with each stats line. The median lateness is judged loosely here (2 ms, plus the median
@@ -517,14 +529,7 @@ def test_netem_release_error_histogram_reports_lateness(run_proxy, echo_port):
         OwnTimerLateness() as own,
         socket.create_connection(("127.0.0.1", p.echo_port), timeout=10) as s,
     ):
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for _ in range(30):
-            s.sendall(b"x" * 16)
-            got = b""
-            while len(got) < 16:
-                chunk = s.recv(16 - len(got))
-                assert chunk, "the echo path closed early"
-                got += chunk
+        _ping_pong(s, 30)
         # the close (a FIN each way) is released through the path too: half-close, and
         # wait for the FIN that comes back once both were released
         s.shutdown(socket.SHUT_WR)
@@ -543,14 +548,7 @@ def test_the_proxy_reports_when_its_send_returned_beside_when_it_released(run_pr
     and its window resets with each stats line like the others."""
     p = run_proxy(echo_port, "--delay", "2ms")
     with socket.create_connection(("127.0.0.1", p.port), timeout=10) as s:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for _ in range(25):
-            s.sendall(b"y" * 16)
-            got = b""
-            while len(got) < 16:
-                chunk = s.recv(16 - len(got))
-                assert chunk, "the path closed early"
-                got += chunk
+        _ping_pong(s, 25)
         st = p.live_stats()  # before the close: no FIN among the released chunks
         again = p.live_stats()
     assert st["released"] >= 50, st
