@@ -264,14 +264,10 @@ class Connection(asyncio.Protocol):
                     self.parser = self.full
                     self.headers_done = self.framed = False
                 c.conn[i] = self.ident
-                nxt = w.next_inline
-                if nxt is None:
-                    c.sent_ns[i] = _now()
-                    self.transport.write(w.request)
-                else:  # a mix, a replay or {seq}: its bytes (and the row's request index)
-                    request = nxt(c, i)
-                    c.sent_ns[i] = _now()
-                    self.transport.write(request)
+                nxt = w.next_inline  # a mix, a replay or {seq}: its bytes (and request index)
+                request = w.request if nxt is None else nxt(c, i)
+                c.sent_ns[i] = _now()
+                self.transport.write(request)
                 return
         w.on_done(self)
 

@@ -113,13 +113,11 @@ class Worker:
             )
         if self.feed is not None:
             self.send = self._send_mixed  # chosen once: the one-request send stays as it was
-        # the fast path's next request: None sends `request` as it is; else a function of
-        # (chunk, row) giving the bytes (a mix or replay: its feed; {seq}: numbered anew)
+        # the fast path's next request: None sends `request` as it is; else request_for (a
+        # mix or replay: its feed's take, bound directly on the hot path; {seq}: numbered anew)
         self.next_inline = None
-        if self.feed is not None:
-            self.next_inline = self.feed.take
-        elif self.templated:
-            self.next_inline = lambda chunk, row: self.next_request()
+        if self.templated:
+            self.next_inline = self.feed.take if self.feed is not None else self.request_for
         self.max_requests = spec.max_requests
         self.rec = Records(chunk_rows=records.CHUNK_ROWS, sink=sink)
         self.seq = seq_base
