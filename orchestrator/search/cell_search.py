@@ -13,13 +13,14 @@ The probes, in order:
 
 Every probe must be valid, quiet and stationary to count. One that is not is retried once at
 the same level (a retry counts as a trial); a second failure is named in capacity.json and
-left out. Two outcomes are evidence rather than failures: a knee probe whose error rate
-exceeds the SLO's, and one overloaded (its latency rose through the window and is above the
-SLO), are upper bounds on the capacity. An overloaded open probe also measured the server's
-rate under open arrivals (what it completed): below the saturation probe's, the model is
-calibrated to it (_recalibrate). A probe the load generator could not drive (it fell
-behind its schedule, or its own CPU ran out) is retried once; if it fails again the search
-stops with PerfctlError: past that level the load generator, not the server, would be
+left out. Three outcomes are evidence rather than failures, upper bounds on the capacity: a
+knee probe whose error rate exceeds the SLO's; one overloaded (its latency rose through the
+window and is above the SLO); and one not steady whose every second missed the SLO (its best
+second is above it: a retry would learn the same). An overloaded open probe also measured
+the server's rate under open arrivals (what it completed): below the saturation probe's, the
+model is calibrated to it (_recalibrate). A probe the load generator could not drive (it
+fell behind its schedule, or its own CPU ran out) is retried once; if it fails again the
+search stops with PerfctlError: past that level the load generator, not the server, would be
 measured, and its limit is never reported as the server's capacity.
 """
 
@@ -228,7 +229,8 @@ class CellSearch:
             self.cell, self.search.slo.stat, self.service, self.saturation_rps, row
         )
         think = None if self.open else self.cell.load.think_time_s
-        self.curve = Curve(self.station, self.search.slo.stat, think)
+        measured = self.saturation_rps is not None and math.isfinite(self.saturation_rps)
+        self.curve = Curve(self.station, self.search.slo.stat, think, measured_max=measured)
 
     # --- what a probe meant ---------------------------------------------------------------
     def record(self, trial: int, spec: ProbeSpec, row: dict, readings: Readings) -> None:
@@ -415,6 +417,20 @@ class CellSearch:
             if self.open:
                 self._recalibrate(spec.level, readings.completed_rps)
             return True, "upper bound: overloaded (latency rising through the window)"
+        if valid_quiet and trend.stationary is False and readings.best_second_ms > slo.latency_ms:
+            # not steady, but not one second of the window met the SLO (a falling p99 far
+            # above it: an overloaded server's queue draining in bursts, or one still warming
+            # up that missed the SLO even at its best): the level fails whichever it was,
+            # and retrying it would spend a trial to learn the same
+            best = readings.best_second_ms
+            self._fails_at(
+                spec.level,
+                f"every second above the SLO at {spec.level:g}{unit} (best {best:.3g} ms)",
+            )
+            return True, (
+                f"upper bound: not one second of the window met the SLO (the best second's "
+                f"{slo.stat} was {best:.3g} ms)"
+            )
         if problems:
             return self._again(spec, problems)
         noise = self._noise(row)  # with search.include_noisy: used, and said so

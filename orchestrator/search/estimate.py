@@ -16,6 +16,13 @@ own estimate of the capacity,
 
 and each C_i has median exactly C, whatever x_i: the model only carries each probe's
 measurement along the curve to the SLO, and the closer x_i is to C the less it matters.
+The stretch moves the curve's saturation too, to x_max / k; when the saturation was measured
+and a probe measured so far below the model that its C_i reaches it (no queue meets an SLO
+there), the stretch is refuted for it, and the probe is carried by the latency's ratio
+instead, keeping the saturation: m(x) = g(x) P_i / g(x_i), C_i = g^-1(L g(x_i) / P_i).
+(A Java pool on one core, its near-constant service time far flatter than the model's
+exponential, measured 2.49 ms at half its saturation against the model's 5 ms: stretched, an
+estimate of 1.85x the saturation; the next probe went to 98% of it and overloaded.)
 Trial-to-trial noise in ln P_i becomes noise in ln C_i divided by the curve's elasticity
 e_i = dln g / dln x at the probe (the knee is steep, so a 10% error in a p99 is a few per cent
 of load). A trial's p99 is itself noisier where the curve is steeper (the queue's bursts last
@@ -84,6 +91,9 @@ class Curve:
     station: Station
     stat: str
     think_s: float | None = None
+    # the station's saturation is a measured one (the search's saturation probe, or what an
+    # overloaded probe completed), not only the model's: no capacity reaches it
+    measured_max: bool = False
 
     @property
     def closed(self) -> bool:
@@ -198,16 +208,27 @@ def estimate(
     out = Estimate(confidence=confidence)
     target = curve.level_for(slo_s)
     logs, weights, within, levels = [], [], [], []
-    far = 0
+    far = scaled = 0
     for p in points:
         far += p.latency_s > FAR_INVERT * slo_s
         at = curve.level_for(min(p.latency_s, FAR_INVERT * slo_s))
         c_i = p.level * target / at if at > 0 and target > 0 else math.nan
+        e = curve.elasticity(at) if math.isfinite(c_i) else math.nan
+        if (
+            math.isfinite(c_i)
+            and curve.measured_max
+            and not curve.closed
+            and c_i >= curve.level_max
+        ):
+            # the stretched curve would saturate past the measured saturation, which no queue
+            # does: the probe refutes the stretch (the server is far faster than the model at
+            # that load, a flatter curve), so it is carried by the latency's ratio instead
+            c_i, e = _scaled(p, curve, slo_s)
+            scaled += math.isfinite(c_i)
         out.each.append(c_i)
         if not math.isfinite(c_i):
             out.weights.append(0.0)
             continue
-        e = curve.elasticity(at)
         out.weights.append(math.sqrt(e))
         logs.append(math.log(c_i))
         levels.append(p.level)
@@ -218,6 +239,12 @@ def estimate(
         out.notes.append(
             f"{far} probe(s) measured above {FAR_INVERT:g}x the SLO: carried to it from "
             f"{FAR_INVERT:g}x (that far up the curve the model's shape says little)"
+        )
+    if scaled:
+        out.notes.append(
+            f"{scaled} probe(s) measured so far below the model that stretching its curve "
+            "would put the SLO past the measured saturation: carried by the ratio of measured "
+            "to predicted latency instead (the saturation kept)"
         )
     skipped = len(points) - len(logs)
     if skipped:
@@ -257,6 +284,19 @@ def estimate(
         out.high = upper
         out.low = min(out.low, upper)
     return out
+
+
+def _scaled(p: Point, curve: Curve, slo_s: float) -> tuple[float, float]:
+    """A probe's capacity when the curve keeps its saturation and its latency is scaled by
+    the probe's measured / predicted ratio: the level where g(x) = slo P(x_i) / g(x_i); and
+    the curve's elasticity there (the SLO's noise is carried by the slope at the capacity)."""
+    g = curve.latency_s(p.level)
+    if not (math.isfinite(g) and g > 0 and p.latency_s > 0):
+        return math.nan, math.nan
+    c = curve.level_for(slo_s * g / p.latency_s)
+    if not c > 0:
+        return math.nan, math.nan
+    return c, curve.elasticity(c)
 
 
 def next_level(

@@ -33,16 +33,23 @@ class Readings:
     # what an overloaded server sustained (trials.csv's throughput counts the requests sent
     # in the window, answered during the drain too)
     completed_rps: float = math.nan
+    # the lowest per-second value of the SLO's statistic in the window (NaN when the timeline
+    # has no column for it): above the SLO, not one second of the window met it
+    best_second_ms: float = math.nan
 
 
 def read_trial(tdir: Path, row: dict, slo: SearchSlo) -> Readings:
     """The readings of the trial in tdir whose trials.csv row is `row`."""
     summary = read_summary(tdir)
-    seconds, completed = [], []
+    seconds, completed, own = [], [], []
     if summary is not None and (tdir / "timeline.parquet").is_file():
         timeline = pd.read_parquet(tdir / "timeline.parquet")
         seconds = stationarity.window_seconds(timeline, summary)
         completed = stationarity.window_seconds(timeline, summary, "throughput_rps")
+        if slo.column is not None:
+            own = stationarity.window_seconds(timeline, summary, slo.column)
+    own = np.asarray(own, dtype=float)
+    own = own[np.isfinite(own)]
     window = None
     if summary is not None and (tdir / "digest.json").is_file():
         window = chosen_window(ldigest.read(tdir / "digest.json"), summary)
@@ -65,6 +72,7 @@ def read_trial(tdir: Path, row: dict, slo: SearchSlo) -> Readings:
         within_variance(seconds),
         service,
         float(np.median(completed)) if len(completed) else math.nan,
+        float(own.min()) if own.size else math.nan,
     )
 
 

@@ -90,7 +90,12 @@ class MMc:
                 np.median([np.sum((done >= k) & (done < k + 1)) for k in range(int(self.window_s))])
             )
         readings = Readings(
-            p99, stationarity.trend(per_s), within_variance(per_s), service, completed
+            p99,
+            stationarity.trend(per_s),
+            within_variance(per_s),
+            service,
+            completed,
+            float(np.nanmin(per_s)) if np.isfinite(per_s).any() else math.nan,
         )
         self.rows.append(row)
         return row, readings

@@ -120,6 +120,38 @@ def test_an_overloaded_or_failing_probe_is_an_upper_bound_not_a_retry():
     assert r["high"] <= r["upper_bound"]
 
 
+@pytest.mark.parametrize("best_second_ms", [45.0, 20.0])
+def test_a_probe_not_steady_is_an_upper_bound_only_when_every_second_missed_the_slo(
+    best_second_ms,
+):
+    # a falling p99 far above the 30 ms SLO: retried when some second met the SLO (a server
+    # warming up may meet it once warm), an upper bound at once when none did
+    def draining(k, spec, row, readings):
+        if k == 3:
+            readings = dataclasses.replace(
+                readings,
+                stat_ms=130.0,
+                best_second_ms=best_second_ms,
+                trend=Trend(5, 0.003, -2.9, False),
+            )
+        return row, readings
+
+    s = cell_search(max_trials=6)
+    specs = run_search(s, MMc(seed=7), draining)
+    r = s.result(0.0)
+    verdict = r["probes"][2]["verdict"]
+    if best_second_ms > 30.0:
+        assert verdict == (
+            "upper bound: not one second of the window met the SLO (the best second's p99 "
+            "was 45 ms)"
+        )
+        assert r["probes"][2]["used"] and r["upper_bound"] == specs[2].level
+        assert specs[3].attempt == 1 and specs[3].level < specs[2].level
+    else:
+        assert verdict.startswith("retried: per-second p99 fell")
+        assert specs[3].attempt == 2 and specs[3].level == specs[2].level
+
+
 def test_an_slo_no_load_can_meet_stops_the_run_naming_the_key():
     s = cell_search(slo={"p99": "5ms"})  # one request alone: p99 of Exp(4 ms) is 18 ms
     specs = run_search(s, MMc(seed=1))

@@ -43,6 +43,27 @@ def test_a_server_faster_than_the_model_is_found_by_the_stretch():
     assert est.low < est.capacity < est.high
 
 
+def test_a_probe_far_below_the_model_keeps_the_measured_saturation():
+    # measured just above the model's unloaded p99 at half the capacity: stretched, the curve
+    # would meet the SLO past the station's saturation; the latency's ratio carries it instead
+    curve = Curve(MM4, "p99", measured_max=True)
+    x = 0.5 * EXACT
+    measured = 1.002 * curve.latency_s(1e-3 * EXACT)
+    assert x * EXACT / curve.level_for(measured) >= curve.level_max  # the stretch's answer
+    est = estimate([Point(x, measured)], curve, SLO_S, 0.95)
+    ratio = curve.latency_s(x) / measured
+    assert est.capacity == pytest.approx(rate_for_slo(MM4, "p99", SLO_S * ratio), rel=1e-6)
+    assert EXACT < est.capacity < curve.level_max
+    assert any("past the measured saturation" in n for n in est.notes)
+    # a probe on the curve is still carried by the stretch, exactly
+    on = estimate([Point(x, curve.latency_s(x))], curve, SLO_S, 0.95)
+    assert on.capacity == pytest.approx(EXACT, rel=1e-6) and not on.notes
+    # a saturation that is only the model's (the saturation probe was the load generator's
+    # limit) bounds nothing: the stretch stands
+    model_only = estimate([Point(x, measured)], Curve(MM4, "p99"), SLO_S, 0.95)
+    assert model_only.capacity > curve.level_max
+
+
 def test_the_interval_is_students_t_on_the_probes_spread():
     curve = Curve(MM4, "p99")
     rng = np.random.default_rng(1)
