@@ -3,23 +3,14 @@ It must place one alert at a clear step and none where the series holds no chang
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
+import bench_kit
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        yield importlib.import_module("history_detection")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return bench_kit.load("history_detection")
 
 
 def test_the_oracle_places_a_clear_step_and_ignores_series_without_one(bench):

@@ -3,25 +3,17 @@ uncertainty, which says whether the +-2% goal can be judged at all on a host."""
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-from pathlib import Path
 
+import bench_kit
 import numpy as np
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        yield importlib.import_module("capacity_search")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return bench_kit.load("capacity_search")
 
 
 def sweep(rates, p99s_per_rate) -> pd.DataFrame:
