@@ -73,3 +73,12 @@ def test_the_completed_rate_is_the_median_second_of_the_window(trial):
     it), not the warm-up's or the drain's: an overloaded probe's real rate."""
     r = read_trial(trial, {"latency_mean_ms": 0.5005}, SearchSlo(stat="p99", latency_ms=5))
     assert r.completed_rps == 200.0
+
+
+def test_the_best_second_is_the_windows_lowest_of_the_slos_own_statistic(trial):
+    """The lowest per-second p99 inside the window (0.9 ms), not the warm-up's or the drain's
+    (9 ms); NaN for a statistic the timeline has no column for (p95)."""
+    r = read_trial(trial, {"latency_p99_ms": 0.99}, SearchSlo(stat="p99", latency_ms=5))
+    assert r.best_second_ms == 0.9
+    r = read_trial(trial, {"latency_mean_ms": 0.5005}, SearchSlo(stat="p95", latency_ms=5))
+    assert np.isnan(r.best_second_ms)
