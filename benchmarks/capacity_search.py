@@ -311,11 +311,11 @@ def print_table(work: Path, names, found, sweeps, elapsed) -> int:
         err = c["capacity"] / ref - 1 if ref == ref else math.nan
         holds = c["low"] <= ref <= c["high"] if ref == ref else False
         quiet = f"{int(trials['quiet'].sum())}/{len(trials)}" if not trials.empty else "-"
+        swept = trials.get("rate", pd.Series([math.nan]))
         print(
             f"{name:10} {SERVERS[name][2]:>6} {c['capacity']:9.1f} "
             f"{c['low']:8.1f}-{c['high']:<8.1f} {ref:9.1f} "
-            f"{bound(ref_lo, trials.get('rate', pd.Series([math.nan]))):>8}-"
-            f"{bound(ref_hi, trials.get('rate', pd.Series([math.nan]))):<8} "
+            f"{bound(ref_lo, swept):>8}-{bound(ref_hi, swept):<8} "
             f"{100 * err:+6.1f}% "
             f"{'yes' if holds else 'NO':>5} {c['trials']:6d} {c['wall_s']:6.0f} {quiet:>9}  "
             f"{note}"
