@@ -57,7 +57,39 @@ def perfctl_run(write_yaml, perfctl_env, tmp_path, driver: str, attempt: int = 0
     return trials.set_index("sleep_us")
 
 
-QUIET_ATTEMPTS = 3
+QUIET_ATTEMPTS = 4
+
+
+def _verdicts_wrong(slow: pd.Series, fast: pd.Series) -> list[str]:
+    """What the two trials' verdicts got wrong for a driver that sends every arrival 200 us
+    late; [] when nothing."""
+    wrong = []
+
+    def want(ok: bool, what: str) -> None:
+        if not ok:
+            wrong.append(what)
+
+    want(slow["requests"] == fast["requests"] == 150, "every arrival sent (rate x window)")
+    want(
+        slow["send_lateness_p99_ms"] >= 0.2 and fast["send_lateness_p99_ms"] >= 0.2,
+        "lateness p99 >= 0.2 ms in both",
+    )
+    want(slow["latency_p50_ms"] > 20, "the 20 ms trial's p50 above 20 ms")
+    want(not fast["valid"], "the no-work trial invalid")
+    want(
+        "send lateness" in str(fast["invalid_reasons"]) and "Fix:" in str(fast["invalid_reasons"]),
+        "the no-work trial invalid for lateness, with a fix",
+    )
+    want(fast["lateness_shift_of_precision"] > 1, "the no-work shift beyond its precision")
+    # every send is at least 200 us late, so the p50 moved by at least that much of itself
+    want(
+        fast["lateness_shift_p50_pct"] >= 0.99 * 100 * 0.2 / fast["latency_p50_ms"],
+        "the no-work p50 moved by at least 200 us",
+    )
+    want(bool(slow["valid"]), f"the 20 ms trial valid ({slow['invalid_reasons']})")
+    want(slow["lateness_shift_of_precision"] < 1, "the 20 ms shift within its precision")
+    want(0.5 < slow["lateness_shift_p50_pct"] < 2, "the 20 ms p50 moved by ~1% (200 us of 20.3 ms)")
+    return wrong
 
 
 @pytest.mark.needs_quiet
@@ -65,30 +97,22 @@ def test_200_us_of_lateness_is_valid_at_20_ms_and_invalid_at_no_work(
     write_yaml, perfctl_env, tmp_path
 ):
     """Needs quiet: the host letting the 200 us driver send at most 1 ms late at p99 in the
-    20 ms trial (CI once saw a load average of 15 on 2 CPUs make it 8 ms late: then that
-    trial's figures did move and it is rightly invalid, but the premise is gone). A run with
-    more is taken again (QUIET_ATTEMPTS in all), then the test fails with the readings."""
+    20 ms trial, when the verdicts are not right anyway (CI once saw a load average of 15 on
+    2 CPUs make it 8 ms late: then that trial's figures did move and it is rightly invalid,
+    but the premise is gone). Every attempt is judged; one that is wrong on a busy host is
+    taken again (QUIET_ATTEMPTS in all), one that is wrong on a quiet host fails at once."""
     driver = f'{{cmd: "{sys.executable} {LATE} 200 {{spec}} {{out}}"}}'
-    late = []
+    tried = []
     for attempt in range(QUIET_ATTEMPTS):
         trials = perfctl_run(write_yaml, perfctl_env, tmp_path, driver, attempt)
         slow, fast = trials.loc[20000], trials.loc[0]
-        late.append(round(float(slow["send_lateness_p99_ms"]), 2))
-        if late[-1] <= 1.0:
-            break
-    else:
-        pytest.fail(f"host too busy: the 200 us driver's send lateness p99 (ms) was {late}")
-    assert slow["requests"] == fast["requests"] == 150  # rate x window, every arrival sent
-    assert slow["send_lateness_p99_ms"] >= 0.2 and fast["send_lateness_p99_ms"] >= 0.2
-    assert slow["latency_p50_ms"] > 20
-    assert not fast["valid"]
-    assert "send lateness" in fast["invalid_reasons"] and "Fix:" in fast["invalid_reasons"]
-    assert fast["lateness_shift_of_precision"] > 1
-    # every send is at least 200 us late, so the p50 moved by at least that much of itself
-    assert fast["lateness_shift_p50_pct"] >= 0.99 * 100 * 0.2 / fast["latency_p50_ms"]
-    assert slow["valid"], slow["invalid_reasons"]
-    assert slow["lateness_shift_of_precision"] < 1
-    assert 0.5 < slow["lateness_shift_p50_pct"] < 2  # 200 us of ~20.3 ms
+        wrong = _verdicts_wrong(slow, fast)
+        if not wrong:
+            return
+        late = round(float(slow["send_lateness_p99_ms"]), 2)
+        tried.append((late, wrong))
+        assert late > 1.0, f"on a quiet host (lateness p99 {late} ms): wrong: {wrong}"
+    pytest.fail(f"host too busy: (the 200 us driver's send lateness p99 in ms, wrong) {tried}")
 
 
 def test_the_bundled_generator_reports_the_shift_it_measured(write_yaml, perfctl_env, tmp_path):

@@ -188,34 +188,51 @@ placement: {{server_cpus: [0], loadgen_cpus: [1]}}
 """
 
 
+ATTEMPTS = 3
+
+
+@pytest.mark.needs_quiet
 def test_a_closed_trial_at_the_rmi_servers_maximum_rate_is_valid(tmp_path):
     """Closed load with no think time is the server's maximum rate; the driver measuring it
-    must not invalidate its own trial (issue 32: GC pause 17 ms and lag 5.6 ms did). A host
-    busy with other work can make any trial invalid: perfctl says so (`quiet`), and then this
-    test cannot judge the driver."""
+    must not invalidate its own trial (issue 32: GC pause 17 ms and lag 5.6 ms did).
+    Needs quiet: a host busy with other work can make any trial invalid: perfctl says so
+    (`quiet`), and then this test cannot judge the driver (skipped). It also needs the server,
+    not the driver, to set the maximum rate: the server's spin is wall-clock time, the driver's
+    cost per call is CPU work, so on a contended core (a shared VM's) the driver may reach the
+    closed-mode CPU bound first (CI once read 100%), and then its trial is rightly invalid but
+    the premise is gone. A trial invalid for that reason alone is taken again (ATTEMPTS in
+    all), then the test fails with the readings; any other reason fails it at once."""
     exp = tmp_path / "max.yaml"
     exp.write_text(MAX_RATE.format(spin_us=SPIN_US))
-    out = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator.cli",
-            "run",
-            str(exp),
-            "--out",
-            str(out),
-            "--no-plots",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    trial = pd.read_csv(out / "trials.csv", keep_default_na=False).iloc[0]
-    summary = json.loads(next(out.glob("cells/*/trial-1/summary.json")).read_text())
-    assert summary["gc"] == "serial" and summary["row_block_waits"] == 0
-    if not trial["valid"] and not trial["quiet"]:
-        pytest.skip(f"host busy: {trial['noise_reasons']} ({trial['invalid_reasons']})")
-    assert trial["valid"], (trial["invalid_reasons"], summary)
+    seen = []
+    for attempt in range(ATTEMPTS):
+        out = tmp_path / f"run{attempt}"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator.cli",
+                "run",
+                str(exp),
+                "--out",
+                str(out),
+                "--no-plots",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        trial = pd.read_csv(out / "trials.csv", keep_default_na=False).iloc[0]
+        summary = json.loads(next(out.glob("cells/*/trial-1/summary.json")).read_text())
+        assert summary["gc"] == "serial" and summary["row_block_waits"] == 0
+        if trial["valid"]:
+            return
+        if not trial["quiet"]:
+            pytest.skip(f"host busy: {trial['noise_reasons']} ({trial['invalid_reasons']})")
+        reasons = [r for r in str(trial["invalid_reasons"]).split("; ") if r]
+        seen.append((round(float(trial["throughput_rps"])), trial["invalid_reasons"]))
+        driver_bound = all(r.startswith("load-generator CPU") for r in reasons)
+        assert driver_bound, (trial["invalid_reasons"], summary)
+    pytest.fail(f"the driver's core was the limit in every attempt (calls/s, reasons): {seen}")
