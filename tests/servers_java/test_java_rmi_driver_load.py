@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from cli_kit import perfctl
 
 from loadgen import contract
 from loadgen.spec import LoadSpec
@@ -207,22 +207,7 @@ def test_a_closed_trial_at_the_rmi_servers_maximum_rate_is_valid(tmp_path):
     seen = []
     for attempt in range(ATTEMPTS):
         out = tmp_path / f"run{attempt}"
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator.cli",
-                "run",
-                str(exp),
-                "--out",
-                str(out),
-                "--no-plots",
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        proc = perfctl("run", exp, "--out", out, "--no-plots", timeout=300)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         trial = pd.read_csv(out / "trials.csv", keep_default_na=False).iloc[0]
         summary = json.loads(next(out.glob("cells/*/trial-1/summary.json")).read_text())
