@@ -54,7 +54,10 @@ def test_relative_out_resume_and_experiment_paths_work(tmp_path, perfctl):
     proc = perfctl("run", "../exps/exp.yaml", "--out", "A1", "--no-plots", cwd=work)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     trials = pd.read_csv(work / "A1" / "trials.csv")
-    assert trials["valid"].all() and (trials["requests"] > 0).all(), trials.to_dict("records")
+    # the run found its server and measured: every request answered (its validity is the
+    # host's verdict, not the paths': CI once read a steal of 30% and an invalid trial here)
+    ran = (trials["requests"] > 0) & (trials["errors"] == 0)
+    assert ran.all(), trials.to_dict("records")
     again = perfctl("run", "--resume", "A1", "--no-plots", cwd=work)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "(0 run, 1 already recorded)" in again.stdout
