@@ -13,7 +13,7 @@ service: it queues less). tests/kits/window_truth.py simulates exactly that serv
 (M/G/4 FIFO, Exp(4 ms) + the measured overshoot): 3-5% above the closed form here. The real
 server's I/O thread shares the interpreter with its workers, which costs it some of that at
 high load: three runs on one host (2026-11-27) gave intervals that held the closed form and
-ended 1-3% below the simulated truth; a CI run gave [792, 844]/s against a closed form of
+ended about 1% below the simulated truth; a CI run gave [792, 844]/s against a closed form of
 776/s: above it, where the simulated truth (3-5% above the closed form) lies. So the truth is taken as the band between the two, and the
 searched interval must reach it; both figures are in the message.
 """
