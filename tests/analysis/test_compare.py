@@ -234,8 +234,9 @@ def test_calibration_spreads_separate_trial_and_run_variation():
 def test_unchanged_config_is_not_flagged(compare_runs, analysis):
     """Needs quiet: the five trials of both unchanged runs valid (the load generator on
     schedule, its event loop lagging less than its limit), or the comparison cannot conclude;
-    a run whose trials the host made invalid is run again (QUIET_ATTEMPTS), then the test
-    fails with the readings."""
+    a run whose trials the host made invalid or not quiet is run again (QUIET_ATTEMPTS), then
+    the test fails with the readings (CI once ran the second run under a steal of 25-40%: a
+    third of the throughput, a verdict of "slower")."""
     r = analysis(
         "compare",
         compare_runs["base"],
@@ -244,7 +245,8 @@ def test_unchanged_config_is_not_flagged(compare_runs, analysis):
         TOLERANCE,
         "--include-noisy",
     )
-    too_busy(r, compare_runs["base"], compare_runs["again"])
+    if r.code != 0:  # a verdict on runs the host still spoiled says so, with the readings
+        fail_when_host_busy(compare_runs["base"], compare_runs["again"])
     assert r.code == 0, r.output
     assert "slower" not in r.output.replace("significantly slower", "")
     result = compare.compare_runs(
