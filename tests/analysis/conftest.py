@@ -126,8 +126,9 @@ def noise_readings(run_dir: Path) -> str:
 def perfctl_run_quiet(yaml_text: str, tmp: Path, name: str, *extra: str) -> Path:
     """perfctl_run, run again (QUIET_ATTEMPTS runs in all, each in its own directory) while
     some trial of it is invalid only because the host was busy, or not quiet (perfctl's own
-    noise verdict: steal, foreign CPU). Returns the first run with none such, or the last one: a test marked needs_quiet then fails on it with the noise
-    readings (fail_when_host_busy), never skips."""
+    noise verdict: steal, foreign CPU). Returns the first run with none such, or the last
+    one: a test marked needs_quiet then fails on it with the noise readings
+    (fail_when_host_busy), never skips."""
     for attempt in range(1, QUIET_ATTEMPTS + 1):
         out = perfctl_run(yaml_text, tmp, name if attempt == 1 else f"{name}-{attempt}", *extra)
         if host_busy_trials(out).empty and _trials(out)["quiet"].astype(bool).all():
