@@ -18,6 +18,14 @@ Submodules:
     comparison    the measured-vs-model table of a run: compare(), USL groups
 """
 
-from . import closed, comparison, estimate, laws, queues, usl
+import importlib
 
 __all__ = ["queues", "closed", "usl", "laws", "estimate", "comparison"]
+
+
+def __getattr__(name: str):
+    """`models.queues` and the rest are imported on first use: scipy.stats, which several of
+    them import, takes ~1 s to load, and a run that only draws its plots needs none of it."""
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,10 +20,6 @@ from typing import Any
 from rich.console import Console
 
 from .. import results
-from ..analysis import flamegraph, queueing
-from ..analysis.model_figures import draw_models
-from ..analysis.run_figures import draw_basic
-from ..analysis.search_figures import capacity_figure
 from ..cluster.hosts import cleanup_stale_bridges
 from ..errors import PerfctlError
 from ..history import record
@@ -36,7 +32,6 @@ from ..proc import limits, process
 from ..results.schema import read_capacity
 from ..results.store import check_present, storage_guard
 from ..run.execute import execute_plan, run_info
-from ..search.execute import execute_search
 from . import display, target
 from .summary import capacity_table, endpoint_table, summary_table
 
@@ -255,6 +250,8 @@ def _run(
         )
         try:
             if p.experiment.search is not None:
+                from ..search.execute import execute_search  # scipy: ~1 s to import, searches only
+
                 execute_search(p, run_dir, shown.on_trial, on_start, shown.on_second)
             elif session is None:
                 outcome = execute_plan(p, run_dir, shown.on_trial, on_start, shown.on_second)
@@ -278,6 +275,9 @@ def _run(
         console.print(per_endpoint)
     _cluster_warning(p, console)
     if p.experiment.models:
+        from ..analysis import queueing  # scipy: ~1 s to import, only when models are fitted
+        from ..analysis.model_figures import draw_models  # the same
+
         with display.step(console, "fitting queueing models"):
             doc, table = queueing.fit_run(run_dir)
         if doc.get("mix"):
@@ -291,10 +291,10 @@ def _run(
                 draw_models(results.load(run_dir), table, run_dir / "plots")
         console.print(f"models: {run_dir / 'models.json'} (perfctl model {run_dir} for the table)")
     if p.experiment.profile:
-        with display.step(console, "drawing the servers' flame graphs"):
-            svgs = flamegraph.draw_run(run_dir)
-        console.print(f"profiles: {len(svgs)} flame graph(s), cells/*/trial-*/profile.svg")
+        _flame_graphs(run_dir, console)
     if plots:
+        from ..analysis.run_figures import draw_basic  # matplotlib: ~0.6 s, only for plots
+
         notes: list[str] = []
         with display.step(console, "drawing the plots"):
             paths = draw_basic(trials, p.axes, run_dir / "plots", notes)
@@ -313,16 +313,25 @@ def _search_done(p, run_dir: Path, plots: bool, console: Console) -> None:
     doc = read_capacity(run_dir)
     console.print(capacity_table(doc, p.axes))
     if plots:
+        from ..analysis.search_figures import capacity_figure  # matplotlib, only for plots
+
         with display.step(console, "drawing the capacity figure"):
             fig = capacity_figure(doc, run_dir / "plots")
         if fig is not None:
             console.print(f"plot: {fig.png}")
     if p.experiment.profile:
-        with display.step(console, "drawing the servers' flame graphs"):
-            svgs = flamegraph.draw_run(run_dir)
-        console.print(f"profiles: {len(svgs)} flame graph(s), cells/*/trial-*/profile.svg")
+        _flame_graphs(run_dir, console)
     trials = results.read_trials(run_dir)
     console.print(
         f"capacity: {run_dir / 'capacity.json'}; trials: {run_dir / 'trials.csv'} "
         f"({len(trials)} probes)"
     )
+
+
+def _flame_graphs(run_dir: Path, console: Console) -> None:
+    """Each profiled trial's flame graph, and how many were drawn."""
+    from ..analysis import flamegraph  # only for experiments with `profile: true`
+
+    with display.step(console, "drawing the servers' flame graphs"):
+        svgs = flamegraph.draw_run(run_dir)
+    console.print(f"profiles: {len(svgs)} flame graph(s), cells/*/trial-*/profile.svg")

@@ -85,3 +85,40 @@ def test_the_guard_sees_a_heavy_import_when_there_is_one(module):
     after the same commands, show up in it."""
     result = probe([["--version"]], then_import=(module,))
     assert "numpy" in result["heavy"], result  # each of them loads numpy at least
+
+
+RUN_PROBE = """
+import json, sys
+from orchestrator.cli.main import app
+try:
+    code = app(sys.argv[1:], standalone_mode=False)
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"code": code or 0, "loaded": sorted(sys.modules)}))
+"""
+
+
+def test_a_run_without_models_or_search_loads_no_scipy_stats(tmp_path):
+    """scipy.stats and the queueing models take ~1 s to import: a run that fits no models and
+    searches nothing (its trials' rows, summary and plots) does without them. Nothing else
+    about the run changes; this guards the start-up of most `perfctl run`s and of make test."""
+    exp = tmp_path / "e.yaml"
+    exp.write_text(
+        "name: light\nservers:\n  py: {impl: python, model: async}\n"
+        "load: {mode: closed, connections: 2, duration: 500ms, warmup: 0s}\nrepeats: 1\n"
+    )
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_PROBE, "run", str(exp), "--out", str(out), "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["code"] == 0, done.stdout[-2000:]
+    loaded = set(result["loaded"])
+    assert (out / "trials.csv").is_file() and list((out / "plots").glob("*.png"))
+    assert "matplotlib" in loaded and "orchestrator.run.row" in loaded  # it did draw and sum
+    assert not {"scipy.stats", "models.queues", "models.usl", "models.closed"} & loaded

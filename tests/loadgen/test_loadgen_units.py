@@ -76,6 +76,31 @@ def test_median_ci_needs_six_values_and_brackets_the_median():
     assert 0.95 <= hits / 2000 <= 0.99  # n = 9: [x(2), x(8)], 96.1% coverage
 
 
+def test_binom_ppf_is_scipy_stats_binom_ppf():
+    """Every trial's CI ranks come from stats.binom_ppf (scipy.special, light to import); it
+    must give scipy.stats' answer exactly, small samples and large, in the tails the CIs use
+    and away from them."""
+    rng = np.random.default_rng(5)
+    ns = [*range(1, 400), *map(int, rng.integers(400, 3_000_000, 300))]
+    for n in ns:
+        for p in (0.5, 0.9, 0.99, 0.999):
+            for q in (0.005, 0.025, 0.05, 0.3, 0.95, 0.975, 0.995):
+                assert stats.binom_ppf(q, n, p) == int(sps.binom.ppf(q, n, p)), (q, n, p)
+
+
+def test_a_trials_ci_ranks_do_not_import_scipy_stats():
+    """scipy.stats costs ~1 s at start-up: a trial's row reads its CI ranks without it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from loadgen import stats; stats.ci_ranks(10_000, 99.0); "
+        "print('scipy.stats' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_exact_percentiles_are_observed_values():
     v = np.arange(1, 1001, dtype=float)
     assert stats.percentile(v, 50) == 500
