@@ -21,7 +21,7 @@ class ParquetSink:
     Spilling a full chunk takes tens of milliseconds; done on the event loop it would stall
     every request in flight (and inflate their latencies), so the loop only hands the chunk
     over. The one thread keeps row-group order. The file and pyarrow's conversions are set
-    up here, before any load is generated (pyarrow's first conversion alone takes ~0.3 s).
+    up here, before any load is generated.
 
     The same thread feeds the digest, so it sees the rows in order and is never touched by
     two threads. path None writes no file (`records: none`); keep (0..1] writes that
@@ -51,15 +51,17 @@ class ParquetSink:
         self.schema = pa.schema(fields)
         self.writer = None
         if path is not None:
-            self._table(Chunk(1).frame())  # warm pyarrow up
+            self._table(Chunk(1).frame())  # warm pyarrow's table and writer paths up
             self.writer = pq.ParquetWriter(
                 self.path, self.schema, **parquet_options(self.schema.names)
             )
 
     def _table(self, cols: dict[str, np.ndarray]) -> pa.Table:
         n = len(next(iter(cols.values())))
-        arrays = [pa.array(cols[k]) for k in COLUMNS]
-        arrays += [pa.array(np.full(n, v, dtype=np.int16)) for v in self.extra.values()]
+        arrays = [_column(cols[k], np.dtype(t)) for k, t in COLUMNS.items()]
+        arrays += [
+            _column(np.full(n, v, dtype=np.int16), np.dtype(np.int16)) for v in self.extra.values()
+        ]
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
     def _write(self, cols: dict[str, np.ndarray]) -> None:
@@ -112,3 +114,13 @@ class ParquetSink:
     def close(self, rec: Records) -> None:
         self.close_chunks(rec)
         self.finish()
+
+
+def _column(values: np.ndarray, dtype: np.dtype) -> pa.Array:
+    """A numpy column as a pyarrow array over the same memory (NaN stays a value, as with
+    pa.array). pa.array() would first import pandas to ask whether `values` is one of its
+    types: ~0.35 s of every trial's start-up (tests/loadgen/test_sink.py checks both)."""
+    values = np.ascontiguousarray(values, dtype=dtype)
+    return pa.Array.from_buffers(
+        pa.from_numpy_dtype(dtype), len(values), [None, pa.py_buffer(values)]
+    )
