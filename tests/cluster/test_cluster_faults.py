@@ -81,6 +81,29 @@ def _load_flowing(ns: str) -> bool:
     return sum(line.split()[3] == "01" for line in tcp.splitlines() if ":" in line) > 16
 
 
+def _answers_flowing(ns: str) -> bool:
+    """The shard in namespace ns is getting answers: a connection to the peer most of its
+    connections go to (the server) has received data. They are opened before the shards'
+    agreed start and sit idle until it: a cut then would begin before the load (and its
+    records) do."""
+    ss = subprocess.run(
+        ["ip", "netns", "exec", ns, "ss", "-tinH", "state", "established"],
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    # one line per connection (recv-q, send-q, local, peer), then a tab-indented line of its info
+    conns = [
+        (head.split()[3], info)
+        for head, info in zip(ss, ss[1:])
+        if not head.startswith("\t") and info.startswith("\t")
+    ]
+    if not conns:
+        return False
+    peers = [peer for peer, _ in conns]
+    server = max(set(peers), key=peers.count)
+    return any("bytes_received:" in info for peer, info in conns if peer == server)
+
+
 def _faketime_preload(tmp_path: Path) -> str:
     """LD_PRELOAD for a worker whose wall clock libfaketime fakes: libfaketime (Debian package
     faketime, which make setup installs) after a shim of our own (monotonic_sleep_shim.c,
@@ -134,6 +157,7 @@ def test_a_link_cut_and_a_clock_step_mid_trial_invalidate_that_trial_and_the_run
     assert tree, "the shards were never seen running"
     ns, veth = _host_link(proc.pid, 3)
     assert poll_until(lambda: _load_flowing(ns), timeout_s=30, interval_s=0.05)
+    assert poll_until(lambda: _answers_flowing(ns), timeout_s=30, interval_s=0.02)
     subprocess.run(["ip", "-n", ns, "link", "set", veth, "down"], check=True)
     t0 = time.monotonic()
     step_file.write_text("+0.050\n")
