@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app as perfctl_app
 from orchestrator.errors import PerfctlError
+from orchestrator.measure import noise
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,7 +139,7 @@ def perfctl_run_quiet(yaml_text: str, tmp: Path, name: str, *extra: str) -> Path
 
 # the hypervisor's share of the CPU (perfctl's noise probe, noise_steal_pct) at which a
 # spoiled trial is the host's beyond doubt: perfctl's own "not quiet" bound
-STEAL_PCT = 5.0
+STEAL_PCT = noise.MAX_STEAL_PCT
 
 
 def fail_when_host_busy(*run_dirs: Path) -> None:
