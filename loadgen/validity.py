@@ -72,6 +72,11 @@ FIX_LATE = (
 FIX_STALL = (
     f"Fix: {FIX_PIN}, or use fewer connections per load-generator process (more load.processes)."
 )
+FIX_JIT = (
+    "Fix: a longer warm-up (load.warmup), so that the driver's JIT has compiled its hot code "
+    f"before the window; else {FIX_PIN}."
+)
+MAX_JIT_WINDOW_SHARE = 0.03  # of the window: JIT compiling beyond this is named as the lag's cause
 FIX_CPU = (
     "Fix: add load-generator processes (load.processes) on CPUs of their own "
     "(placement: loadgen_cpus), or use fewer connections."
@@ -257,6 +262,23 @@ def send_rate_miss(sent: int, target_rate_rps: float, duration_s: float) -> str:
     )
 
 
+def jit_in_window(summary: dict) -> str:
+    """What may have made a driver on a JIT runtime late, when its compiler was still busy in
+    the window: "its JIT still compiled for 412 ms of the 3.0 s window (warm-up: 2318 ms)"; ""
+    otherwise. A driver reports `jit_compile_ms` (its compiler threads' time in the window and
+    the drain after it) and `warmup_jit_compile_ms` (loadgen/DRIVER.md). Compiling on the
+    driver's pinned core takes it from the clients and the lag ticker alike, so a warm-up too
+    short for the JIT shows up as lag; the host may have been busy as well, so the reason names
+    the JIT beside the host, not instead of it."""
+    jit = _num(summary, "jit_compile_ms")
+    window_s = (_num(summary, "measure_end_ns") - _num(summary, "measure_start_ns")) / 1e9
+    if not (jit == jit and window_s > 0 and jit > MAX_JIT_WINDOW_SHARE * window_s * 1e3):
+        return ""
+    warm = _num(summary, "warmup_jit_compile_ms")
+    warm_text = f" (warm-up: {warm:.0f} ms)" if warm == warm else ""
+    return f"its JIT still compiled for {jit:.0f} ms of the {window_s:.1f} s window{warm_text}"
+
+
 def error_breakdown(row: dict) -> str:
     """The error classes that occurred, e.g. "refused 1142, http 3"."""
     parts = [f"{k[len('errors_') :]} {row[k]}" for k in row if k.startswith("errors_") and row[k]]
@@ -310,11 +332,15 @@ def verdict(
     p99_allowed = p99.allowed_shift_ms if p99 is not None else math.inf
     lag_limit = max(MAX_LOOP_LAG_P99_MS, p99_allowed if math.isfinite(p99_allowed) else 0.0)
     if mode != "burst" and lag > lag_limit:
-        reasons.append(
+        head = (
             f"load-generator event-loop lag p99 {lag:.1f} ms > {lag_limit:.1f} ms (the p99 "
-            f"latency's precision, at least {MAX_LOOP_LAG_P99_MS:g} ms): host busy or load "
-            f"generator saturated. {FIX_STALL}"
+            f"latency's precision, at least {MAX_LOOP_LAG_P99_MS:g} ms)"
         )
+        jit = jit_in_window(summary)
+        if jit:
+            reasons.append(f"{head}: {jit}, or the host was busy. {FIX_JIT}")
+        else:
+            reasons.append(f"{head}: host busy or load generator saturated. {FIX_STALL}")
     if judged:
         rate_rps = row.get("achieved_rate")
         gc = gc_shifts(figs, summary, rate_rps if rate_rps is not None else math.nan)

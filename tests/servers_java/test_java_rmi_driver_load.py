@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from cli_kit import perfctl
 
-from loadgen import contract
+from loadgen import contract, validity
 from loadgen.spec import LoadSpec
 from orchestrator.proc import ports
 from orchestrator.run import bundled
@@ -182,7 +182,7 @@ name: rmi-max-rate
 servers:
   rmi: {{impl: java, model: rmi, threads: 8}}
 workload: {{path: /work, params: {{spin_us: {spin_us}}}}}
-load: {{driver: rmi, mode: closed, connections: 8, duration: 3s, warmup: 5s, timeout: 5s}}
+load: {{driver: rmi, mode: closed, connections: 8, duration: 3s, warmup: 10s, timeout: 5s}}
 repeats: 1
 placement: {{server_cpus: [0], loadgen_cpus: [1]}}
 """
@@ -200,8 +200,13 @@ def test_a_closed_trial_at_the_rmi_servers_maximum_rate_is_valid(tmp_path):
     not the driver, to set the maximum rate: the server's spin is wall-clock time, the driver's
     cost per call is CPU work, so on a contended core (a shared VM's) the driver may reach the
     closed-mode CPU bound first (CI once read 100%), and then its trial is rightly invalid but
-    the premise is gone. A trial invalid for that reason alone is taken again (ATTEMPTS in
-    all), then the test fails with the readings; any other reason fails it at once."""
+    the premise is gone. The same holds while the driver's JIT still compiles in the window:
+    its compiler threads share the driver's one core with eight busy clients, so they get a
+    small share of it and take seconds of wall time to finish (with a 5 s warm-up: 106-455 ms of
+    compiling in the 3 s window, where CI once read a lag p99 of 8.0 ms; with 12 s, 36-691 ms). The warm-up here is long enough for most trials; a trial whose JIT compiled for
+    more than 3% of its window (`jit_compile_ms`, which perfctl names in the lag's reason) is
+    taken again, as is one invalid for the driver's CPU alone (ATTEMPTS in all), then the test
+    fails with the readings. Any other reason fails it at once."""
     exp = tmp_path / "max.yaml"
     exp.write_text(MAX_RATE.format(spin_us=SPIN_US))
     seen = []
@@ -212,12 +217,25 @@ def test_a_closed_trial_at_the_rmi_servers_maximum_rate_is_valid(tmp_path):
         trial = pd.read_csv(out / "trials.csv", keep_default_na=False).iloc[0]
         summary = json.loads(next(out.glob("cells/*/trial-1/summary.json")).read_text())
         assert summary["gc"] == "serial" and summary["row_block_waits"] == 0
+        # the driver times its JIT: the warm-up always compiles the hot code, the window may not
+        assert summary["warmup_jit_compile_ms"] > 0 and summary["jit_compile_ms"] >= 0
         if trial["valid"]:
             return
         if not trial["quiet"]:
             pytest.skip(f"host busy: {trial['noise_reasons']} ({trial['invalid_reasons']})")
         reasons = [r for r in str(trial["invalid_reasons"]).split("; ") if r]
-        seen.append((round(float(trial["throughput_rps"])), trial["invalid_reasons"]))
+        seen.append(
+            (
+                round(float(trial["throughput_rps"])),
+                summary["jit_compile_ms"],
+                trial["invalid_reasons"],
+            )
+        )
+        window_ms = (summary["measure_end_ns"] - summary["measure_start_ns"]) / 1e6
+        jit_busy = summary["jit_compile_ms"] > validity.MAX_JIT_WINDOW_SHARE * window_ms
         driver_bound = all(r.startswith("load-generator CPU") for r in reasons)
-        assert driver_bound, (trial["invalid_reasons"], summary)
-    pytest.fail(f"the driver's core was the limit in every attempt (calls/s, reasons): {seen}")
+        assert driver_bound or jit_busy, (trial["invalid_reasons"], summary)
+    pytest.fail(
+        "the driver's core was the limit, or its JIT still compiled in the window, in every "
+        f"attempt (calls/s, JIT ms in the window, reasons): {seen}"
+    )

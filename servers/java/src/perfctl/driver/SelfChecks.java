@@ -1,6 +1,7 @@
 package perfctl.driver;
 
 import com.sun.management.GarbageCollectionNotificationInfo;
+import java.lang.management.CompilationMXBean;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
 import java.lang.management.MemoryUsage;
@@ -46,6 +47,13 @@ import javax.management.openmbean.CompositeData;
  * Parallel and G1 the pauses are read from it (`gc_pause_source`: "log"). Without the log
  * (another collector, or flags that drop it) the MXBean's whole milliseconds are kept
  * ("mxbean").
+ *
+ * The JIT: how long the JVM's compiler threads compiled in the window and in the warm-up
+ * (`jit_compile_ms`, `warmup_jit_compile_ms`: the CompilationMXBean's total, summed over its
+ * threads, read at start(), at the ticker's first tick in the window and at stop()). Compiling
+ * that goes on into the window takes the pinned core from the clients and the ticker: the
+ * ticker's lag then says the driver was late, and this says why (a warm-up too short for the
+ * JIT to finish; loadgen/validity.py names it in the lag's reason).
  */
 final class SelfChecks {
     private static final long TICK_NS = 10_000_000L;
@@ -82,6 +90,15 @@ final class SelfChecks {
     };
     private volatile boolean running;
     private Thread ticker;
+    private final CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+    // the JIT's total compile time (ms) at start(), at the window's start and at stop(); -1: not read
+    private long jitStartMs = -1, jitStopMs = -1;
+    private volatile long jitWindowMs = -1;
+
+    /** The JIT's total compile time so far, ms; -1 where the JVM does not time it. */
+    private long jitMs() {
+        return jit != null && jit.isCompilationTimeMonitoringSupported() ? jit.getTotalCompilationTime() : -1;
+    }
 
     /** Whether the collector bean `name` reports pauses (not concurrent cycles). */
     static boolean isPause(String name) {
@@ -100,6 +117,7 @@ final class SelfChecks {
                 emitters.add((NotificationEmitter) gc);
             }
         }
+        jitStartMs = jitMs();
         running = true;
         ticker = new Thread(() -> {
             long expected = System.nanoTime() + TICK_NS;
@@ -109,8 +127,12 @@ final class SelfChecks {
                     java.util.concurrent.locks.LockSupport.parkNanos(left);
                 }
                 long now = System.nanoTime();
+                boolean inWindow = now - windowStartNs >= 0;
+                if (inWindow && jitWindowMs < 0) {
+                    jitWindowMs = jitMs(); // within a tick (and its lag) of the window's start
+                }
                 synchronized (lags) {
-                    (now - windowStartNs >= 0 ? lags : warmupLags).record(now - expected);
+                    (inWindow ? lags : warmupLags).record(now - expected);
                 }
                 expected = now + TICK_NS;
             }
@@ -129,6 +151,7 @@ final class SelfChecks {
         stopUptimeNs = uptimeNs();
         running = false;
         ticker.join(1000);
+        jitStopMs = jitMs();
         for (NotificationEmitter e : emitters) {
             try {
                 e.removeNotificationListener(onGc);
@@ -194,6 +217,11 @@ final class SelfChecks {
             summary.put("heap_after_gc_max_mb", heapAfterGcMax / 1e6);
             summary.put("warmup_gc_pauses", warmupGcPauses.count());
             summary.put("warmup_gc_pause_max_ms", warmupGcPauses.max() / 1e6);
+        }
+        if (jitStartMs >= 0 && jitStopMs >= 0) {
+            long atWindow = jitWindowMs >= 0 ? jitWindowMs : jitStopMs; // no tick in the window: none
+            summary.put("jit_compile_ms", jitStopMs - atWindow);
+            summary.put("warmup_jit_compile_ms", atWindow - jitStartMs);
         }
         summary.put("gc", collector());
         summary.put("jdk", Runtime.version().feature());
