@@ -76,7 +76,7 @@ FIX_JIT = (
     "Fix: a longer warm-up (load.warmup), so that the driver's JIT has compiled its hot code "
     f"before the window; else {FIX_PIN}."
 )
-MAX_JIT_WINDOW_SHARE = 0.03  # of the window: JIT compiling beyond this is named as the lag's cause
+MAX_JIT_WINDOW_SHARE = 0.03  # of the window: JIT compiling beyond this is named beside the host
 FIX_CPU = (
     "Fix: add load-generator processes (load.processes) on CPUs of their own "
     "(placement: loadgen_cpus), or use fewer connections."
