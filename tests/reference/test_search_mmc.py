@@ -74,14 +74,20 @@ def test_the_searched_interval_holds_the_mmc_servers_exact_capacity(tmp_path, pe
     [cell] = read_capacity(out)["cells"]
     trials = pd.read_csv(out / "trials.csv")
     assert len(trials) == cell["trials"] <= 10
-    assert list(trials["search_role"][:2]) == ["service", "saturation"]
+    # the single-user probe, then the saturation probe; a probe the host spoiled is taken again
+    # (CI once ran the first under a CPU steal of 17%: invalid, then retried, valid)
+    roles = list(trials["search_role"])
+    n_service = roles.index("saturation")
+    assert n_service >= 1 and roles[:n_service] == ["service"] * n_service, roles
+    retried = trials.iloc[: n_service - 1]
+    assert (~retried["valid"].astype(bool) | ~retried["quiet"].astype(bool)).all(), retried
     knee = trials[trials["search_role"] == "knee"]
     assert (knee["target_rate"] == knee["search_level"]).all()
     assert knee["stationary"].notna().all()
 
     every = _sums(out, cell["cell_id"], trials["trial"])
     service_ms = every["svc_sum_ms"] / every["svc_n"]
-    first = _sums(out, cell["cell_id"], trials["trial"][:1])
+    first = _sums(out, cell["cell_id"], trials["trial"][n_service - 1 : n_service])  # the kept one
     overhead_ms = max(0.0, first["overhead_sum_ms"] / first["overhead_n"])
     exact = rate_for_slo(
         Station("shared_queue", 4, service_ms / 1e3, overhead_s=overhead_ms / 1e3), "p99", 0.030
