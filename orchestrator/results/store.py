@@ -333,7 +333,11 @@ class Run:
                             None if isinstance(json.loads(f.read_text()), dict) else "not an object"
                         )
                     elif name == ENDPOINTS_FILE:
-                        problem = None if _endpoints_read(f.parent) else "not an endpoints table"
+                        problem = (
+                            None
+                            if _endpoints_read(f.parent) is not None
+                            else "not an endpoints table"
+                        )
                     else:
                         problem = None if _footer_reads(f) else "not a whole parquet file"
                 except UNREADABLE as e:

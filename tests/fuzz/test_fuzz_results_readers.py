@@ -186,3 +186,10 @@ def test_perfctl_report_on_a_truncated_file_exits_cleanly(pristine, tmp_path, pe
         assert done.returncode == 0, out
         rel = str(f.relative_to(run_dir))
         assert f"skipped: {rel} is damaged" in " ".join(out.split()), out
+
+
+def test_an_undamaged_run_names_no_file_as_damaged(pristine):
+    """A run nothing touched is not damaged: every healthy `perfctl run` printed six "skipped:
+    ... endpoints.csv is damaged" lines while the check tested a DataFrame's truth value."""
+    assert sorted(pristine.glob("cells/*/trial-*/endpoints.csv"))  # the file the bug misread
+    assert results.load(pristine).damaged() == []
