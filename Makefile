@@ -12,7 +12,7 @@ APT_PACKAGES := gcc make libc6-dev libssl-dev iproute2 nginx-light wrk clang lib
                 postgresql libpq-dev maven openjdk-17-jdk-headless linux-perf tmux faketime
 EXPERIMENT ?= experiments.yaml
 
-.PHONY: setup apt servers run lint docs test test-fast clean
+.PHONY: setup apt servers run lint docs test test-fast test-live test-study clean
 
 setup: apt $(STAMP) servers
 
@@ -53,11 +53,25 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
+# The tiers (tests/conftest.py marks each test by its folder and fixtures): unit (no server, no
+# trial; on both CPUs with pytest-xdist), live (servers and trials, one at a time: they measure
+# time), study (the five seed studies and the default experiment). `make test` runs all three,
+# unit first, and stops at the first tier that fails.
+PYTEST := $(BIN)/pytest -q -p no:cacheprovider
+
 test: setup lint docs
-	$(BIN)/pytest -q --durations=25
+	$(PYTEST) -m unit -n 2 --durations=10
+	$(PYTEST) -m live --durations=25
+	$(PYTEST) -m study --durations=10
 
 test-fast: setup
-	$(BIN)/pytest -q --durations=25 -m "not slow"
+	$(PYTEST) -m unit -n 2 --durations=10
+
+test-live: setup
+	$(PYTEST) -m live --durations=25
+
+test-study: setup
+	$(PYTEST) -m study --durations=10
 
 clean:
 	rm -rf $(VENV) site servers/c/build servers/java/build servers/java/stacks/build orchestrator/netem/build *.egg-info

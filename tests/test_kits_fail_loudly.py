@@ -67,6 +67,7 @@ def test_wait_for_fails_naming_what_never_happened():
     assert signal_kit.wait_for(lambda: 7, "a number") == 7
 
 
+@pytest.mark.usefixtures("live")
 def test_wait_server_read_waits_for_the_server_to_read_and_fails_if_it_never_does():
     with socket.create_server(("127.0.0.1", 0)) as listener:
         client = socket.create_connection(listener.getsockname())
@@ -105,3 +106,15 @@ def test_a_needs_quiet_test_must_say_what_quiet_it_needs():
     for doc in (None, "Checks a gate."):
         with pytest.raises(pytest.UsageError, match="needs_quiet without"):
             hook(None, [_item(doc)])
+
+
+def test_a_needs_quiet_test_must_retry_through_the_quiet_kit(tmp_path):
+    hook = _root_conftest().pytest_collection_modifyitems
+    own = tmp_path / "test_own_retry.py"
+    own.write_text("for attempt in range(3):\n    pass\n")
+    item = _item("Checks a gate.\n\n    Needs quiet: valid trials.")
+    item.module = types.SimpleNamespace(__file__=str(own))
+    with pytest.raises(pytest.UsageError, match="does not retry through tests/kits/quiet_kit"):
+        hook(None, [item])
+    own.write_text("import quiet_kit\n")
+    hook(None, [item])

@@ -165,7 +165,7 @@ load: {mode: closed, connections: 1, duration: 1s, warmup: 0s}
     assert_clean_error(p, "bad.yaml", "servers.web", "{port}", "files")
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 def test_the_experiment_file_pages_nginx_example_runs_for_real(tmp_path, perfctl_env):
     setup_kit.require_tools("nginx", package="nginx-light")
     [(_, text)] = [b for b in yaml_blocks() if b[0] == NGINX_BLOCK]

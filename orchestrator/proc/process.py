@@ -42,6 +42,9 @@ from .guardian import message
 ROOT = Path(__file__).resolve().parents[2]
 SUPERVISOR_ENV = leftovers.SUPERVISOR_ENV
 CHILD_ENV = "PERFCTL_CHILD"  # `<supervisor mark>:<n>`: which spawn a process descends from
+# set to a reason, perfctl starts no process: the test suite's unit tier sets it (tests/conftest.py),
+# so a test there that would start a server, a proxy or a load generator fails, naming its tier
+NO_SPAWN_ENV = "PERFCTL_NO_SPAWN"
 PR_SET_PDEATHSIG = 1
 
 CHILDREN: set[subprocess.Popen] = set()
@@ -101,6 +104,11 @@ def _popen(
 ) -> subprocess.Popen:
     """subprocess.Popen in a new session, marked, killed with perfctl, told to the guardian;
     as user (uid, gid) when given (perfctl runs as root)."""
+    if os.environ.get(NO_SPAWN_ENV):
+        raise PerfctlError(
+            f"perfctl may start no process here ({NO_SPAWN_ENV}: {os.environ[NO_SPAWN_ENV]}); "
+            f"it was asked to start {argv[0]!r}."
+        )
     env = dict(os.environ if env is None else env)
     env[SUPERVISOR_ENV] = supervisor_mark()
     env[CHILD_ENV] = f"{env[SUPERVISOR_ENV]}:{next(_spawns)}"

@@ -2,7 +2,6 @@
 and the analysis commands on a local Typer app (cli.py wiring is the lead's)."""
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import quiet_kit
 from typer.testing import CliRunner
 
 from orchestrator.cli import app as perfctl_app
 from orchestrator.errors import PerfctlError
-from orchestrator.measure import noise
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,94 +75,17 @@ def perfctl_run(yaml_text: str, tmp: Path, name: str, *extra: str) -> Path:
     return out
 
 
-# a trial invalid for one of these reasons only was spoiled by the host, not by perfctl
-HOST_BUSY_REASONS = re.compile(r"host busy|fell behind its schedule")
-# runs of COMPARE in all (the first and the re-runs) before a test marked needs_quiet gives up
-# (CI once read a steal of 25-40% through three runs in a row, about 40 s)
-QUIET_ATTEMPTS = 5
-NOISE_READINGS = [
-    "loop_lag_p99_ms",
-    "send_lateness_p99_ms",
-    "loadgen_cpu_pct",
-    "noise_steal_pct",
-    "noise_foreign_cpu_pct",
-    "noise_loadgen_runqueue_wait_ms_per_s",
-    "noise_server_runqueue_wait_ms_per_s",
-    "noise_loadgen_cpu_others_pct",
-]
-
-
-def _trials(run_dir: Path) -> pd.DataFrame:
-    reasons = {"invalid_reasons": str, "noise_reasons": str}
-    return pd.read_csv(run_dir / "trials.csv", dtype=reasons).fillna(dict.fromkeys(reasons, ""))
-
-
-def host_busy_trials(run_dir: Path) -> pd.DataFrame:
-    """The trials of run_dir that are invalid only because the host was busy (every one of
-    their reasons a HOST_BUSY_REASONS one)."""
-    trials = _trials(run_dir)
-    reasons = trials["invalid_reasons"]
-    only_host = reasons.map(
-        lambda r: bool(r) and all(HOST_BUSY_REASONS.search(x) for x in r.split("; "))
-    )
-    return trials[~trials["valid"].astype(bool) & only_host]
-
-
-def noise_readings(run_dir: Path) -> str:
-    """One line per trial of run_dir: valid and why not, quiet and why not, and the readings
-    of the load generator's own checks and of the noise probe."""
-    lines = [f"{run_dir.name}:"]
-    for _, t in _trials(run_dir).iterrows():
-        readings = ", ".join(
-            f"{c} {t[c]:.3g}" for c in NOISE_READINGS if c in t.index and pd.notna(t[c])
-        )
-        lines.append(
-            f"  trial {t['trial']}: valid={bool(t['valid'])} ({t['invalid_reasons']}); "
-            f"quiet={t.get('quiet')} ({t.get('noise_reasons', '')}); {readings}"
-        )
-    return "\n".join(lines)
-
-
 def perfctl_run_quiet(yaml_text: str, tmp: Path, name: str, *extra: str) -> Path:
-    """perfctl_run, run again (QUIET_ATTEMPTS runs in all, each in its own directory) while
-    some trial of it is invalid only because the host was busy, or not quiet (perfctl's own
-    noise verdict: steal, foreign CPU). Returns the first run with none such, or the last
-    one: a test marked needs_quiet then fails on it with the noise readings
-    (fail_when_host_busy), never skips."""
-    for attempt in range(1, QUIET_ATTEMPTS + 1):
-        out = perfctl_run(yaml_text, tmp, name if attempt == 1 else f"{name}-{attempt}", *extra)
-        if host_busy_trials(out).empty and _trials(out)["quiet"].astype(bool).all():
-            break
-    return out
-
-
-# the hypervisor's share of the CPU (perfctl's noise probe, noise_steal_pct) at which a
-# spoiled trial is the host's beyond doubt: perfctl's own "not quiet" bound
-STEAL_PCT = noise.MAX_STEAL_PCT
-
-
-def fail_when_host_busy(*run_dirs: Path) -> None:
-    """End the test, with every trial's noise readings, when one of run_dirs still has trials
-    invalid only because the host was busy (after QUIET_ATTEMPTS runs): a skip when each such
-    trial ran under a CPU steal of STEAL_PCT or more (the hypervisor took the CPU: no run on
-    this host can give the test its premise; CI read 8-29% through 3 minutes of runs), a
-    failure otherwise (something on this machine, or perfctl itself, spoiled them)."""
-    busy = {d: host_busy_trials(d) for d in run_dirs}
-    busy = {d: t for d, t in busy.items() if not t.empty}
-    if not busy:
-        return
-    message = (
-        f"the host was too busy for valid trials in {QUIET_ATTEMPTS} runs of "
-        f"{', '.join(d.name.rsplit('-', 1)[0] for d in busy)}; the last runs read:\n"
-        + "\n".join(noise_readings(d) for d in run_dirs)
+    """perfctl_run, taken again while the host spoiled it (quiet_kit: a trial invalid only
+    because the host was busy, or not quiet by perfctl's own noise probe), each attempt in its
+    own directory; after quiet_kit.ATTEMPTS the test fails with every trial's readings."""
+    return quiet_kit.until_quiet(
+        lambda attempt: perfctl_run(
+            yaml_text, tmp, name if attempt == 0 else f"{name}-{attempt + 1}", *extra
+        ),
+        quiet_kit.run_spoiled,
+        f"a quiet run of {name}",
     )
-    stolen = all(
-        "noise_steal_pct" in t.columns and (t["noise_steal_pct"].astype(float) >= STEAL_PCT).all()
-        for t in busy.values()
-    )
-    if stolen:
-        pytest.skip(f"CPU steal of {STEAL_PCT:g}% or more: {message}")
-    pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture(scope="session")

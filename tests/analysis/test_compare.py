@@ -6,10 +6,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import quiet_kit
 
 from orchestrator.analysis import calibration, compare, trial_tests
 
-from .conftest import fail_when_host_busy, synthetic_run
+from .conftest import synthetic_run
 
 # Identical runs on this shared 2-core host differ by ~10% in p50 and up to ~2x in p99
 # (measured while writing these tests; one CI run saw p99 +57% and throughput -25% between
@@ -229,12 +230,12 @@ def test_calibration_spreads_separate_trial_and_run_variation():
     assert s["run_cv"] == pytest.approx(0.05, rel=0.3)
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 @pytest.mark.needs_quiet
 def test_unchanged_config_is_not_flagged(compare_runs, analysis):
     """Needs quiet: the five trials of both unchanged runs valid (the load generator on
     schedule, its event loop lagging less than its limit), or the comparison cannot conclude;
-    a run whose trials the host made invalid or not quiet is run again (QUIET_ATTEMPTS), then
+    a run whose trials the host made invalid or not quiet is run again (quiet_kit.ATTEMPTS), then
     the test fails with the readings (CI once ran the second run under a steal of 25-40%: a
     third of the throughput, a verdict of "slower")."""
     r = analysis(
@@ -246,7 +247,7 @@ def test_unchanged_config_is_not_flagged(compare_runs, analysis):
         "--include-noisy",
     )
     if r.code != 0:  # a verdict on runs the host still spoiled says so, with the readings
-        fail_when_host_busy(compare_runs["base"], compare_runs["again"])
+        quiet_kit.fail_busy(compare_runs["base"], compare_runs["again"])
     assert r.code == 0, r.output
     assert "slower" not in r.output.replace("significantly slower", "")
     result = compare.compare_runs(
@@ -256,7 +257,7 @@ def test_unchanged_config_is_not_flagged(compare_runs, analysis):
     assert result.cells[0].base_id == result.cells[0].cand_id  # matched by cell_id
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 @pytest.mark.needs_quiet
 def test_deliberate_slowdown_is_caught(compare_runs, analysis):
     """Needs quiet: the five trials of the base and the slow run valid (as
@@ -279,7 +280,7 @@ def test_deliberate_slowdown_is_caught(compare_runs, analysis):
     assert c.verdict == "slower"
     p50 = c.metrics["p50"]
     if not p50.significant:  # too few valid trials left to reach significance: the host's?
-        fail_when_host_busy(compare_runs["base"], compare_runs["slow"])
+        quiet_kit.fail_busy(compare_runs["base"], compare_runs["slow"])
     assert p50.significant and p50.change > 0.5 and p50.ci[0] > 0
     # the other direction is an improvement, not a regression
     r = analysis(
@@ -298,80 +299,12 @@ def test_compare_needs_run_dirs(tmp_path, analysis):
     assert r.code == 2 and "run.json" in r.output
 
 
-def test_a_run_the_host_made_invalid_fails_with_its_readings(tmp_path):
-    """What a needs_quiet test does when the host stays busy: fail, with each trial's reasons
-    and readings, unless the hypervisor took the CPU (below). A trial invalid for another
-    reason is not the host's."""
-    rows = _rows("a", P50, valid=[True, True, True, True, True])
-    rows[1].update(
-        valid=False,
-        invalid_reasons="load-generator event-loop lag p99 9.1 ms > 5.0 ms (host busy or load "
-        "generator saturated)",
-        loop_lag_p99_ms=9.1,
-        noise_steal_pct=0.0,
-        noise_foreign_cpu_pct=61.0,
-    )
-    busy = synthetic_run(tmp_path / "busy", rows)
-    with pytest.raises(pytest.fail.Exception) as failed:
-        fail_when_host_busy(busy)
-    message = str(failed.value)
-    assert "too busy" in message and "trial 2: valid=False (load-generator event-loop" in message
-    assert "loop_lag_p99_ms 9.1" in message and "noise_foreign_cpu_pct 61" in message
-    errors = synthetic_run(tmp_path / "errors", _rows("a", P50, valid=[1, 0, 1, 1, 1]))
-    fail_when_host_busy(errors)  # error rate 50%: the test's own assertion judges it
-
-
-def test_a_run_spoiled_under_cpu_steal_skips_with_its_readings_and_only_then(tmp_path):
-    """Each host-spoiled trial read a steal of 5% or more: the test is skipped, readings in
-    the reason. One such trial under less steal (a neighbour of ours, or perfctl) fails it."""
-    lag = (
-        "load-generator event-loop lag p99 7.8 ms > 5.0 ms (host busy or load generator saturated)"
-    )
-    rows = _rows("a", P50, valid=[True, True, True, True, True])
-    for i, steal in ((1, 19.5), (3, 28.3)):
-        rows[i].update(valid=False, invalid_reasons=lag, loop_lag_p99_ms=7.8, noise_steal_pct=steal)
-    stolen = synthetic_run(tmp_path / "stolen", rows)
-    with pytest.raises(pytest.skip.Exception) as skipped:
-        fail_when_host_busy(stolen)
-    assert "CPU steal of 5% or more" in str(skipped.value)
-    assert "trial 4: valid=False" in str(skipped.value) and "noise_steal_pct 28.3" in str(
-        skipped.value
-    )
-    rows[3].update(noise_steal_pct=2.0)
-    ours = synthetic_run(tmp_path / "ours", rows)
-    with pytest.raises(pytest.fail.Exception):
-        fail_when_host_busy(ours)
-
-
-def test_a_run_the_host_made_invalid_is_run_again_a_bounded_number_of_times(tmp_path, monkeypatch):
-    from . import conftest
-
-    made = []
-
-    def fake_run(yaml_text, tmp, name, *extra):
-        made.append(name)
-        rows = _rows("a", P50)
-        if len(made) < 3:  # busy twice, then quiet
-            rows[0].update(
-                valid=False, invalid_reasons="the load generator fell behind its schedule"
-            )
-        return synthetic_run(tmp / name, rows)
-
-    monkeypatch.setattr(conftest, "perfctl_run", fake_run)
-    out = conftest.perfctl_run_quiet("yaml", tmp_path, "base")
-    assert made == ["base", "base-2", "base-3"] and out.name == "base-3"
-    made.clear()
-    monkeypatch.setattr(conftest, "QUIET_ATTEMPTS", 2)
-    out = conftest.perfctl_run_quiet("yaml", tmp_path / "again", "base")
-    assert made == ["base", "base-2"] and out.name == "base-2"  # still busy: the test fails
-
-
 def too_busy(result, *run_dirs):
     """An inconclusive comparison (exit 3) on runs that still have trials invalid only
     because the host was busy fails with the noise readings; inconclusive for any other
     reason, the test's own assertion fails."""
     if result.code == 3:
-        fail_when_host_busy(*run_dirs)
+        quiet_kit.fail_busy(*run_dirs)
 
 
 @pytest.mark.needs_quiet
@@ -381,13 +314,13 @@ def test_slowdown_breaks_a_threshold_that_the_unchanged_runs_meet(compare_runs, 
 
     Needs quiet: a valid trial in each unchanged run (the load generator on schedule, its
     event loop lagging less than its limit); a run whose trials the host made invalid is
-    run again (analysis/conftest.py QUIET_ATTEMPTS), then the test fails with the readings."""
+    run again (quiet_kit.ATTEMPTS in all), then the test fails with the readings."""
     gate = tmp_path / "gate.yaml"
     gate.write_text("thresholds:\n  - {p50_ms: {lt: 2.0}, error_rate: {lt: 0.01}}\n")
     for name in ("base", "again"):
         trials = pd.read_csv(compare_runs[name] / "trials.csv")
         if not trials["valid"].astype(bool).any():
-            fail_when_host_busy(compare_runs[name])
+            quiet_kit.fail_busy(compare_runs[name])
         r = analysis("check", compare_runs[name], "--thresholds", gate, "--include-noisy")
         assert r.code == 0, r.output
     r = analysis("check", compare_runs["slow"], "--thresholds", gate, "--include-noisy")

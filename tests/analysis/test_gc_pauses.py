@@ -30,6 +30,7 @@ def test_the_pause_columns_come_from_gc_and_safepoint_events():
 
 
 @pytest.mark.skipif(not shutil.which("java") or not shutil.which("jfr"), reason="needs a JDK")
+@pytest.mark.usefixtures("live")
 def test_a_real_recording_is_read_once_and_kept_beside_it(tmp_path):
     src = tmp_path / "G.java"
     src.write_text(

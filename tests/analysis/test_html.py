@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import setup_kit
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

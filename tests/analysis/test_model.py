@@ -8,7 +8,7 @@ import pytest
 from orchestrator import results
 from orchestrator.analysis import queueing, views
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 
 def test_model_command_writes_models_json_and_figures(small_run, analysis):

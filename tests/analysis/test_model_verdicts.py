@@ -14,7 +14,7 @@ import pytest
 
 from .conftest import ROOT, perfctl_run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 REFERENCE = f"""
 name: reference-bare

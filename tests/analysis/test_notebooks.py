@@ -54,7 +54,7 @@ def execute(path: Path, monkeypatch, **env: str):
     return nb
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 def test_the_analysis_notebook_runs_a_quick_profile_through_perfctl_and_analyses_it(
     tmp_path, monkeypatch
 ):

@@ -7,7 +7,7 @@ from orchestrator import results
 from orchestrator.analysis import figures, run_figures
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 def test_draw_run_writes_every_figure(small_run, tmp_path):
     run = results.load(small_run)
     figs = run_figures.draw_run(run, tmp_path)

@@ -17,7 +17,7 @@ from orchestrator.analysis import histograms, queueing
 
 from .conftest import perfctl_run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 RECORDS = """
 name: records-{records_name}

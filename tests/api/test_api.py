@@ -137,7 +137,7 @@ def two_runs(tmp_path_factory) -> dict:
     }
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 def test_run_returns_the_run_results_load_gives_for_its_directory(two_runs):
     run = two_runs["a"]
     loaded = results.load(run.path)
@@ -151,7 +151,7 @@ def test_run_returns_the_run_results_load_gives_for_its_directory(two_runs):
     assert run.info["overrides"] == ['load.warmup="200ms"']
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 def test_compare_of_two_runs_is_data_with_the_verdict_perfctl_compare_exits_on(two_runs):
     a, b = two_runs["a"], two_runs["b"]
     result = api.compare(a, b)

@@ -37,12 +37,14 @@ def test_bad_records_in_plan(write_yaml, perfctl_env, assert_clean_error):
     )
 
 
+@pytest.mark.usefixtures("live")
 def test_server_that_dies_during_startup(write_yaml, perfctl_env, tmp_path, assert_clean_error):
     p = write_yaml(GOOD.replace("CMD", "sh -c 'echo boom-on-stderr >&2; exit 3' {port}"))
     proc = perfctl("run", str(p), "--out", str(tmp_path / "out"), env=perfctl_env)
     assert_clean_error(proc, "exited with status 3 during start-up", "boom-on-stderr", "servers.s")
 
 
+@pytest.mark.usefixtures("live")
 def test_taken_port(write_yaml, perfctl_env, tmp_path, assert_clean_error):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

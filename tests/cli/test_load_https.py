@@ -45,6 +45,7 @@ def servers(tmp_path_factory):
     cert.remove()
 
 
+@pytest.mark.usefixtures("live")
 def test_an_https_url_is_loaded_and_its_handshakes_reported(servers):
     cert, port, _, _ = servers
     url = f"https://localhost:{port}/work"
@@ -82,6 +83,7 @@ def test_an_https_url_is_loaded_and_its_handshakes_reported(servers):
     assert "tls 1.3" in text.stdout and "resumed" in text.stdout
 
 
+@pytest.mark.usefixtures("live")
 def test_an_unknown_ca_is_exit_2_and_one_paragraph(servers, assert_clean_error):
     _, port, _, _ = servers
     done = perfctl("load", f"https://localhost:{port}/", "-d", "0.3s")
@@ -89,6 +91,7 @@ def test_an_unknown_ca_is_exit_2_and_one_paragraph(servers, assert_clean_error):
     assert "throughput" not in done.stdout
 
 
+@pytest.mark.usefixtures("live")
 def test_a_wrong_hostname_is_exit_2_and_one_paragraph(servers, assert_clean_error):
     cert, _, _, port = servers
     done = perfctl(
@@ -97,6 +100,7 @@ def test_a_wrong_hostname_is_exit_2_and_one_paragraph(servers, assert_clean_erro
     assert_clean_error(done, "does not verify for '127.0.0.2'", "mismatch")
 
 
+@pytest.mark.usefixtures("live")
 def test_a_plain_http_server_behind_https_is_exit_2_and_one_paragraph(servers, assert_clean_error):
     _, _, plain, _ = servers
     done = perfctl("load", f"https://127.0.0.1:{plain}/", "-d", "0.3s", "--insecure")

@@ -16,14 +16,12 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
 from cluster_kit import cluster_links, needs_root_and_ip
 from test_local_cluster import _nothing_left, _shards_running, experiment
 
 from benchmarks._common import poll_until, still_alive
 from orchestrator.cluster.local import WORKER_ENV_KNOB
 
-pytestmark = pytest.mark.slow
 SHIM_SOURCE = Path(__file__).with_name("monotonic_sleep_shim.c")
 
 

@@ -19,8 +19,6 @@ from cluster_kit import cluster_links, needs_root_and_ip
 from benchmarks._common import descendants, poll_until, still_alive
 from orchestrator.results import trial_dir
 
-pytestmark = pytest.mark.slow
-
 EXPERIMENT = """
 name: cluster
 servers: {c: {impl: c, model: epoll}}

@@ -14,8 +14,6 @@ from cluster_kit import needs_root_and_ip
 
 from benchmarks._common import poll_until
 
-pytestmark = pytest.mark.slow
-
 # closed load on a 5 ms wait: 4 connections give ~800 req/s whatever the transport costs, so
 # the figures differ only by noise unless TLS breaks something (or adds whole milliseconds)
 EXPERIMENT = """

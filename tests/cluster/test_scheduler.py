@@ -16,8 +16,6 @@ import pandas as pd
 import pytest
 from cluster_kit import ROOT
 
-pytestmark = pytest.mark.slow
-
 EXPERIMENT = """
 name: remote
 servers: {c: {impl: c, model: epoll}}

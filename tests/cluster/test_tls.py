@@ -27,8 +27,6 @@ from orchestrator.cluster.session import Session, security
 from orchestrator.errors import PerfctlError
 from orchestrator.experiment.cluster import Cluster
 
-pytestmark = pytest.mark.slow
-
 JOIN_TIMEOUT_S = 60
 REFUSED_WORKER_DEATH_S = 3  # a worker that cannot join gives up after this (--death-timeout)
 ENV = {

@@ -20,7 +20,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = ROOT / "tests" / "loadgen" / "toy_driver.py"
-pytestmark = pytest.mark.slow
 SKIPPED = "left out 1 trial that measured nothing: load driver cmd wrote output that breaks"
 
 EXPERIMENT = f"""

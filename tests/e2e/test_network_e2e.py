@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
 
 DELAYS = """
 name: delays

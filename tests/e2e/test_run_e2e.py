@@ -12,7 +12,6 @@ import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
 
 TWO_CELLS = """
 name: e2e

@@ -8,11 +8,9 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-pytestmark = pytest.mark.slow
 
 EXP = f"""
 name: tls-e2e

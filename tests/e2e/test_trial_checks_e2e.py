@@ -7,13 +7,11 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from orchestrator.experiment.load import trial_seed
 from orchestrator.results.schema import NOISE_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
 
 OPEN = """
 name: checks

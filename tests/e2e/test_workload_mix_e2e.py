@@ -7,12 +7,10 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from orchestrator import results
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
 SECRET = "sk-e2e-3f9a1c77-not-on-disk"
 
 MIX = """

@@ -31,7 +31,7 @@ from orchestrator.analysis.check import check_run
 from orchestrator.api.compare_runs import compare
 from orchestrator.errors import PerfctlError
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 ROOT = Path(__file__).resolve().parents[2]
 LOAD_EXAMPLES = 60

@@ -30,7 +30,7 @@ def perfctl(cwd: Path, env: dict, *args) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 def test_a_run_whose_store_is_down_succeeds_and_import_catches_up(tmp_path, perfctl_env):
     """One real run, its store unreachable: the run succeeds with the warning paragraph, its
     --commit and --label are in run.json, and `history import` adds it with them."""

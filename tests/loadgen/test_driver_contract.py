@@ -28,7 +28,7 @@ from orchestrator.results.store import trial_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = Path(__file__).resolve().parent / "toy_driver.py"
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 # closed, open and burst, then two cells whose requests fail in known ways
 CONTRACT = """

@@ -12,7 +12,7 @@ from loadgen.spec import LoadSpec
 from orchestrator.measure.live import LiveTail, combine
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 @pytest.mark.parametrize("processes", [1, 2])
 def test_a_phase_writes_one_line_a_second_that_agrees_with_its_rows(tmp_path, py_server, processes):
     spec = LoadSpec(

@@ -11,7 +11,7 @@ from loadgen import contract, digest, generate_to_dir, hdr, schedule, stats
 from loadgen import records as lrec
 from loadgen.spec import LoadSpec
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 
 def generate(tmp_path, server, path="/work", **kw):

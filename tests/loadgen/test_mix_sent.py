@@ -50,6 +50,7 @@ def recorder():
     server.server_close()
 
 
+@pytest.mark.usefixtures("live")
 def test_a_mix_sends_its_headers_and_records_each_rows_request(recorder, tmp_path, monkeypatch):
     monkeypatch.setenv("PERFCTL_TEST_TOKEN", SECRET)
     mix = (
@@ -107,6 +108,7 @@ def test_a_mix_sends_its_headers_and_records_each_rows_request(recorder, tmp_pat
     assert b"{env:PERFCTL_TEST_TOKEN}" in (tmp_path / "spec.json").read_bytes()
 
 
+@pytest.mark.usefixtures("live")
 def test_a_replay_in_two_processes_sends_the_files_requests(recorder, tmp_path):
     f = tmp_path / "r.jsonl"
     f.write_text(
@@ -138,6 +140,7 @@ def test_a_replay_in_two_processes_sends_the_files_requests(recorder, tmp_path):
     assert sum(p.counts["requests"] for p in w.parts.values()) == w.counts["requests"]
 
 
+@pytest.mark.usefixtures("live")
 def test_perfctl_load_sends_its_headers(recorder, monkeypatch):
     from orchestrator.api.load_url import load  # the ad-hoc command's API, for this test only
 
@@ -160,6 +163,7 @@ def test_perfctl_load_sends_its_headers(recorder, monkeypatch):
     [("open", True), ("open", False), ("closed", False), ("burst", False)],
     ids=["open-dropped", "open-refused", "closed-refused", "burst-refused"],
 )
+@pytest.mark.usefixtures("live")
 def test_a_request_that_never_got_an_answer_counts_under_its_request(tmp_path, mode, keepalive):
     """A mix: an open arrival dropped over the outstanding cap (keep-alive), or an attempt whose
     connect failed (open, closed and burst), is a row of the request it would have been, so

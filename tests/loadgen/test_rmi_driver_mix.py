@@ -13,7 +13,7 @@ import pytest
 import setup_kit
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 MIX = """
 name: rmi-mix

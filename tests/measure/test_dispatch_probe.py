@@ -42,6 +42,7 @@ def test_the_parallelism_estimate_inverts_its_own_expectation():
     assert parallelism(1.0, 16) == (16, True)  # as fast as one alone: at least 16
 
 
+@pytest.mark.usefixtures("live")
 def test_the_reference_server_probes_as_a_shared_queue_of_its_workers(serve):
     port = serve(
         [
@@ -63,6 +64,7 @@ def test_the_reference_server_probes_as_a_shared_queue_of_its_workers(serve):
     assert "not pinned" in r.note
 
 
+@pytest.mark.usefixtures("live")
 def test_a_pool_server_probes_as_connections_pinned_to_its_threads(serve):
     bundled.build("c")
     port = serve(bundled.command("c", "pool", 0, threads=3))
@@ -73,6 +75,7 @@ def test_a_pool_server_probes_as_connections_pinned_to_its_threads(serve):
     assert row["probe_dispatch"] == "per_connection" and row["probe_threads"] == 3
 
 
+@pytest.mark.usefixtures("live")
 def test_a_one_loop_epoll_server_probes_as_an_event_loop(serve):
     bundled.build("c")
     port = serve(bundled.command("c", "epoll", 0, threads=1))
@@ -80,6 +83,7 @@ def test_a_one_loop_epoll_server_probes_as_an_event_loop(serve):
     assert (r.dispatch, r.threads) == ("event_loop", 1), r
 
 
+@pytest.mark.usefixtures("live")
 def test_a_server_that_never_answers_costs_the_budget_and_says_so():
     import socket
 

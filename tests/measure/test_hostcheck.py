@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from orchestrator.measure.hostcheck import HostCheck, measure, verdict
 
 
@@ -24,6 +26,7 @@ def quiet_host(**over) -> HostCheck:
     return HostCheck(**base)
 
 
+@pytest.mark.usefixtures("live")
 def test_a_short_check_measures_every_figure_on_this_host():
     c = measure(0.45)
     for name in (
@@ -56,6 +59,7 @@ def test_steal_is_named_with_its_share():
     assert "steal 11.0%" in line and "not quiet" in line
 
 
+@pytest.mark.usefixtures("live")
 def test_a_run_measures_the_host_first_records_it_and_seeds_the_load_generator(
     write_yaml, perfctl_env, tmp_path
 ):

@@ -127,7 +127,7 @@ profile: true
 """
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 def test_a_profile_svg_exists_for_each_language(tmp_path, perfctl_env):
     setup_kit.require_jdk(17)  # the Java server's profile (JFR): make setup installs the JDK
     exp = tmp_path / "p.yaml"

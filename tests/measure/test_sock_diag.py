@@ -14,6 +14,7 @@ from orchestrator.measure import kernel_tcp
 from orchestrator.measure.sock_diag import TCP_ESTABLISHED, TCP_LISTEN, SockDiag
 
 
+@pytest.mark.usefixtures("live")
 def test_accept_queue_and_established_sockets_agree_with_proc():
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -35,6 +36,7 @@ def test_accept_queue_and_established_sockets_agree_with_proc():
         listener.close()
 
 
+@pytest.mark.usefixtures("live")
 def test_an_ipv6_listener_is_found():
     if not socket.has_ipv6:
         pytest.skip("no IPv6")
@@ -62,6 +64,7 @@ sys.stdin.read()
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="root and unshare")
+@pytest.mark.usefixtures("live")
 def test_the_socket_of_a_process_in_its_own_network_namespace():
     """A netem trial's server runs in a namespace of its own: the watch must look there (its
     port is not listening in ours)."""
@@ -93,6 +96,7 @@ def test_the_socket_of_a_process_in_its_own_network_namespace():
         p.wait()
 
 
+@pytest.mark.usefixtures("live")
 def test_the_watch_polls_over_netlink_and_sees_the_peak():
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -34,7 +34,7 @@ def test_processor_sharing_on_fewer_cores_matches_ciw_in_mean_and_tail(simulate_
     assert model.response_percentile(0.99) > 1.1 * fcfs  # sharing stretches the tail
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("live")
 @pytest.mark.parametrize("cores,threads,rate", [(2, math.inf, 1.4), (1, 4, 0.7)])
 def test_processor_sharing_without_a_thread_limit_and_on_one_core_match_ciw(
     simulate_ps, cores, threads, rate

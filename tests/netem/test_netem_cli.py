@@ -105,6 +105,7 @@ def test_netem_host_settings():
     json.dumps(h)
 
 
+@pytest.mark.usefixtures("live")
 def test_netem_doctor_table():
     app2 = typer.Typer()
     app2.command()(doctor)

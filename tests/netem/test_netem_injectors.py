@@ -86,6 +86,7 @@ def test_netem_check_reports_invalid(echo_port):
         assert not ok and reason.startswith("invalid: added RTT measured")
 
 
+@pytest.mark.usefixtures("live")
 def test_netem_netem_unavailable_skip_with_reason():
     ok, why = backend_status("netem")
     if ok:
@@ -119,6 +120,7 @@ def test_netem_netem_live_when_available(echo_port):
 
 
 @root_only
+@pytest.mark.usefixtures("live")
 def test_netem_namespace_setup_teardown_leaves_nothing():
     before_ns = _our_netns()
     ns = Netns.create()
@@ -154,6 +156,7 @@ def test_netem_namespace_setup_teardown_leaves_nothing():
 
 
 @root_only
+@pytest.mark.usefixtures("live")
 def test_netem_stale_namespace_cleanup():
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -167,6 +170,7 @@ def test_netem_stale_namespace_cleanup():
 
 
 @root_only
+@pytest.mark.usefixtures("live")
 def test_netem_tbf_injector_end_to_end():
     qdisc_or_skip("tbf")
     before = _our_netns()

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+import quiet_kit
 
 from orchestrator.experiment.network import GilbertElliott, Network
 from orchestrator.netem.probe import echo_rtt_samples
@@ -122,7 +123,6 @@ LOSS_DELAY_MS, LOSS_RTO_MS = 1.0, 12.0
 # a held chunk arrives no sooner than delay + rto (the proxy never releases early); a chunk
 # not held is taken for a lost one only if the host delays it by about an rto
 LOST_OVER_MS = LOSS_DELAY_MS + LOSS_RTO_MS - 0.5
-LOSS_ATTEMPTS = 3
 
 
 def _lossy_path(run_proxy, n: int, *loss_flags: str) -> dict:
@@ -146,20 +146,21 @@ def _lossy_path(run_proxy, n: int, *loss_flags: str) -> dict:
 
 
 def _quiet_lossy_path(run_proxy, n: int, *loss_flags: str) -> dict:
-    """_lossy_path, taken again (LOSS_ATTEMPTS in all) while this host stalled more than 1% of
-    the plain path's frames by an rto; then the test fails with each run's readings."""
-    runs = []
-    for _ in range(LOSS_ATTEMPTS):
-        run = _lossy_path(run_proxy, n, *loss_flags)
+    """_lossy_path, taken again (quiet_kit) while this host stalled more than 1% of the plain
+    path's frames by an rto; then the test fails with each run's readings."""
+
+    def spoiled(run: dict) -> str | None:
         if run["host_stalls"] <= 0.01 * n:
-            return run
-        runs.append(
-            {k: v for k, v in run.items() if k != "lost"} | {"lost": int(run["lost"].sum())}
+            return None
+        return (
+            f"{run['host_stalls']} of {n} plain-path frames later than {LOST_OVER_MS} ms "
+            f"(held_up {run['held_up']}, lost {int(run['lost'].sum())})"
         )
-    pytest.fail(
-        f"this host delayed more than 1% of {n} frames on a plain path past {LOST_OVER_MS} ms "
-        f"in each of {LOSS_ATTEMPTS} runs: {runs}",
-        pytrace=False,
+
+    return quiet_kit.until_quiet(
+        lambda attempt: _lossy_path(run_proxy, n, *loss_flags),
+        spoiled,
+        "a plain path whose frames this host delays by an rto at most 1% of the time",
     )
 
 
@@ -171,7 +172,7 @@ def test_netem_gilbert_elliott_loss_rate_and_bursts(run_proxy):
 
     Needs quiet: this host delaying at most 1% of the frames of a plain path sent alongside
     by an rto (each such stall on the lossy path looks like a loss); a run with more is taken
-    again (LOSS_ATTEMPTS in all), then the test fails with the readings. The proxy's own count
+    again (quiet_kit), then the test fails with the readings. The proxy's own count
     of held chunks may differ from the frames seen late by those stalls, and 3%."""
     ge = GilbertElliott(p=0.05, r=0.3, loss_bad=0.9, loss_good=0.01)
     n = 500
@@ -197,7 +198,6 @@ def test_netem_independent_loss_does_not_burst(run_proxy):
 
 
 QUIET_SPREAD_MS = 0.5  # this host's own one-way delay spread must stay under a third of 1.5 ms
-JITTER_ATTEMPTS = 3
 
 
 def _spread_ms(owd: np.ndarray) -> float:
@@ -245,23 +245,22 @@ def test_netem_correlated_jitter_keeps_its_law(run_proxy):
 
     Needs quiet: this host's own spread of one-way delays (the path without jitter, beside
     each setting) and the jittered proxy's median release lateness both under QUIET_SPREAD_MS, a
-    third of the law checked; a noisier run is taken again (JITTER_ATTEMPTS in all), then the
+    third of the law checked; a noisier run is taken again (quiet_kit), then the
     test fails with every run's readings."""
-    runs = []
-    for _ in range(JITTER_ATTEMPTS):
-        results = _jitter_laws(run_proxy)
-        runs.append(results)
+
+    def spoiled(results: dict) -> str | None:
         if all(
             r["own_spread_ms"] <= QUIET_SPREAD_MS and r["release_late_p50_ms"] <= QUIET_SPREAD_MS
             for r in results.values()
         ):
-            break
-    else:
-        pytest.fail(
-            f"this host's own one-way delay spread or the proxy's release lateness exceeded "
-            f"{QUIET_SPREAD_MS} ms in each of {JITTER_ATTEMPTS} runs: {runs}",
-            pytrace=False,
-        )
+            return None
+        return f"own spread or release lateness above {QUIET_SPREAD_MS} ms: {results}"
+
+    results = quiet_kit.until_quiet(
+        lambda attempt: _jitter_laws(run_proxy),
+        spoiled,
+        f"a one-way delay spread and a release lateness under {QUIET_SPREAD_MS} ms",
+    )
     flat, corr = results["0"], results["0.9"]
     assert corr["rank_correlation"] > 0.5, results
     assert flat["rank_correlation"] < 0.3, results

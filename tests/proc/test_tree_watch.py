@@ -11,6 +11,7 @@ import subprocess
 import time
 
 import psutil
+import pytest
 from signal_kit import wait_for
 
 from orchestrator.proc.tree_watch import TreeWatch, tree_pids
@@ -53,6 +54,7 @@ def _observe_until(watch, deadline_s, done):
         time.sleep(0.05)
 
 
+@pytest.mark.usefixtures("live")
 def test_a_child_killed_behind_a_wrapper_shell_is_seen(tmp_path):
     fifo = tmp_path / "end"
     os.mkfifo(fifo)
@@ -76,6 +78,7 @@ def test_a_child_killed_behind_a_wrapper_shell_is_seen(tmp_path):
         _stop(shell)
 
 
+@pytest.mark.usefixtures("live")
 def test_a_steady_tree_gives_no_reason():
     shell = _spawn("sleep 30 & sleep 30")
     try:

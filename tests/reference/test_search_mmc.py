@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 from window_truth import window_capacity
 
 from loadgen import digest as ldigest
@@ -34,7 +33,6 @@ from orchestrator.results import read_capacity, trial_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "servers" / "reference" / "mmc_server.py"
-pytestmark = pytest.mark.slow
 SLEEP_MS, WARMUP_S, DURATION_S = 4.0, 1.0, 5.0
 
 EXPERIMENT = f"""

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from fault_kit import tiny
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 CONNECTIONS = (
     tiny("1s")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from fault_kit import descendants, mark_of, poll_until, run_processes, still_alive, tiny
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 # every kind of process perfctl starts: a wrapper with a grandchild server, the proxy (a
 # network delay), a load generator with two worker processes

@@ -10,7 +10,7 @@ import shutil
 import pytest
 from fault_kit import mark_of, tiny
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 ONE_TRIAL = (
     tiny("0.5s")

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from fault_kit import tiny
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 ONE_TRIAL = (
     tiny("0.5s")

@@ -25,6 +25,7 @@ def test_runs_started_in_the_same_second_get_distinct_dirs(tmp_path, monkeypatch
     assert first.is_dir() and second.is_dir()
 
 
+@pytest.mark.usefixtures("live")
 def test_concurrent_runs_in_the_same_second_never_share_a_dir(tmp_path):
     ctx = mp.get_context("fork")
     queue = ctx.Queue()

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from fault_kit import descendants, poll_until, run_processes, still_alive, tiny
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 EXPERIMENT = (
     tiny("1s", extra="repeats: 2\n")

@@ -9,7 +9,7 @@ import signal
 import pytest
 from fault_kit import poll_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 SERVLET = """
 name: tmpdir-servlet

@@ -20,7 +20,7 @@ from orchestrator.proc import process
 from orchestrator.run import services as pg
 from orchestrator.run.services import PostgresRunner, find_pg_bin, split_password
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 
 @pytest.fixture(autouse=True)

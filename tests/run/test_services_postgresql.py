@@ -24,7 +24,7 @@ from orchestrator.run import services as pg
 from orchestrator.run.execute import execute_plan, run_info
 from orchestrator.run.services import find_pg_bin
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 
 @pytest.fixture(autouse=True)
