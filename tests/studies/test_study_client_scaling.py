@@ -11,14 +11,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = "client_scaling"
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def quick_run(run_quick_profile) -> Path:
-    # 2 s measured (quick: 3 s); the 1 s warm-up stays: 10 clients queued behind `single`
-    # need ~2 s (10 x 200 ms) to reach their steady response time
-    return run_quick_profile("client_scaling", "load.duration=2s")
+def quick_run(study_run) -> Path:
+    return study_run("client_scaling")
 
 
 def test_quick_table(quick_run):

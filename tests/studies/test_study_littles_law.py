@@ -12,14 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = ROOT / "experiments" / "littles_law.yaml"
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
-def quick_run(run_quick_profile, require_java) -> Path:
-    # 2 s measured after 1 s of warm-up (quick: 5 s after 2 s): 1 vs 200 clients differ by
-    # orders of magnitude in throughput and response time, far beyond a shorter window's noise
-    return run_quick_profile("littles_law", "load.duration=2s", "load.warmup=1s")
+def quick_run(study_run, require_java) -> Path:
+    return study_run("littles_law")
 
 
 def test_study_table(quick_run):

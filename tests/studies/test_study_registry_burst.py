@@ -12,12 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = ROOT / "experiments" / "registry_burst.yaml"
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
-def quick_run(run_quick_profile, require_java) -> Path:
-    return run_quick_profile("registry_burst")
+def quick_run(study_run, require_java) -> Path:
+    return study_run("registry_burst")
 
 
 def test_success_table(quick_run):

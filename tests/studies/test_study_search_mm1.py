@@ -12,14 +12,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = "search_mm1"
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def quick_run(run_quick_profile) -> Path:
-    # 4 s measured after 1 s of warm-up (quick: 5 s after 1.5 s): the lowest rate still
-    # offers 160 arrivals per cell, enough for the rate and the 100 ms round trip
-    return run_quick_profile("search_mm1", "load.duration=4s", "load.warmup=1s")
+def quick_run(study_run) -> Path:
+    return study_run("search_mm1")
 
 
 def test_quick_table(quick_run):

@@ -15,14 +15,11 @@ from models import usl
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = "thread_pool"
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def quick_run(run_quick_profile) -> Path:
-    # 2 s measured after 0.5 s of warm-up (quick: 3 s after 1 s): 32 clients keep every
-    # worker busy at once, and each cell still serves hundreds of requests
-    return run_quick_profile("thread_pool", "load.duration=2s", "load.warmup=500ms")
+def quick_run(study_run) -> Path:
+    return study_run("thread_pool")
 
 
 def test_quick_table(quick_run):

@@ -1,0 +1,47 @@
+"""A healthy run looks healthy: each example experiment's quick run (the five studies and the
+default experiments.yaml) goes through run, load, report, check, compare and model, and no
+line of theirs says damaged, skipped, warning or Traceback; the report has no such block.
+
+The runs are the study tests' own (conftest.run_quick_profile keeps one per study for the
+session), so this costs the commands, not more trials. The run itself is checked where it is
+made (run_quick_profile)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from cli_kit import perfctl
+
+from orchestrator import results
+
+from .conftest import QUICK_OVERRIDES, alarming_lines
+
+JAVA = {"littles_law", "registry_burst"}
+
+
+@pytest.mark.parametrize("study", sorted(QUICK_OVERRIDES))
+def test_every_command_on_a_quick_run_prints_nothing_alarming(study, study_run, request):
+    if study in JAVA:
+        request.getfixturevalue("require_java")
+    run = study_run(study)
+    # load: every table of the run reads, with no warning and nothing called damaged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = results.load(run)
+        for table in ("trials", "requests", "endpoints", "timeline"):
+            getattr(loaded, table)
+        assert loaded.damaged() == []
+    commands = {
+        "report": (("report", run), (0,)),
+        "check": (("check", run), (0, 1, 3)),  # a breach or thin evidence is a verdict
+        "compare": (("compare", run, run), (0, 1, 3)),
+        "model": (("model", run), (0,)),
+    }
+    for name, (args, codes) in commands.items():
+        proc = perfctl(*args, timeout=300)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode in codes, (name, out[-3000:])
+        assert not alarming_lines(out), (name, alarming_lines(out))
+    page = (run / "report.html").read_text()
+    assert not alarming_lines(page), alarming_lines(page)
