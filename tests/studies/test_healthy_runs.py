@@ -21,7 +21,7 @@ JAVA = {"littles_law", "registry_burst"}
 
 
 @pytest.mark.parametrize("study", sorted(QUICK_OVERRIDES))
-def test_every_command_on_a_quick_run_prints_nothing_alarming(study, study_run, request):
+def test_every_command_on_a_quick_run_prints_nothing_alarming(study, study_run, request, tmp_path):
     if study in JAVA:
         request.getfixturevalue("require_java")
     run = study_run(study)
@@ -32,9 +32,12 @@ def test_every_command_on_a_quick_run_prints_nothing_alarming(study, study_run, 
         for table in ("trials", "requests", "endpoints", "timeline"):
             getattr(loaded, table)
         assert loaded.damaged() == []
+    # check: the experiment's own thresholds, or a wide gate where it has none
+    gate = () if loaded.info["document"].get("thresholds") else ("-t", tmp_path / "gate.yaml")
+    (tmp_path / "gate.yaml").write_text("thresholds:\n  - {error_rate: {le: 1.0}}\n")
     commands = {
         "report": (("report", run), (0,)),
-        "check": (("check", run), (0, 1, 3)),  # a breach or thin evidence is a verdict
+        "check": (("check", run, *gate), (0, 1, 3)),  # a breach or thin evidence is a verdict
         "compare": (("compare", run, run), (0, 1, 3)),
         "model": (("model", run), (0,)),
     }
