@@ -8,7 +8,8 @@ the cells up). No cell in common, or a side without a single request, is bad inp
 Which trials: each side's usable trials of the cell: valid (the measurement worked) and quiet
 (the host left it alone, measure/noise.py). Invalid trials never count; noisy ones are left out,
 unless include_noisy. A cell never falls back to invalid trials. Each side that dropped some
-says so in one note: "base: 3 of 5 trials used; 2 invalid (trials 2, 4): send lateness x2".
+says so in one note: "base: 3 of 5 trials used; 2 invalid (trials 2, 4): send lateness x2",
+and the cell's `left_out` lines give each reason once with its trials' figures, and its fix.
 
 Per cell and metric (throughput_rps, latency_p50_ms, latency_p99_ms of each trial):
 - change: median of the candidate's trials / median of the base's - 1, with a bootstrap
@@ -57,7 +58,7 @@ from . import calibration as calib
 from .capacity_compare import CapacityChange, compare_capacities
 from .histograms import cell_distributions, has_distributions
 from .trial_tests import holm, mann_whitney_p, median_change_ci, min_attainable_p, trials_needed
-from .views import cell_labels, usable_trials, usage_note
+from .views import cell_labels, left_out_lines, usable_trials, usage_note
 
 MIN_TRIALS = 3
 FAR_BEYOND_NOISE = 6.0  # a change this many times the host's noise is concluded on any count
@@ -90,6 +91,9 @@ class CellComparison:
     verdict: str = "no significant change"
     notes: list[str] = field(default_factory=list)
     endpoint: str = ""  # one endpoint of a mix ("" for the whole cell)
+    # why trials were left out, each reason once per side (views.left_out_lines):
+    # "base: invalid: send lateness x3: moved the p50 latency by up to 2.1–21.3%", "  Fix: ..."
+    left_out: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -265,6 +269,10 @@ def compare_runs(
             every = run.trials[run.trials["cell_id"] == cid]
             if n < len(every):
                 cc.notes.append(f"{side}: {usage_note(every, include_noisy)}")
+                cc.left_out += [
+                    line if line.startswith(" ") else f"{side}: {line}"
+                    for line in left_out_lines(every, include_noisy)
+                ]
         _compare_cell(cc, b, c, rng)
         cells.append(cc)
     tests = _decide(cells, alpha, tolerance)

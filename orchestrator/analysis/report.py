@@ -2,7 +2,7 @@
 
 Every figure is embedded as a base64 PNG (the SVGs stay in plots/ beside it); the page loads
 nothing from anywhere else. Sections: with `search:`, the capacity per cell and its figure; the summary table (invalid trials in red, noisy ones in
-amber, each with its reasons; the precision reached with `precision:`), threshold verdicts
+amber, each reason once per cell with its trials' count and figures' range, each fix once; the precision reached with `precision:`), threshold verdicts
 when the experiment has thresholds, the kernel's TCP counters per cell, the figures, the models table (fitted in memory), the
 run's history (its experiment's series and change points, when the run is in its history
 store), and the run's configuration and host (run.json).
@@ -26,7 +26,7 @@ from ..errors import PerfctlError
 from ..history import add, figure, record, trend
 from ..history.store import Store
 from ..numbers import fmt
-from . import check, flamegraph, queueing
+from . import check, flamegraph, queueing, reasons
 from .figures import Figure
 from .model_figures import draw_models
 from .run_figures import draw_run
@@ -47,6 +47,7 @@ figure{margin:1.5em 0} figure img{max-width:100%;border:1px solid #eee}
 figcaption{color:#555;font-size:13px} pre{background:#f7f7f7;padding:1em;overflow:auto;
 font-size:12px} .flag{display:inline-block;padding:2px 8px;border-radius:3px;color:#fff;
 background:#b00020} .ok{background:#1b7f3b}
+.fix{display:inline-block;padding-left:1.5em;color:#555}
 """
 
 SCRIPT = """
@@ -73,9 +74,14 @@ def _num(v, spec: str) -> str:
 
 
 def _reasons(g: pd.DataFrame, mask: pd.Series, column: str) -> str:
+    """The cell's reasons in `column` of the trials in mask, as HTML: each reason once with
+    its trials' count and figures, each fix once under it (reasons.lines)."""
     if column not in g:
         return ""
-    return "; ".join(sorted({str(r) for r in g.loc[mask, column] if str(r) and str(r) != "nan"}))
+    return "<br>".join(
+        f'<span class="fix">{_e(line.strip())}</span>' if line.startswith(" ") else _e(line)
+        for line in reasons.lines(g.loc[mask, column])
+    )
 
 
 def _precision(g: pd.DataFrame) -> str:
@@ -119,8 +125,8 @@ def _summary(trials: pd.DataFrame, axes: list[str]) -> str:
         cells += f'<td class="{"good" if valid.all() else "bad"}">{int(valid.sum())}/{len(g)}</td>'
         cells += f'<td class="{"good" if quiet.all() else "warn"}">{int(quiet.sum())}/{len(g)}</td>'
         cells += f"<td>{_precision(g)}</td>"
-        cells += f'<td class="l">{_e(_reasons(g, ~valid, "invalid_reasons"))}</td>'
-        cells += f'<td class="l">{_e(_reasons(g, ~quiet, "noise_reasons"))}</td>'
+        cells += f'<td class="l">{_reasons(g, ~valid, "invalid_reasons")}</td>'
+        cells += f'<td class="l">{_reasons(g, ~quiet, "noise_reasons")}</td>'
         cls = "invalid" if not valid.all() else ("noisy" if not quiet.all() else "")
         rows.append(f'<tr class="{cls}">{cells}</tr>')
     return (
