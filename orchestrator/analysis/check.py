@@ -25,8 +25,9 @@ Each (threshold, metric, operator) is checked on every matching cell against the
 **mean over its usable trials**: valid and quiet (views.usable_trials; with include_noisy,
 valid ones whatever the host did). Each verdict says how many trials it used and, when it left
 some out, which and why (`usage`: "3 of 5 trials used; 2 invalid (trials 2, 4): send lateness
-x2"). A cell with no usable trial, a metric with no value (NaN), or a threshold whose
-`where` matches no cell is a breach: a gate must not pass on missing data.
+x2"; `left_out`: each reason once with its trials' figures, and its fix). A cell with no usable
+trial, a metric with no value (NaN), or a threshold whose `where` matches no cell is a breach:
+a gate must not pass on missing data.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from .. import results
 from ..errors import PerfctlError, read_user_file
 from ..results.endpoints import ENDPOINT_COLUMNS
 from ..results.schema import MEASUREMENT_COLUMNS, SELF_CHECK_COLUMNS
-from .views import cell_labels, excluded_trials, usable_trials, usage_note
+from .views import cell_labels, excluded_trials, left_out_lines, usable_trials, usage_note
 
 ALIASES = {f"{p}_ms": f"latency_{p}_ms" for p in ("p50", "p90", "p99", "p999", "mean", "max")}
 OPERATORS = {
@@ -90,6 +91,8 @@ class Verdict:
     note: str = ""
     excluded: int = 0  # the cell's trials left out (invalid, or noisy)
     usage: str = ""  # when some were left out: how many were used, which were not and why
+    # ... and each reason once with its trials' figures, each fix once (views.left_out_lines)
+    left_out: tuple[str, ...] = ()
 
 
 def parse(entries, source: str, columns: list[str]) -> list[Threshold]:
@@ -228,6 +231,7 @@ def evaluate(
             label = labels.get(cid, cid)
             skipped = len(left_out.get(cid, []))
             usage = usage_note(g, include_noisy) if skipped else ""
+            why = tuple(left_out_lines(g, include_noisy)) if skipped else ()
             if good.empty:
                 noisy = sum("noisy" in w for w in left_out.get(cid, []))
                 note = (
@@ -235,19 +239,21 @@ def evaluate(
                     if noisy
                     else "no valid trial"
                 )
-                out.append(Verdict(th, cid, label, math.nan, 0, False, note, skipped, usage))
+                out.append(Verdict(th, cid, label, math.nan, 0, False, note, skipped, usage, why))
                 continue
             if ENDPOINT_KEY in th.where:
-                out.append(_endpoint_verdict(run, th, cid, label, good, skipped, usage))
+                out.append(_endpoint_verdict(run, th, cid, label, good, skipped, usage, why))
                 continue
             value = float(pd.to_numeric(good.get(th.column), errors="coerce").mean())
             if math.isnan(value):
                 out.append(
-                    Verdict(th, cid, label, value, len(good), False, "no value", skipped, usage)
+                    Verdict(
+                        th, cid, label, value, len(good), False, "no value", skipped, usage, why
+                    )
                 )
                 continue
             passed = bool(fn(value, th.limit))
-            out.append(Verdict(th, cid, label, value, len(good), passed, "", skipped, usage))
+            out.append(Verdict(th, cid, label, value, len(good), passed, "", skipped, usage, why))
     return out
 
 
@@ -259,6 +265,7 @@ def _endpoint_verdict(
     good: pd.DataFrame,
     skipped: int,
     usage: str,
+    why: tuple[str, ...] = (),
 ) -> Verdict:
     """A threshold on one endpoint of cell `cid`, over the usable trials `good`."""
     name = str(th.where[ENDPOINT_KEY])
@@ -268,7 +275,7 @@ def _endpoint_verdict(
     if rows.empty:
         known = ", ".join(sorted(set(mine["endpoint"].astype(str)))) or "none"
         note = f"no endpoint {name!r} (this cell's endpoints: {known})"
-        return Verdict(th, cid, label, math.nan, 0, False, note, skipped, usage)
+        return Verdict(th, cid, label, math.nan, 0, False, note, skipped, usage, why)
     value = float(pd.to_numeric(rows[th.column], errors="coerce").mean())
     own = sorted(
         {
@@ -283,11 +290,11 @@ def _endpoint_verdict(
     label = f"{label}, endpoint={name}"
     if own:
         note = f"the endpoint's figures do not hold: {'; '.join(own)}"
-        return Verdict(th, cid, label, value, len(rows), False, note, skipped, usage)
+        return Verdict(th, cid, label, value, len(rows), False, note, skipped, usage, why)
     if math.isnan(value):
-        return Verdict(th, cid, label, value, len(rows), False, "no value", skipped, usage)
+        return Verdict(th, cid, label, value, len(rows), False, "no value", skipped, usage, why)
     passed = bool(OPERATORS[th.op][0](value, th.limit))
-    return Verdict(th, cid, label, value, len(rows), passed, "", skipped, usage)
+    return Verdict(th, cid, label, value, len(rows), passed, "", skipped, usage, why)
 
 
 def check_run(run_dir, file: Path | None = None, include_noisy: bool = False) -> list[Verdict]:

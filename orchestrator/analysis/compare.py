@@ -8,7 +8,8 @@ the cells up). No cell in common, or a side without a single request, is bad inp
 Which trials: each side's usable trials of the cell: valid (the measurement worked) and quiet
 (the host left it alone, measure/noise.py). Invalid trials never count; noisy ones are left out,
 unless include_noisy. A cell never falls back to invalid trials. Each side that dropped some
-says so in one note: "base: 3 of 5 trials used; 2 invalid (trials 2, 4): send lateness x2".
+says so in one note: "base: 3 of 5 trials used; 2 invalid (trials 2, 4): send lateness x2",
+and the cell's `left_out` lines give each reason once with its trials' figures, and its fix.
 
 Per cell and metric (throughput_rps, latency_p50_ms, latency_p99_ms of each trial):
 - change: median of the candidate's trials / median of the base's - 1, with a bootstrap
@@ -40,12 +41,14 @@ compared with a run without one.
 With a host calibration (calibration.py), a significant change, or one past the tolerance,
 that is smaller than what the host resolves at the cell's trial count is named as such. The
 note never changes the verdict: the calibration measured a reference experiment, not this one.
+
+What a comparison returns is in comparison.py; the host's noise and resolution, and the pooled
+requests' detail, in compare_noise.py.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -54,89 +57,30 @@ import pandas as pd
 from .. import results
 from ..errors import PerfctlError
 from . import calibration as calib
-from .capacity_compare import CapacityChange, compare_capacities
-from .histograms import cell_distributions, has_distributions
+from .capacity_compare import compare_capacities
+from .compare_noise import (  # noqa: F401  (compare.FAR_BEYOND_NOISE, host_noise: callers')
+    FAR_BEYOND_NOISE,
+    _beyond_noise,
+    _pooled_detail,
+    _resolution_notes,
+    _same_host,
+    host_noise,
+)
+from .comparison import (  # noqa: F401  (compare.Comparison, METRICS, ...: callers' names)
+    METRICS,
+    MIN_TRIALS,
+    POOLED_QUANTILES,
+    VERDICT_EXIT,
+    WORSE_IF_HIGHER,
+    CellComparison,
+    Comparison,
+    MetricChange,
+    inconclusive,
+    regressed,
+)
+from .histograms import has_distributions
 from .trial_tests import holm, mann_whitney_p, median_change_ci, min_attainable_p, trials_needed
-from .views import cell_labels, usable_trials, usage_note
-
-MIN_TRIALS = 3
-FAR_BEYOND_NOISE = 6.0  # a change this many times the host's noise is concluded on any count
-METRICS = {"throughput": "throughput_rps", "p50": "latency_p50_ms", "p99": "latency_p99_ms"}
-WORSE_IF_HIGHER = {"throughput": False, "p50": True, "p99": True}
-POOLED_QUANTILES = {"p50": 0.50, "p99": 0.99}
-
-
-@dataclass
-class MetricChange:
-    base: float  # median over the base's usable trials
-    cand: float
-    change: float  # cand / base - 1
-    ci: tuple[float, float]  # bootstrap over trials, of change
-    p: float  # Mann-Whitney across trials, unadjusted
-    p_holm: float = math.nan
-    significant: bool = False
-    pooled_change: float = math.nan  # the same quantile over the pooled requests (secondary)
-    host_resolution: float | None = None
-
-
-@dataclass
-class CellComparison:
-    label: str
-    base_id: str
-    cand_id: str
-    n_base: int = 0  # usable trials
-    n_cand: int = 0
-    metrics: dict[str, MetricChange] = field(default_factory=dict)
-    verdict: str = "no significant change"
-    notes: list[str] = field(default_factory=list)
-    endpoint: str = ""  # one endpoint of a mix ("" for the whole cell)
-
-
-@dataclass
-class Comparison:
-    cells: list[CellComparison]
-    notes: list[str]  # cells on one side only, the calibration used
-    calibration: Path | None = None
-    capacities: list[CapacityChange] = field(default_factory=list)  # runs with search:
-
-    @property
-    def verdict(self) -> str:
-        """The two runs' verdict, the one `perfctl compare` exits on: "regression" (exit 1)
-        when a cell is significantly slower by more than the tolerance, else "inconclusive"
-        (exit 3) when a cell has too few usable trials to decide, else "no regression". Runs
-        with `search:` are judged on their capacities (significantly lower: a regression)."""
-        judged = self.capacities or self.cells
-        if regressed(judged):
-            return "regression"
-        return "inconclusive" if inconclusive(judged) else "no regression"
-
-    @property
-    def exit_code(self) -> int:
-        return VERDICT_EXIT[self.verdict]
-
-    def table(self) -> pd.DataFrame:
-        """One row per cell and metric: the cell's label and verdict, the usable trials of
-        each side, and the MetricChange's fields (ci split into ci_low and ci_high)."""
-        rows = []
-        for c in self.cells:
-            for name, m in c.metrics.items():
-                row = {
-                    "cell": c.label,
-                    "endpoint": c.endpoint,
-                    "base_cell_id": c.base_id,
-                    "cand_cell_id": c.cand_id,
-                    "verdict": c.verdict,
-                    "n_base": c.n_base,
-                    "n_cand": c.n_cand,
-                    "metric": name,
-                    **{k: v for k, v in asdict(m).items() if k != "ci"},
-                }
-                row["ci_low"], row["ci_high"] = m.ci
-                rows.append(row)
-        return pd.DataFrame(rows)
-
-
-VERDICT_EXIT = {"no regression": 0, "regression": 1, "inconclusive": 3}
+from .views import cell_labels, left_out_lines, usable_trials, usage_note
 
 
 def _pairs(base: results.Run, cand: results.Run) -> tuple[list[tuple[str, str, str]], list[str]]:
@@ -265,6 +209,10 @@ def compare_runs(
             every = run.trials[run.trials["cell_id"] == cid]
             if n < len(every):
                 cc.notes.append(f"{side}: {usage_note(every, include_noisy)}")
+                cc.left_out += [
+                    line if line.startswith(" ") else f"{side}: {line}"
+                    for line in left_out_lines(every, include_noisy)
+                ]
         _compare_cell(cc, b, c, rng)
         cells.append(cc)
     tests = _decide(cells, alpha, tolerance)
@@ -345,126 +293,3 @@ def _endpoint_cells(base, cand, pairs, bt, ct, rng) -> list[CellComparison]:
             _compare_cell(cc, eb, ec, rng)
             out.append(cc)
     return out
-
-
-def _same_host(doc: dict, run: results.Run) -> bool:
-    host = run.info.get("host", {}).get("hostname")
-    return not host or doc.get("host", {}).get("hostname") in (None, host)
-
-
-def host_noise(doc: dict | None, *sides: pd.DataFrame) -> dict[str, tuple[float, str]]:
-    """Per metric, how far one trial's figure wanders on this host, relative to its level (a
-    standard deviation), and where that came from: the calibration's trial-to-trial and
-    run-to-run spreads together when there is one (perfctl calibrate), else the spread of the
-    trials within each cell of these runs (usable trials, cells with two or more), pooled.
-    NaN when neither exists."""
-    out = {}
-    for name, col in METRICS.items():
-        s = (doc or {}).get("metrics", {}).get(col) or {}
-        t_cv, r_cv = s.get("trial_cv"), s.get("run_cv")
-        if t_cv is not None and t_cv == t_cv:
-            r_cv = r_cv if r_cv is not None and r_cv == r_cv else 0.0
-            out[name] = (math.hypot(t_cv, r_cv), "perfctl calibrate")
-            continue
-        squares, dof = 0.0, 0
-        for t in sides:
-            for _, g in t.groupby("cell_id"):
-                v = pd.to_numeric(g.get(col), errors="coerce").dropna().to_numpy()
-                level = float(np.median(v)) if v.size else 0.0
-                if v.size >= 2 and level > 0:
-                    squares += float(((v / level - (v / level).mean()) ** 2).sum())
-                    dof += v.size - 1
-        out[name] = (
-            (math.sqrt(squares / dof), "the trials' spread in these runs")
-            if dof
-            else (
-                math.nan,
-                "",
-            )
-        )
-    return out
-
-
-def _beyond_noise(
-    cc: CellComparison,
-    bt: pd.DataFrame,
-    ct: pd.DataFrame,
-    noise: dict[str, tuple[float, str]],
-    tolerance: float,
-) -> None:
-    """Conclude a cell the tests could not when even its closest usable trials (one a side
-    is enough) are further apart than FAR_BEYOND_NOISE times the host's noise, and than the
-    tolerance. Invalid trials never count, nor noisy ones (unless include_noisy): a trial next
-    to a busy neighbour can be off by 2x, far more than the quiet trials' noise."""
-    b, c = bt[bt["cell_id"] == cc.base_id], ct[ct["cell_id"] == cc.cand_id]
-    worse, better = [], []
-    for name, col in METRICS.items():
-        sd, source = noise[name]
-        bx = pd.to_numeric(b.get(col), errors="coerce").dropna().to_numpy()
-        cx = pd.to_numeric(c.get(col), errors="coerce").dropna().to_numpy()
-        if not (bx.size and cx.size and sd == sd) or bx.min() <= 0:
-            continue
-        if cx.min() > bx.max():
-            gap = cx.min() / bx.max() - 1
-        elif cx.max() < bx.min():
-            gap = cx.max() / bx.min() - 1
-        else:
-            continue  # the sides overlap
-        bar = max(tolerance, FAR_BEYOND_NOISE * sd)
-        if abs(gap) <= bar:
-            continue
-        up = gap if WORSE_IF_HIGHER[name] else -gap
-        text = (
-            f"{name} {np.median(cx) / np.median(bx) - 1:+.0%}, {gap:+.0%} even between the closest of "
-            f"{bx.size} and {cx.size} usable trials: more than {FAR_BEYOND_NOISE:g}x this "
-            f"host's noise (±{sd:.1%}, {source})"
-        )
-        (worse if up > 0 else better).append(text)
-    if not worse and not better:
-        return
-    if cc.verdict == "inconclusive":
-        cc.notes.pop(0)  # why the test could not decide: it no longer has to
-    cc.verdict = "slower" if worse else "faster"
-    cc.notes.insert(0, ("worse: " if worse else "better: ") + "; ".join(worse or better))
-
-
-def _pooled_detail(base, cand, bt, ct, cells: list[CellComparison]) -> None:
-    """The same quantile over each side's pooled requests: the trials' histograms added
-    (within 0.1%; memory does not grow with the runs)."""
-    bd = cell_distributions(base, bt[bt["cell_id"].isin({c.base_id for c in cells})])
-    cd = cell_distributions(cand, ct[ct["cell_id"].isin({c.cand_id for c in cells})])
-    for c in cells:
-        for name, q in POOLED_QUANTILES.items():
-            pb = bd[c.base_id].latency_percentile_ms(100 * q) if c.base_id in bd else math.nan
-            pc = cd[c.cand_id].latency_percentile_ms(100 * q) if c.cand_id in cd else math.nan
-            c.metrics[name].pooled_change = pc / pb - 1 if pb > 0 else math.nan
-
-
-def _resolution_notes(
-    doc: dict,
-    cells: list[CellComparison],
-    alpha: float,
-    tests: int,
-    tolerance: float,
-) -> None:
-    for c in cells:
-        n = min(c.n_base, c.n_cand)
-        for name, m in c.metrics.items():
-            r = calib.host_resolution(doc, METRICS[name], n, alpha, tests)
-            m.host_resolution = r
-            notable = m.significant or abs(m.change) > tolerance
-            if r is not None and m.change == m.change and notable and abs(m.change) < r:
-                c.notes.append(
-                    f"{name} {m.change:+.1%} is below what this host resolves with "
-                    f"{n} trials (±{r:.1%}, perfctl calibrate)"
-                )
-
-
-def regressed(cells: list[CellComparison | CapacityChange]) -> bool:
-    """True when any cell is significantly slower by more than the tolerance (for a
-    capacity: significantly lower)."""
-    return any(c.verdict == "slower" for c in cells)
-
-
-def inconclusive(cells: list[CellComparison | CapacityChange]) -> bool:
-    return any(c.verdict == "inconclusive" for c in cells)

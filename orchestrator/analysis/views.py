@@ -15,13 +15,14 @@ and the report leave it out and say so, in one line.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import numpy as np
 import pandas as pd
 
 from ..results import Run, read_summary, trial_dir
+from . import reasons
+from .reasons import reason_kind  # noqa: F401  (views.reason_kind: benchmarks read it here)
 
 
 def ok_requests(requests: pd.DataFrame) -> pd.DataFrame:
@@ -65,31 +66,13 @@ def excluded_trials(trials: pd.DataFrame, include_noisy: bool = False) -> dict[s
     return out
 
 
-def reason_kind(reason: str) -> str:
-    """What a reason is about, in its own first words: "send lateness (p99 2.10 ms) moved..."
-    -> "send lateness", "12 arrivals dropped past..." -> "arrivals dropped past the
-    outstanding-request cap" (the words before the first one holding a number, a bracket, a
-    colon or a comparison)."""
-    words: list[str] = []
-    for w in reason.split():
-        if w.endswith(":") and not re.search(r"[\d(:>=<]", w[:-1]):
-            words.append(w[:-1])  # "... off before the load: why" ends at "load"
-            break
-        if re.search(r"[\d(:>=<]", w):
-            if words:
-                break
-            continue
-        words.append(w.rstrip(".,"))
-    return " ".join(words) or reason.strip()[:40]
-
-
 def _kinds(texts) -> str:
     """The kinds of reasons in trials' reason texts (each joined with "; "), most frequent
     first, then in order of appearance: "send lateness x2, CPU steal"."""
     kinds: Counter[str] = Counter()
     for text in texts:
         text = "" if text is None or text != text else str(text)
-        found = [reason_kind(r) for r in text.split("; ") if r.strip()] or ["no reason"]
+        found = [reason_kind(r) for r in reasons.split_reasons(text)] or ["no reason"]
         kinds.update(list(dict.fromkeys(found)))  # each kind once per trial
     return ", ".join(f"{k} x{c}" if c > 1 else k for k, c in kinds.most_common())
 
@@ -113,6 +96,25 @@ def usage_note(trials: pd.DataFrame, include_noisy: bool = False) -> str:
         which = f"trial{'s' if len(dropped) > 1 else ''} {numbers}"
         parts.append(f"{len(dropped)} {label} ({which}): {why}")
     return "; ".join(parts)
+
+
+def left_out_lines(trials: pd.DataFrame, include_noisy: bool = False) -> list[str]:
+    """Why a gate left out a cell's trials, each reason once with its trials' count and
+    figures and each fix once (reasons.lines): the invalid trials' reasons, then the noisy
+    ones' ("invalid: send lateness x3: moved the p50 latency by up to 2.1–21.3%", "  Fix:
+    ..."). Empty when none was left out."""
+    valid = flag(trials, "valid", True)
+    quiet = flag(trials, "quiet", True) | include_noisy
+    out: list[str] = []
+    for label, mask, column in (
+        ("invalid", ~valid, "invalid_reasons"),
+        ("noisy", valid & ~quiet, "noise_reasons"),
+    ):
+        if column not in trials or not mask.any():
+            continue
+        for line in reasons.lines(trials.loc[mask, column]):
+            out.append(line if line.startswith(" ") else f"{label}: {line}")
+    return out
 
 
 # the figures every trial that measured something has (measured_trials fills the missing)

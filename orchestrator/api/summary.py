@@ -20,6 +20,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from ..analysis import reasons
 from ..analysis.views import flag
 from ..experiment.document import placeholders
 from ..numbers import fmt
@@ -193,13 +194,8 @@ def summary_table(
                 style="dim",
             )
         )
-    why = []
-    for _, g in groups:
-        label = ", ".join(f"{a}={g[a].iloc[0]}" for a in axes)
-        for (_, r), ok in zip(g.iterrows(), flag(g, "quiet")):
-            if not ok:
-                why.append(f"[yellow]noisy[/] {label} #{r['trial']}: {r.get('noise_reasons', '')}")
-    notes += [Text.from_markup(w) for w in why]
+    why = [w for _, g in groups for w in _noisy_lines(g, axes)]
+    notes += why
     if why:
         notes.append(
             Text(
@@ -208,6 +204,22 @@ def summary_table(
             )
         )
     return Group(table, *notes)
+
+
+def _noisy_lines(g: pd.DataFrame, axes: list[str]) -> list[Text]:
+    """Why a cell's noisy trials were noisy, each reason once (analysis/reasons.py):
+    "noisy rate=600 #1, #2: CPU steal x2: 6.1–9.0% > 5%", or a line per reason under it."""
+    quiet = flag(g, "quiet")
+    if quiet.all():
+        return []
+    noisy = g[~quiet]
+    label = ", ".join(f"{a}={g[a].iloc[0]}" for a in axes)
+    which = ", ".join(f"#{t}" for t in noisy["trial"])
+    lines = reasons.lines(noisy.get("noise_reasons", pd.Series("", index=noisy.index)))
+    head = Text.assemble(("noisy", "yellow"), f" {label} {which}:")
+    if len(lines) == 1:
+        return [head.append(f" {lines[0]}")]
+    return [head, *(Text(f"  {line}") for line in lines)]
 
 
 def endpoint_table(endpoints: pd.DataFrame, axes: list[str]) -> Group | None:

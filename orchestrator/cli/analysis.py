@@ -255,6 +255,8 @@ def check(
     for v in by_cell.values():
         if v.usage:
             console.print(f"{v.cell_label}: {v.usage}", markup=False)
+            for line in v.left_out:
+                console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     breaches = sum(not v.passed for v in verdicts)
     left_out = sum(v.excluded for v in by_cell.values())
     console.print(
@@ -340,6 +342,13 @@ def compare(
         + ("" if include_noisy else ", quiet")
         + "); requests: the same quantile over the pooled requests (detail only)"
     )
+    left_out = [c for c in result.cells if c.left_out]
+    if left_out:
+        console.print("trials left out, each reason once:")
+    for c in left_out:
+        console.print(f"  {c.label}", markup=False, highlight=False)
+        for line in c.left_out:
+            console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
     for n in result.notes:
         console.print(f"note: {n}")
     if result.verdict == "regression":

@@ -135,3 +135,34 @@ def test_an_invalid_trial_is_left_out_of_the_means():
 )
 def test_plan_lengths_read_as_h_m_s(s, text):
     assert fmt_span(s) == text
+
+
+def test_a_cells_noisy_trials_are_named_once_per_reason():
+    """Six trials of a cell, four noisy: one line per reason with its trials' count and the
+    range of its figures (measure/noise.py's own sentences), not a paragraph per trial."""
+    from orchestrator.measure import noise
+
+    def reasons(steal: float, foreign: float) -> str:
+        row = dict.fromkeys(noise.columns(), 0.0)
+        row.update(noise_steal_pct=steal, noise_foreign_cpu_pct=foreign, noise_cpus="0,1")
+        return "; ".join(noise.noise_reasons(row, True))
+
+    t = _trials()
+    six = pd.concat([t[t["cell_id"] == "cell2"].iloc[[0]]] * 6, ignore_index=True)
+    six["trial"] = range(1, 7)
+    readings = [(6.1, 0), (9.0, 0), (7.5, 0), (5.5, 0), (0, 0), (0, 0)]
+    six["noise_reasons"] = [reasons(s, f) for s, f in readings]
+    six["quiet"] = six["noise_reasons"] == ""
+    out = render(200, six)
+    label = "mode=open, connections=16, rate=600, server=python-async-server"
+    assert f"noisy {label} #1, #2, #3, #4: CPU steal x4: 5.5–9.0% > 5%" in out, out
+    assert out.count("CPU steal") == 1, out
+
+    readings[0] = (6.1, 60)  # a second kind: a line each under the cell's
+    six["noise_reasons"] = [reasons(s, f) for s, f in readings]
+    lines = render(200, six).splitlines()
+    i = next(k for k, line in enumerate(lines) if "#1, #2, #3, #4:" in line)
+    assert lines[i + 1 : i + 3] == [
+        "  CPU steal x4: 5.5–9.0% > 5%",
+        "  other processes used: 60% of a CPU on CPUs 0,1 (> 10%)",
+    ], lines
