@@ -21,16 +21,32 @@ form under FCFS (M/M/1, M/M/c, M/M/c/K); for the M/G models they raise NotImplem
 SCV, 0 = deterministic), its waiting time's tail by the Cramer-Lundberg asymptote (exact decay
 rate and constant), exact for exponential service and within a few per cent of simulation at
 the p99 for rho >= 0.5 (tests/models/test_models_queues_sim.py).
+
+Here: the Markovian models (M/M/1, M/M/c, M/M/c/K). The M/G ones are mg_queues.py's, and what
+they all share (input checks, Erlang B and C, QueueResult) queue_result.py's; every name above
+is read from here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special, stats
+
+from .mg_queues import MG1TailResult, mg1, mg1_tail, mgc
+from .queue_result import (
+    QueueResult,
+    _by_littles_law,
+    _invert_sf,
+    _positive,
+    _prob,
+    _stable,
+    count,
+    erlang_b,
+    erlang_c,
+)
 
 __all__ = [
     "QueueResult",
@@ -46,112 +62,6 @@ __all__ = [
     "MG1TailResult",
     "mgc",
 ]
-
-
-# --------------------------------------------------------------------------- validation
-def _positive(name: str, value: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return v
-
-
-def count(name: str, value) -> int:
-    """value as a whole number >= 1 (a count of servers or users); ValueError naming `name`
-    otherwise."""
-    try:
-        n = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}") from None
-    if not math.isfinite(n) or n < 1 or n != int(n):
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(n)
-
-
-def _scv(name: str, value: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{name} (squared coefficient of variation) must be >= 0, got {value!r}")
-    return v
-
-
-def _prob(p: float) -> float:
-    p = float(p)
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"percentile p must be in [0, 1), got {p!r}")
-    return p
-
-
-def _stable(lam: float, c: int, mu: float) -> float:
-    rho = lam / (c * mu)
-    if rho >= 1.0:
-        raise ValueError(
-            f"unstable queue: utilisation rho = lambda/(c*mu) = {lam:g}/({c}*{mu:g}) = {rho:.4g} >= 1 "
-            "(use mmck with a finite capacity for overload)"
-        )
-    return rho
-
-
-# --------------------------------------------------------------------------- Erlang B / C
-def erlang_b(servers: int, offered_load: float) -> float:
-    """Erlang B blocking probability B(c, a) by the stable recursion
-    B(0) = 1, B(k) = a B(k-1) / (k + a B(k-1)); no factorials, fine for c in the thousands."""
-    c = count("servers", servers)
-    a = _positive("offered_load", offered_load)
-    b = 1.0
-    for k in range(1, c + 1):
-        b = a * b / (k + a * b)
-    return b
-
-
-def erlang_c(servers: int, offered_load: float) -> float:
-    """Erlang C probability of waiting C(c, a) = c B / (c - a (1 - B)), requires a < c."""
-    c = count("servers", servers)
-    a = _positive("offered_load", offered_load)
-    if a >= c:
-        raise ValueError(f"Erlang C needs offered load a < servers, got a={a:g}, c={c}")
-    b = erlang_b(c, a)
-    return c * b / (c - a * (1.0 - b))
-
-
-# --------------------------------------------------------------------------- results
-@dataclass(frozen=True)
-class QueueResult:
-    model: str
-    arrival_rate: float
-    mean_service: float
-    servers: int
-    utilization: float
-    p_wait: float
-    throughput: float
-    mean_wait: float
-    mean_response: float
-    mean_queue_length: float
-    mean_queue_waiting: float
-    p_block: float = 0.0
-    capacity: float = math.inf
-
-    def response_percentile(self, p: float) -> float:
-        raise NotImplementedError(f"{self.model}: no closed-form response-time distribution")
-
-    def wait_percentile(self, p: float) -> float:
-        raise NotImplementedError(f"{self.model}: no closed-form waiting-time distribution")
-
-
-def _invert_sf(sf, target: float, scale: float) -> float:
-    """Smallest t >= 0 with sf(t) <= target (sf continuous and decreasing on t > 0)."""
-    hi = scale
-    while sf(hi) > target:
-        hi *= 2.0
-        if hi > 1e12 * scale:  # pragma: no cover - guards against a broken sf
-            raise RuntimeError("percentile search diverged")
-    return optimize.brentq(lambda t: sf(t) - target, 0.0, hi, xtol=1e-14 * hi, rtol=1e-12)
 
 
 @dataclass(frozen=True)
@@ -253,28 +163,6 @@ class MMcKResult(QueueResult):
 
 
 # --------------------------------------------------------------------------- models
-def _by_littles_law(
-    cls, model: str, lam: float, s: float, c: int, rho: float, p_wait: float, wq: float
-):
-    """A stable queue that loses no customer, from its mean wait wq (s): throughput = the
-    arrival rate lam, W = wq + the mean service s, and by Little's law L = lam W and
-    Lq = lam wq. cls: QueueResult or a subclass with the same fields."""
-    w = wq + s
-    return cls(
-        model=model,
-        arrival_rate=lam,
-        mean_service=s,
-        servers=c,
-        utilization=rho,
-        p_wait=p_wait,
-        throughput=lam,
-        mean_wait=wq,
-        mean_response=w,
-        mean_queue_length=lam * w,
-        mean_queue_waiting=lam * wq,
-    )
-
-
 def mmc(arrival_rate: float, service_rate: float, servers: int) -> MMcResult:
     """M/M/c with FCFS: Erlang C for P(wait), Wq = C / (c mu - lambda)."""
     lam = _positive("arrival_rate", arrival_rate)
@@ -340,135 +228,3 @@ def mmck(arrival_rate: float, service_rate: float, servers: int, capacity: float
         p0=float(pr[0]),
         probabilities=tuple(pr.tolist()),
     )
-
-
-def mg1(arrival_rate: float, mean_service: float, service_scv: float) -> QueueResult:
-    """M/G/1 by Pollaczek-Khinchine: Wq = rho/(1-rho) * E[S] * (1 + Cs^2)/2 (exact means)."""
-    lam = _positive("arrival_rate", arrival_rate)
-    s = _positive("mean_service", mean_service)
-    cs2 = _scv("service_scv", service_scv)
-    rho = _stable(lam, 1, 1.0 / s)
-    wq = rho / (1.0 - rho) * s * (1.0 + cs2) / 2.0
-    return _by_littles_law(QueueResult, "M/G/1", lam, s, 1, rho, rho, wq)
-
-
-DETERMINISTIC_SCV = 1e-3  # below this a service time is taken as constant
-MAX_LOG_MGF = 700.0  # ln M(theta) beyond this overflows a float
-SERVICE_NODES = 2048  # equiprobable gamma quantiles the sojourn time averages over
-
-
-@dataclass(frozen=True)
-class MG1TailResult(QueueResult):
-    """M/G/1 FCFS with gamma service times of SCV `service_scv` (the means by
-    Pollaczek-Khinchine, exact). The waiting time: 0 w.p. 1 - rho, and for t > 0
-    P(W > t) ~= min(rho, K exp(-theta t)), the Cramer-Lundberg asymptote, where theta > 0
-    solves lambda (M(theta) - 1) = theta (M: the service time's moment generating function)
-    and K = (1 - rho) / (lambda M'(theta) - 1). For exponential service theta = mu - lambda and
-    K = rho: exact. The response time T = W + S, S independent of W (FCFS), its tail averaged
-    over SERVICE_NODES equiprobable service times."""
-
-    service_scv: float = 1.0
-
-    def _mgf(self, th: float) -> tuple[float, float]:
-        """M(theta) - 1 (to full precision near 0) and M'(theta) of the service time."""
-        s, c2 = self.mean_service, self.service_scv
-        if c2 < DETERMINISTIC_SCV:
-            return math.expm1(th * s), s * math.exp(th * s)
-        log_m = -math.log1p(-th * s * c2) / c2  # ln M(theta), gamma(1/c2, s c2)
-        if log_m > MAX_LOG_MGF:  # past what a float holds: f is far above 0 there
-            return math.inf, math.inf
-        return math.expm1(log_m), s * math.exp(log_m) / (1.0 - th * s * c2)
-
-    def _tail(self) -> tuple[float, float]:
-        """(theta, K) of the waiting time's asymptote."""
-        lam, s, c2, rho = self.arrival_rate, self.mean_service, self.service_scv, self.utilization
-        f = lambda th: lam * self._mgf(th)[0] - th  # noqa: E731
-        # near 0, f(theta) = theta (rho - 1) + lam E[S^2] theta^2 / 2 + ...: negative below
-        lo = 0.01 * (1.0 - rho) / (s * (1.0 + c2))
-        if c2 < DETERMINISTIC_SCV:
-            hi = 1.0 / s
-            while f(hi) <= 0:
-                hi *= 2.0
-        else:
-            # the pole of M at 1 / (s c2), or short of it where ln M reaches MAX_LOG_MGF (a
-            # near-constant service time: c2 small, M's growth towards the pole overflows)
-            hi = min(1.0 - 1e-12, -math.expm1(-MAX_LOG_MGF * c2)) / (s * c2)
-            if f(hi) <= 0:  # a load so light the root hides at the pole: decay at the pole
-                return hi, rho
-        th = optimize.brentq(f, lo, hi, xtol=1e-15 / s, rtol=1e-13)
-        K = (1.0 - rho) / (lam * self._mgf(th)[1] - 1.0)
-        return th, K
-
-    def wait_sf(self, t: float) -> float:
-        t = float(t)
-        if t < 0:
-            return 1.0
-        th, K = self._tail()
-        return min(self.utilization, K * math.exp(-th * t))
-
-    def _service_nodes(self) -> np.ndarray:
-        s, c2 = self.mean_service, self.service_scv
-        if c2 < DETERMINISTIC_SCV:
-            return np.array([s])
-        q = (np.arange(SERVICE_NODES) + 0.5) / SERVICE_NODES
-        return stats.gamma.ppf(q, 1.0 / c2, scale=s * c2)
-
-    def response_sf(self, t: float) -> float:
-        if abs(self.service_scv - 1.0) < 1e-9 and float(t) > 0:  # M/M/1: T ~ Exp(mu - lambda)
-            return math.exp(-(1.0 / self.mean_service - self.arrival_rate) * float(t))
-        th, K = self._tail()
-        u = float(t) - self._service_nodes()
-        sf = np.where(u < 0, 1.0, np.minimum(self.utilization, K * np.exp(-th * np.maximum(u, 0))))
-        return float(sf.mean())
-
-    def wait_percentile(self, p: float) -> float:
-        p = _prob(p)
-        if 1.0 - p >= self.utilization:
-            return 0.0
-        th, K = self._tail()
-        return max(0.0, math.log(K / (1.0 - p)) / th)
-
-    def response_percentile(self, p: float) -> float:
-        p = _prob(p)
-        if p == 0.0:
-            return 0.0
-        return _invert_sf(self.response_sf, 1.0 - p, self.mean_response)
-
-
-def mg1_tail(arrival_rate: float, mean_service: float, service_scv: float) -> MG1TailResult:
-    """M/G/1 with gamma service times: the means of mg1 (exact), and percentiles from the
-    waiting time's Cramer-Lundberg asymptote (MG1TailResult: an approximation, exact for
-    exponential service)."""
-    r = mg1(arrival_rate, mean_service, service_scv)
-    kept = {f.name: getattr(r, f.name) for f in dataclasses.fields(QueueResult)}
-    name = "M/G/1 (gamma service, tail asymptote)"
-    return MG1TailResult(**{**kept, "model": name}, service_scv=float(service_scv))
-
-
-def mgc(
-    arrival_rate: float,
-    mean_service: float,
-    servers: int,
-    service_scv: float,
-    arrival_scv: float = 1.0,
-) -> QueueResult:
-    """G/G/c by the Allen-Cunneen approximation:
-
-        Wq ~= C(c, a) / (c mu - lambda) * (Ca^2 + Cs^2) / 2
-
-    i.e. the exact M/M/c wait scaled by the mean of the two squared coefficients of variation.
-    It is exact for M/M/c (Ca^2 = Cs^2 = 1) and for M/G/1 (c = 1, Ca^2 = 1, where it reduces to
-    Pollaczek-Khinchine); otherwise an approximation, typically within ~5-10 % for moderate
-    loads, and best in heavy traffic. ``p_wait`` reported is the M/M/c Erlang C value.
-    ``arrival_rate`` is per second; ``mean_service`` in seconds."""
-    lam = _positive("arrival_rate", arrival_rate)
-    s = _positive("mean_service", mean_service)
-    c = count("servers", servers)
-    cs2 = _scv("service_scv", service_scv)
-    ca2 = _scv("arrival_scv", arrival_scv)
-    mu = 1.0 / s
-    rho = _stable(lam, c, mu)
-    C = erlang_c(c, lam * s)
-    wq = C / (c * mu - lam) * (ca2 + cs2) / 2.0
-    name = "M/G" if ca2 == 1.0 else "G/G"
-    return _by_littles_law(QueueResult, f"{name}/{c} (Allen-Cunneen)", lam, s, c, rho, C, wq)

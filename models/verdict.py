@@ -168,7 +168,9 @@ def bootstrap(
 
 
 def _pct(stat: str) -> float:
-    from .stations import percentile_of  # noqa: PLC0415  (stations imports nothing from here)
+    # here: stations loads the queueing models and scipy.stats, which a plain run's plots (they
+    # read verdict.Sample) do without (tests/cli/test_light_commands.py)
+    from .stations import percentile_of  # noqa: PLC0415  (as above)
 
     return percentile_of(stat) / 100.0
 

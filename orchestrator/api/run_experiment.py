@@ -30,7 +30,7 @@ from ..measure.hostinfo import host_info
 from ..netem.namespace import cleanup_stale
 from ..proc import limits, process
 from ..results.schema import read_capacity
-from ..results.store import check_present, storage_guard
+from ..results.write import check_present, storage_guard
 from ..run.execute import execute_plan, run_info
 from . import display, target
 from .summary import capacity_table, endpoint_table, summary_table

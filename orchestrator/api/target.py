@@ -23,7 +23,7 @@ from .. import results
 from ..errors import PerfctlError
 from ..experiment import Plan, compile_document, load_plan
 from ..proc import process
-from ..results.store import claim_out_dir
+from ..results.claim import claim_out_dir
 from ..run.execute import run_info
 
 RESULTS_ROOT = Path("results")

@@ -206,7 +206,7 @@ def import_(
     import json  # run.json: read per directory
 
     from ..history.add import add_run, location_of_run  # pandas: loaded by the command
-    from ..results.store import RUN_FILE  # (pandas too)
+    from ..results.claim import RUN_FILE  # (pandas too)
 
     dirs = list(dict.fromkeys(d.resolve() for d in run_dirs))  # results/latest: seen once
     # a directory holding runs (results/, results/<experiment>/) stands for them

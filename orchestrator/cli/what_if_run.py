@@ -34,7 +34,7 @@ from ..errors import PerfctlError
 from ..experiment import compile_document
 from ..numbers import fmt, pct
 from ..proc import process
-from ..results.store import storage_guard
+from ..results.write import storage_guard
 from .console import console
 
 GOAL = 0.15  # what-if predictions within this of the run made to check them (issue 27)

@@ -39,6 +39,9 @@ import threading
 import time
 from pathlib import Path
 
+import dask
+from distributed import get_worker
+
 from loadgen.spec import LoadSpec
 
 from ..experiment.network import Network
@@ -77,8 +80,6 @@ def perf_at(wall_ns: int) -> int:
 
 def host_facts(dask_worker=None) -> dict:
     """What run.json records about this host (client.run passes dask_worker)."""
-    import dask  # on the worker: dask is loaded there already
-
     host = dask_worker.address.split("://", 1)[-1].rsplit(":", 1)[0] if dask_worker else ""
     return {
         "ip": host,
@@ -103,8 +104,6 @@ def background_work(dask_worker) -> dict[str, float]:
 
 
 def _worker_ip() -> str:
-    from distributed import get_worker  # inside a task: the worker runs distributed already
-
     return get_worker().address.split("://", 1)[-1].rsplit(":", 1)[0]
 
 

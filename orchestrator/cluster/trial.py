@@ -1,6 +1,6 @@
 """One trial on a cluster: the server on its host, one load-generator shard per loadgen host,
-all through Dask tasks that only start, watch and stop subprocesses (tasks.py), then the
-shards merged into the trial's files (merge.py) and what the trial produced handed to
+all through Dask tasks that only start, watch and stop subprocesses (tasks.py), then what
+the hosts brought back judged and merged into the trial's files (collect.py, merge.py) and what the trial produced handed to
 run/row.py for its row, the same builder a local trial's goes through. Besides a local
 trial's columns the row has server_host, loadgen_hosts, shards, clock_offset_ms_max,
 clock_uncertainty_ms_max and server_client_addresses; its noise columns are the worst host's
@@ -21,7 +21,6 @@ and checks are a local trial's.
 
 from __future__ import annotations
 
-import json
 import math
 import secrets
 import time
@@ -29,14 +28,11 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from loadgen.spec import LoadSpec
-
 from ..errors import PerfctlError
 from ..experiment.load import shard_specs, to_load_spec
 from ..experiment.plan import Cell, Plan
-from ..results import write_json
-from ..run.row import ServerEnd, TrialOutcome, load_generator_failed, trial_row
-from . import merge, stalls, tasks
+from ..run.row import TrialOutcome, trial_row
+from . import collect, merge, tasks
 from .session import Clock, HostLost, SchedulerLost, Session, outcome
 
 START_LEAD_S = 2.0  # between agreeing on the instant and the shards' start
@@ -145,10 +141,10 @@ def _measure(
     _fetch(calls, out, results)
     out.max_error_rate = plan.experiment.validity.error_limit(out.spec.mode)
     bound_ms = session.cfg.max_clock_uncertainty_s * 1e3
-    shard_noise = _shards(out, shards, addrs, clocks, results, bound_ms)
+    shard_noise = collect.shard_results(out, shards, addrs, clocks, results, bound_ms)
     server_noise = None
     if server_out is not None and not server_out.get("missing"):
-        server_noise = _server(out, server_host, addrs[server_host], server_out)
+        server_noise = collect.server_result(out, server_host, addrs[server_host], server_out)
     out.noise = partial(merge.noise_rollup, server_noise, shard_noise, window_s=load.window_s)
     return trial_row(out)
 
@@ -304,151 +300,3 @@ def _fetch(calls: _Calls, out: TrialOutcome, results: dict) -> None:
                 f"shard {h}: its records could not be fetched from {address} ({why}: {e})"
             )
             results[h] = None
-
-
-def _shards(
-    out: TrialOutcome,
-    shards: dict[str, LoadSpec],
-    addrs: dict[str, str],
-    clocks: dict[str, Clock],
-    results: dict,
-    bound_ms: float,
-) -> list[tuple[str, dict, list[str]]]:
-    """Each shard's result (run_shard's, its files fetched into shards/<host>/; shards: host
-    -> its spec) judged into out.host_reasons, and the usable ones merged into the trial's
-    files and out.summary, the clocks' columns into out.columns; shards.json written.
-    bound_ms: cluster.max_clock_uncertainty.
-    Returns each usable shard's noise readings (host, columns, reasons)."""
-    tdir, reasons = out.tdir, out.host_reasons
-    parts, shard_info, shard_noise = [], [], []
-    for h, s in shards.items():
-        clock = clocks.get(h, Clock(0, 0))
-        info = {
-            "host": h,
-            "address": addrs[h],
-            **clock.as_dict(),
-            "rate_rps": s.rate_rps,
-            "connections": s.connections,
-            "seed": s.seed,
-        }
-        shard_info.append(info)
-        r = results.get(h)
-        sdir = tdir / "shards" / h
-        sdir.mkdir(parents=True, exist_ok=True)
-        if clock.uncertainty_ns / 1e6 > bound_ms:
-            reasons.append(
-                f"clock offset of host {h} known only to ±"
-                f"{clock.uncertainty_ns / 1e6:.2f} ms > "
-                f"{bound_ms:g} ms (cluster.max_clock_uncertainty): the shards may "
-                "not have started together"
-            )
-        if r is None or isinstance(r, BaseException):
-            info["status"] = "lost" if r is None else "failed"
-            if r is not None:
-                reasons.append(f"shard {h}: the task failed there: {type(r).__name__}: {r}")
-            continue
-        (sdir / "loadgen.log").write_text(r["log"])
-        info["lead_ms"] = r["lead_ms"]
-        if r["lead_ms"] < 0:
-            reasons.append(f"shard {h} began {-r['lead_ms']:.0f} ms after the agreed start instant")
-        if r["files"] is None:
-            reasons.append(
-                load_generator_failed(f"shard {h}: load generator", r["code"], r["log"][-300:])
-            )
-            info["status"] = "failed"
-            continue
-        summary = json.loads(r["summary"])
-        m, why = merge.shard_verdicts(
-            h, sdir, summary, out.spec.mode, s.rate_rps, out.max_error_rate
-        )
-        reasons += why
-        own = h != out.hosts["server_host"] and s.processes <= len(r["cpus"])
-        shard_noise.append(
-            (
-                h,
-                *merge.shard_noise(
-                    r["samples"],
-                    summary,
-                    m["requests"],
-                    out.cell.load.window_s,
-                    set(r["cpus"]),
-                    own,
-                ),
-            )
-        )
-        info.update(
-            {
-                "status": "ok",
-                "requests": m["requests"],
-                "completed": m["completed"],
-                "achieved_rate": m["achieved_rate"],
-                "valid": m["valid"],
-                "invalid_reasons": m["invalid_reasons"],
-                "records_written": summary.get("records_written", 0),
-                "send_lateness_p99_ms": summary.get("send_lateness_p99_ms", math.nan),
-                "loop_lag_p99_ms": summary.get("loop_lag_p99_ms", math.nan),
-                "loadgen_cpu_pct": summary.get("loadgen_cpu_pct", math.nan),
-            }
-        )
-        parts.append((h, sdir))
-    if parts:
-        first = json.loads((parts[0][1] / "summary.json").read_text())  # the merged clock's
-        out.summary, shifts = merge.merge_shards(parts, tdir)
-        reasons += stalls.cut_off_reasons(
-            tdir / "requests.parquet",
-            [h for h, _ in parts],
-            int(first["start_ns"]),
-            int(first["measure_start_ns"]),
-            int(first["measure_end_ns"]),
-        )
-        for info in shard_info:
-            if info["host"] in shifts:
-                info["shift_ns"] = shifts[info["host"]]
-        write_json(tdir / "summary.json", out.summary)
-    if len(parts) < len(shards) and not any("lost" in r or "shard" in r for r in reasons):
-        out.load_failure = "not every shard returned its records"
-    write_json(
-        tdir / "shards.json", {"server_host": out.hosts["server_host"], "shards": shard_info}
-    )
-    out.columns["clock_offset_ms_max"] = (
-        max(abs(c.offset_ns) for c in clocks.values()) / 1e6 if clocks else math.nan
-    )
-    out.columns["clock_uncertainty_ms_max"] = (
-        max(c.uncertainty_ns for c in clocks.values()) / 1e6 if clocks else math.nan
-    )
-    return shard_noise
-
-
-def _server(
-    out: TrialOutcome, host: str, address: str, server_out: dict
-) -> tuple[str, dict, list[str]]:
-    """What tasks.stop_server brought back from the server's host into the outcome, and its
-    log, resource samples and server.json into the trial directory. Returns the host's noise
-    readings (host, columns, reasons)."""
-    tdir = out.tdir
-    (tdir / "server.log").write_bytes(server_out["log"])
-    (tdir / "resources.parquet").write_bytes(server_out["resources"])
-    write_json(
-        tdir / "server.json",
-        {
-            "host": host,
-            "address": address,
-            "port": server_out["port"],
-            "client_addresses": server_out["clients"],
-            "exit_code": server_out["code"],
-        },
-    )
-    out.resources = server_out["summary"]
-    out.columns["server_client_addresses"] = len(server_out["clients"])
-    out.server = ServerEnd(
-        server_out["alive"],
-        server_out["refuses"],
-        server_out["code"],
-        server_out["port"],
-        tdir / "server.log",
-        host=host,
-    )
-    out.tree_reasons = server_out["tree_reasons"]
-    out.network.update(server_out["network"])
-    out.network_reasons = server_out["network_reasons"]
-    return host, server_out["noise"], server_out["noise_reasons"]

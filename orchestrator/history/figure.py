@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 import numpy as np
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def draw(series_list: list, path: Path, title: str) -> Path:
     """One panel per series (at most 12), saved to `path` (its directory is created)."""
-    import matplotlib  # matplotlib: loaded when a figure is drawn
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # (after the backend is chosen)
-    from matplotlib.ticker import MaxNLocator  # (matplotlib, with the figure)
-
     shown = series_list[:12]
     fig, axes = plt.subplots(
         len(shown), 1, figsize=(9, 2.6 * len(shown)), squeeze=False, constrained_layout=True

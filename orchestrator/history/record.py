@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import PerfctlError
+from ..results.claim import RUN_FILE
 from ..results.schema import read_capacity, read_trials
-from ..results.store import RUN_FILE
 
 TRIAL_METRICS = ("throughput_rps", "latency_p50_ms", "latency_p99_ms", "error_rate")
 CALIBRATION_FILE = ".calibration.json"  # analysis/calibration.py writes it

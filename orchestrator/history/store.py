@@ -41,6 +41,14 @@ PG_LOCK_ID = 290029  # pg_advisory_xact_lock key of schema steps (issue 29)
 IMPORT_FIX = "perfctl history import RUN_DIR... adds runs from their directories later"
 
 
+def _psycopg():
+    """The PostgreSQL driver, loaded on first use: only a PostgreSQL store connects with it or
+    raises its errors."""
+    import psycopg  # the driver loads only for a PostgreSQL store
+
+    return psycopg
+
+
 @dataclass(frozen=True)
 class Location:
     """A store: a PostgreSQL URL or an SQLite file, and where that choice came from."""
@@ -139,8 +147,7 @@ class Store:
         return conn
 
     def _connect_postgres(self):
-        import psycopg  # the driver loads only for a PostgreSQL store
-
+        psycopg = _psycopg()
         try:
             conn = psycopg.connect(
                 self.location.target, connect_timeout=PG_CONNECT_TIMEOUT_S, autocommit=True
@@ -231,8 +238,7 @@ class Store:
     def _error(self, e: Exception) -> PerfctlError:
         if isinstance(e, sqlite3.Error):
             return self._sqlite_error(e)
-        import psycopg  # only a PostgreSQL store raises its errors
-
+        psycopg = _psycopg()
         if isinstance(e, psycopg.errors.LockNotAvailable):
             return PerfctlError(
                 f"{self._where()} is locked: a lock was held longer than {busy_timeout_s():g} s. "
@@ -244,9 +250,7 @@ class Store:
 
     def _db_errors(self) -> tuple[type[Exception], ...]:
         if self.postgres:
-            import psycopg  # only a PostgreSQL store raises its errors
-
-            return (psycopg.Error,)
+            return (_psycopg().Error,)
         return (sqlite3.Error,)
 
     # -- statements --------------------------------------------------------------------------

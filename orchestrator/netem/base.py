@@ -12,16 +12,18 @@ from abc import ABC, abstractmethod
 
 from ..experiment.network import Network
 from . import probe as _probe
-from .verify import (
-    JITTER_MIN_MS,
-    held_threshold_ms,
-    verify,
-    verify_bandwidth,
-    verify_jitter,
-    verify_loss,
-)
+from .verify import JITTER_MIN_MS, verify, verify_bandwidth
 
 _live: weakref.WeakSet[Injector] = weakref.WeakSet()
+
+
+def _numeric():
+    """(expected.py, distribution.py), loaded on first use: they import numpy, which only a
+    probe's checks and a run's record of its network need (`perfctl doctor` and `plan` never
+    load it)."""
+    from . import distribution, expected  # numpy: a probe's checks only, as above
+
+    return expected, distribution
 
 
 def bulk_bytes(bps: float, seconds: float = 0.5) -> int:
@@ -102,10 +104,7 @@ class Injector(ABC):
         """Every check that applies to `state` (default: the network in force now, state_now()):
         added RTT p50, the jitter distribution, the loss rate, the bandwidth. Returns (ok,
         reasons: the failed checks first)."""
-        import numpy as np  # the probe's checks only: doctor and plan never load numpy
-
-        from .expected import added_rtt_samples_ms, expected_rtt_p50_ms  # numpy, as above
-
+        expected, dist = _numeric()
         spec = state or self.state_now()
         good: list[str] = []
         bad: list[str] = []
@@ -113,21 +112,26 @@ class Injector(ABC):
         def add(ok_why: tuple[bool, str]) -> None:
             (good if ok_why[0] else bad).append(ok_why[1])
 
-        add(verify(expected_rtt_p50_ms(spec), result.added_p50_ms))
+        add(verify(expected.expected_rtt_p50_ms(spec), result.added_p50_ms))
         added = result.added_ms
         if spec.jitter_ms >= JITTER_MIN_MS and len(added) >= 10 and self.checks_jitter_shape(spec):
-            add(verify_jitter(added, added_rtt_samples_ms(spec, 20_000)))
+            add(dist.verify_jitter(added, expected.added_rtt_samples_ms(spec, 20_000)))
         if spec.has_loss and len(added) >= 10:
             held = self.held_back_ms(spec)
             timed = spec.model_copy(update={"rto_ms": held})
             no_loss = timed.model_copy(update={"loss": 0.0, "loss_burst": None})
-            thr = held_threshold_ms(added_rtt_samples_ms(no_loss, 20_000), held)
-            share = float(np.mean(added_rtt_samples_ms(timed, 100_000) > thr))
-            add(verify_loss(added, thr, share))
+            thr = dist.held_threshold_ms(expected.added_rtt_samples_ms(no_loss, 20_000), held)
+            share = dist.held_back_share(expected.added_rtt_samples_ms(timed, 100_000), thr)
+            add(dist.verify_loss(added, thr, share))
         bw = self.probed_bandwidth_bps(spec)
         if bw and result.throughput_bps:
             add(verify_bandwidth(bw, result.throughput_bps))
         return not bad, "; ".join(bad + good)
+
+    @staticmethod
+    def expected_p50_ms(spec: Network) -> float:
+        """The added RTT p50 a probe should see through spec (expected.py, loaded here)."""
+        return _numeric()[0].expected_rtt_p50_ms(spec)
 
     def probed_bandwidth_bps(self, spec: Network) -> float | None:
         """The rate the probe's bulk transfer should see (proxy echo: out and back)."""
@@ -140,8 +144,6 @@ class Injector(ABC):
 
     def describe(self) -> dict:
         """What to record in run.json about the injected network."""
-        from .expected import expected_rtt_p50_ms  # numpy: doctor and plan never load it
-
         return {
             "backend": self.backend,
             "spec": self.spec.model_dump(),
@@ -149,7 +151,7 @@ class Injector(ABC):
             "profile_source": self.spec.source(),
             "netns": self.netns,
             "expected_rtt_ms": self.spec.expected_rtt_ms(),
-            "expected_rtt_p50_ms": expected_rtt_p50_ms(self.spec),
+            "expected_rtt_p50_ms": self.expected_p50_ms(self.spec),
             "changes": self.changes(),
         }
 

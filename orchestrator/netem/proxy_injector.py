@@ -96,8 +96,6 @@ class ProxyInjector(Injector):
         return self.address
 
     def probe(self, samples: int = 20) -> _probe.ProbeResult:
-        from .expected import expected_rtt_p50_ms  # numpy: doctor and plan never load it
-
         if not self.echo_address:
             raise PerfctlError("probe() needs a started ProxyInjector")
         spec = self.state_now()
@@ -115,7 +113,7 @@ class ProxyInjector(Injector):
             method="echo-rtt",
             rtt_ms=rtts,
             baseline_ms=self._baseline_ms,
-            expected_added_ms=expected_rtt_p50_ms(spec),
+            expected_added_ms=self.expected_p50_ms(spec),
         )
         res.notes.append(
             "16-byte request/response round trips to the proxy's built-in echo at the "

@@ -76,8 +76,6 @@ class TcInjector(Injector):
         return self.target
 
     def probe(self, samples: int = 20) -> _probe.ProbeResult:
-        from .expected import expected_rtt_p50_ms  # numpy: doctor and plan never load it
-
         self.prepare()
         spec = self.state_now()
         # a port nothing listens on: the RST answer crosses the path like a SYN-ACK would
@@ -90,7 +88,7 @@ class TcInjector(Injector):
             method="tcp-connect",
             rtt_ms=rtts,
             baseline_ms=sorted(base)[len(base) // 2],
-            expected_added_ms=expected_rtt_p50_ms(spec),
+            expected_added_ms=self.expected_p50_ms(spec),
         )
         res.notes.append(
             f"connect() time to {self.ns.ns_ip}:{port} (SYN -> RST through the veth "

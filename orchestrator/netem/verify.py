@@ -8,14 +8,11 @@ Each check returns (ok, reason); the trial is invalid when any is off:
   verify_loss       share of round trips held back an rto vs the spec's (two-sided binomial
                     test, off at p < 0.001)
   verify_bandwidth  bulk throughput vs the configured rate (10 %)
+The two tests of a distribution, verify_jitter and verify_loss, are distribution.py's (numpy,
+scipy.stats); the rest, here, load neither (`perfctl doctor` imports this module).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import numpy as np
 
 RTT_REL_TOL = 0.10  # 10 % of the expected added RTT ...
 RTT_ABS_TOL_MS = 0.5  # ... but never tighter than 0.5 ms
@@ -52,43 +49,3 @@ def verify_bandwidth(expected_bps: float, measured_bps: float) -> tuple[bool, st
         f"{expected_bps / 1e6:.3f} Mbit/s (error {rel * 100:+.1f}%, tolerance ±{BW_REL_TOL * 100:.0f}%)"
     )
     return _verdict(abs(rel) > BW_REL_TOL, detail)
-
-
-def verify_jitter(added_ms: list[float], model_ms: np.ndarray) -> tuple[bool, str]:
-    """KS test of the probe's added RTTs (RTT - baseline) against the spec's simulated ones."""
-    import numpy as np  # a trial's checks only: `perfctl doctor` never loads numpy
-    from scipy import stats  # here: slow to import, only the shape/loss checks need it
-
-    res = stats.ks_2samp(np.asarray(added_ms), model_ms)
-    q = np.percentile(added_ms, [10, 90])
-    m = np.percentile(model_ms, [10, 90])
-    detail = (
-        f"added-RTT distribution p10..p90 measured {q[0]:.3f}..{q[1]:.3f} ms vs expected "
-        f"{m[0]:.3f}..{m[1]:.3f} ms (KS D={res.statistic:.2f}, p={res.pvalue:.2g}, "
-        f"n={len(added_ms)}, off below p={ALPHA:g})"
-    )
-    return _verdict(res.pvalue < ALPHA, detail)
-
-
-def held_threshold_ms(no_loss_model_ms: np.ndarray, rto_ms: float) -> float:
-    """An added RTT above this was held back at least one rto: the no-loss p99.9 + rto/2."""
-    import numpy as np  # a trial's checks only: `perfctl doctor` never loads numpy
-
-    return float(np.percentile(no_loss_model_ms, 99.9)) + rto_ms / 2
-
-
-def verify_loss(
-    added_ms: list[float], threshold_ms: float, expected_share: float
-) -> tuple[bool, str]:
-    """Binomial test of the share of round trips held back (added RTT > threshold)."""
-    import numpy as np  # a trial's checks only: `perfctl doctor` never loads numpy
-    from scipy import stats  # here: slow to import, only the shape/loss checks need it
-
-    n = len(added_ms)
-    k = int(np.count_nonzero(np.asarray(added_ms) > threshold_ms))
-    p = stats.binomtest(k, n, min(max(expected_share, 1e-9), 1 - 1e-9)).pvalue if n else 1.0
-    detail = (
-        f"round trips held back an rto: {k}/{n} = {k / max(n, 1) * 100:.1f}% vs expected "
-        f"{expected_share * 100:.2f}% (binomial p={p:.2g}, off below p={ALPHA:g})"
-    )
-    return _verdict(p < ALPHA, detail)

@@ -82,7 +82,7 @@ def find(own_mark: str, record: dict | None = None) -> list[int]:
 
 
 def stale_service_dirs(own_mark: str, record: dict | None, run_dir: Path | None) -> list[Path]:
-    """The data and socket directories of services (run/services.py) that a dead perfctl
+    """The data and socket directories of services (run/postgres.py) that a dead perfctl
     recorded for removal: only `rm -rf` of a path in a services/ directory of run_dir or a /tmp/perfctl-*
     directory is honoured, so a record from elsewhere cannot remove anything else."""
     if not record or record["supervisor"] == own_mark or supervisor_alive(record["supervisor"]):

@@ -22,7 +22,7 @@ from ..proc.ports import free_port, port_taken
 from ..proc.process import at_death, forget, redacted, spawn, tail, terminate
 from . import bundled
 from .certs import RunCertificate
-from .services import split_password
+from .postgres import split_password
 
 READY_POLL_S = 0.05
 ACCEPT_CHECK_TIMEOUT_S = 2.0
@@ -70,7 +70,7 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.argv: list[str] = []
         self.services = services or {}
-        # the services' passwords (messages and records hide them: run/services.py)
+        # the services' passwords (messages and records hide them: run/postgres.py)
         self.secrets = {v["password"] for v in self.services.values() if v.get("password")}
         self.tls = tls
         self.scratch: Path | None = None  # the server's temporary directory (`_make_scratch`)

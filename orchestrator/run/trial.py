@@ -27,7 +27,7 @@ from ..measure.sampler import ResourceSampler
 from ..netem import make_injector
 from ..proc.process import at_death, forget, spawn, tail, terminate
 from ..results import read_summary
-from ..results.store import unwritable
+from ..results.write import unwritable
 from . import driver
 from .bundled import ROOT
 from .certs import RunCertificate

@@ -12,7 +12,8 @@ import socket
 import time
 
 import uvloop
-from protocol import DbPending, Pending, Session, State, handle
+from protocol import DbPending, Pending, State, handle
+from request_reader import Session
 
 _now = time.perf_counter_ns
 MAX_PENDING = 64  # parsed-but-unserved requests per connection before we stop reading

@@ -44,6 +44,14 @@ def _why(e: Exception) -> str:
     return " ".join(str(e).split())[:200] or type(e).__name__
 
 
+def _driver():
+    """psycopg, imported when a server is given --db (an ImportError tells it the package is
+    missing): only servers with a database need the driver."""
+    import psycopg  # only servers given --db need the driver
+
+    return psycopg
+
+
 class SyncDb:
     """Per-thread blocking connections (model pool)."""
 
@@ -52,9 +60,7 @@ class SyncDb:
         self.local = threading.local()
         self.seed = seed
         if dsn:
-            import psycopg  # only servers given --db need the driver
-
-            self.psycopg = psycopg
+            self.psycopg = _driver()
 
     def _conn(self):
         loc = self.local
@@ -101,9 +107,7 @@ class AsyncDb:
         self.free: asyncio.Semaphore | None = None
         self.participants = 0
         if dsn:
-            import psycopg  # only servers given --db need the driver
-
-            self.psycopg = psycopg
+            self.psycopg = _driver()
 
     async def run(self, p: DbPending) -> tuple[bytes, bool]:
         if not self.dsn:

@@ -11,7 +11,8 @@ import sys
 import threading
 import time
 
-from protocol import DbPending, Pending, Session, State, handle
+from protocol import DbPending, Pending, State, handle
+from request_reader import Session
 
 _now = time.perf_counter_ns
 

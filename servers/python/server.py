@@ -14,12 +14,15 @@ import argparse
 import os
 import signal
 import socket
+import ssl
 import sys
 import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import db  # noqa: E402
+import pool_model  # noqa: E402
 from protocol import State  # noqa: E402
 
 MODELS = ("async", "pool")
@@ -73,8 +76,6 @@ def parse_args(argv):
 
 def tls_context(cert: str, key: str):
     """The server's TLS context: TLS 1.3 only, session tickets on (clients may resume)."""
-    import ssl
-
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.load_cert_chain(cert, key)
@@ -136,8 +137,6 @@ def main(argv=None) -> int:
         )
 
     _exit_on_signal()
-    import db
-
     try:
         if args.model == "async":
             state.db = db.AsyncDb(args.db, args.seed, args.db_pool or args.threads)
@@ -147,11 +146,9 @@ def main(argv=None) -> int:
         print(f"perfctl-server: --db needs the psycopg package: {e}", file=sys.stderr, flush=True)
         return 2
     if args.model == "async":
-        import async_model
+        import async_model  # uvloop: only a server of the async model loads it
 
         return async_model.run(state, sock, announce, tls)
-    import pool_model
-
     return pool_model.run(state, sock, announce, tls)
 
 

@@ -1,6 +1,6 @@
 """One trial row builder (run/row.py) for both paths: a trial whose load generator, server and
 samplers produced the same things gets the same trials.csv row on this host (run/trial.py) and
-on a one-shard cluster (cluster/trial.py), but for the columns only a cluster has."""
+on a one-shard cluster (cluster/trial.py, collect.py), but for the columns only a cluster has."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import pytest
 from cluster_kit import loadgen_output
 
 from orchestrator import experiment
-from orchestrator.cluster import merge
-from orchestrator.cluster import trial as cluster_trial
+from orchestrator.cluster import collect, merge
 from orchestrator.cluster.session import Clock
 from orchestrator.experiment.load import shard_specs, to_load_spec
 from orchestrator.measure import noise
@@ -99,7 +98,7 @@ def _cluster_row(cell, tdir, alive: bool, refused_every: int) -> dict:
         "samples": [],
         "cpus": [1],
     }
-    shard_noise = cluster_trial._shards(
+    shard_noise = collect.shard_results(
         out,
         dict(zip(["h2"], shard_specs(out.spec, 1))),
         {"h1": "10.0.0.1", "h2": "10.0.0.2"},
@@ -124,7 +123,7 @@ def _cluster_row(cell, tdir, alive: bool, refused_every: int) -> dict:
         "network": {},
         "network_reasons": [],
     }
-    server_noise = cluster_trial._server(out, "h1", "10.0.0.1", server_out)
+    server_noise = collect.server_result(out, "h1", "10.0.0.1", server_out)
     out.noise = partial(merge.noise_rollup, server_noise, shard_noise, window_s=2.0)
     return trial_row(out)
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from conformance_client import Conn, build, exchange, get, settle, slow_enabled
-from conformance_vectors import CONTAINER_MODELS, DRIP_S, MALFORMED, STALLS
+from malformed_vectors import CONTAINER_MODELS, DRIP_S, MALFORMED, STALLS
 from signal_kit import wait_server_read
 
 

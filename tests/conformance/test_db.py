@@ -1,6 +1,6 @@
 """GET /db (servers/PROTOCOL.md) in every bundled HTTP server that has one: bad parameters are
 400, no database is 503 with the reason and a connection that stays usable, and against a real
-PostgreSQL (a `postgresql` service, run/services.py) point, range, insert and delete answer with the
+PostgreSQL (a `postgresql` service, run/postgres.py) point, range, insert and delete answer with the
 rows and a Server-Timing `db` entry inside `svc`. (The RMI models' /db: a call to "/db",
 tests/run/test_services_postgresql.py.)"""
 
@@ -13,7 +13,7 @@ from setup_kit import build_failed, require
 from orchestrator.experiment.catalogue import CONCURRENCY_MODELS, RMI_MODELS, STACK_MODELS, has_db
 from orchestrator.experiment.services import PostgresService
 from orchestrator.proc import process
-from orchestrator.run.services import PostgresRunner, find_pg_bin
+from orchestrator.run.postgres import PostgresRunner, find_pg_bin
 
 DB_MODELS = [
     (i, m)

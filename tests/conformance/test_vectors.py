@@ -1,4 +1,5 @@
-"""Run every vector of conformance_vectors.VECTORS against every impl x model."""
+"""Run every vector of conformance_vectors.VECTORS and malformed_vectors.REFUSED against every
+impl x model."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ import re
 
 import pytest
 from conformance_client import Conn, Server, server_argv
-from conformance_vectors import (
+from conformance_vectors import VECTORS as ANSWERED
+from conformance_vectors import V
+from malformed_vectors import (
     CONTAINER_ANSWERS,
     CONTAINER_KEEPS_OPEN,
     CONTAINER_MODELS,
     HTTP09,
-    VECTORS,
-    V,
+    REFUSED,
 )
+
+VECTORS = ANSWERED + REFUSED
 
 
 def check_body(v: V, body: bytes) -> None:
@@ -47,7 +51,7 @@ def read_until_closed(c: Conn) -> bytes:
 
 
 def _container_answer(c: Conn, v: V) -> None:
-    """What Tomcat answers in place of the server (conformance_vectors.CONTAINER_ANSWERS): one
+    """What Tomcat answers in place of the server (malformed_vectors.CONTAINER_ANSWERS): one
     of the allowed statuses, then the connection closed after an error."""
     statuses, why = CONTAINER_ANSWERS[v.id]
     if HTTP09 in statuses:

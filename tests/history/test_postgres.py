@@ -1,5 +1,5 @@
 """The history store on a real PostgreSQL, started as perfctl starts a `postgresql` service
-(run/services.py, through its public start/stop and the DSN it gives): runs read back, the
+(run/postgres.py, through its public start/stop and the DSN it gives): runs read back, the
 same run added twice kept once, a schema-1 store upgraded, two processes adding at once, and
 a stopped server refused with one paragraph."""
 
@@ -18,7 +18,7 @@ from orchestrator.experiment.services import PostgresService
 from orchestrator.history import migrations
 from orchestrator.history.store import Location, Store
 from orchestrator.proc import process
-from orchestrator.run.services import PostgresRunner, find_pg_bin
+from orchestrator.run.postgres import PostgresRunner, find_pg_bin
 
 KITS = Path(__file__).resolve().parents[1] / "kits"
 

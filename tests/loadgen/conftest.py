@@ -14,6 +14,7 @@ from orchestrator.proc import ports, process
 from orchestrator.run import bundled
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # phase_kit.py: one load phase, for the tests of this directory
 
 
 def _wait_port(port: int, proc, timeout: float = 20.0) -> None:

@@ -24,7 +24,7 @@ import setup_kit
 
 from loadgen import contract
 from loadgen.records import COLUMNS, TIMEOUT, UNFINISHED
-from orchestrator.results.store import trial_dir
+from orchestrator.results.claim import trial_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = Path(__file__).resolve().parent / "toy_driver.py"

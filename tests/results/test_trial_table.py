@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.results import schema
-from orchestrator.results.store import TrialTable
+from orchestrator.results.write import TrialTable
 
 
 class Killed(BaseException):

@@ -7,20 +7,20 @@ import multiprocessing as mp
 
 import pytest
 
-from orchestrator.results import store
+from orchestrator.results import claim
 
 STAMP = "20260101-120000"
 
 
 def _claim(base: str, queue) -> None:
-    store.time.strftime = lambda fmt: STAMP  # every process in the same second
-    queue.put(str(store.new_run_dir("exp", store.Path(base))))
+    claim.time.strftime = lambda fmt: STAMP  # every process in the same second
+    queue.put(str(claim.new_run_dir("exp", claim.Path(base))))
 
 
 def test_runs_started_in_the_same_second_get_distinct_dirs(tmp_path, monkeypatch):
-    monkeypatch.setattr(store.time, "strftime", lambda fmt: STAMP)
-    first = store.new_run_dir("exp", tmp_path)
-    second = store.new_run_dir("exp", tmp_path)
+    monkeypatch.setattr(claim.time, "strftime", lambda fmt: STAMP)
+    first = claim.new_run_dir("exp", tmp_path)
+    second = claim.new_run_dir("exp", tmp_path)
     assert (first.name, second.name) == (STAMP, f"{STAMP}-2")
     assert first.is_dir() and second.is_dir()
 
@@ -43,6 +43,6 @@ def test_concurrent_runs_in_the_same_second_never_share_a_dir(tmp_path):
 
 @pytest.mark.parametrize("name", ["..", "."])
 def test_a_run_dir_is_always_inside_the_results_root(name, tmp_path):
-    with pytest.raises(store.PerfctlError, match="outside"):
-        store.new_run_dir(name, tmp_path / "results")
+    with pytest.raises(claim.PerfctlError, match="outside"):
+        claim.new_run_dir(name, tmp_path / "results")
     assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["results"])

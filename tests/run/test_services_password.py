@@ -1,4 +1,4 @@
-"""The PostgreSQL service's credentials (run/services.py): scram-sha-256 with a random password per
+"""The PostgreSQL service's credentials (run/postgres.py): scram-sha-256 with a random password per
 run, pg_hba letting in user perfctl alone from loopback, the socket in a 0700 directory, and a
 run whose files never hold the password."""
 
@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from orchestrator.cli import app as perfctl_app
 from orchestrator.experiment.services import PostgresService
 from orchestrator.proc import process
-from orchestrator.run import services as pg
-from orchestrator.run.services import PostgresRunner, find_pg_bin, split_password
+from orchestrator.run import postgres as pg
+from orchestrator.run.postgres import PostgresRunner, find_pg_bin, split_password
 
 pytestmark = pytest.mark.usefixtures("live")
 

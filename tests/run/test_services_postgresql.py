@@ -1,4 +1,4 @@
-"""A `postgresql` service for real (run/services.py): /db cells of two languages against one
+"""A `postgresql` service for real (run/services.py, run/postgres.py): /db cells of two languages against one
 PostgreSQL that perfctl initdb's, starts, seeds, samples and removes; a database stopped
 mid-trial makes the trial invalid with the reason; Ctrl-C and kill -9 of perfctl leave no
 postgres process and no data directory."""
@@ -20,9 +20,9 @@ from fault_kit import mark_of, poll_until
 
 from orchestrator import experiment, results
 from orchestrator.proc import process
-from orchestrator.run import services as pg
+from orchestrator.run import postgres as pg
 from orchestrator.run.execute import execute_plan, run_info
-from orchestrator.run.services import find_pg_bin
+from orchestrator.run.postgres import find_pg_bin
 
 pytestmark = pytest.mark.usefixtures("live")
 

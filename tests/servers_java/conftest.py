@@ -285,6 +285,15 @@ def java_build() -> Path:
     return CLASSES
 
 
+@pytest.fixture(scope="module", params=MODELS)
+def server(request, jkit):
+    """One JavaServer per model for a whole test module (JVM start-up is the slow part): the
+    module's tests run in file order per model and leave it healthy for the next one."""
+    with jkit.JavaServer(request.param, "--threads", "4", "--buckets", "64") as srv:
+        yield srv
+        assert srv.alive(), f"server died; stderr: {srv.stderr_text()}"
+
+
 @pytest.fixture(scope="session")
 def jkit(java_build):
     """This module's helpers, for test modules (which cannot import conftest under importlib mode)."""
