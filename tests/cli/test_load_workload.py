@@ -24,6 +24,10 @@ workload:
 """
 
 
+# every test here uses a server the module starts
+pytestmark = pytest.mark.usefixtures("live")
+
+
 @pytest.fixture(scope="module")
 def url():
     port = ports.free_port()

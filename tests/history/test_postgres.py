@@ -23,6 +23,10 @@ from orchestrator.run.postgres import PostgresRunner, find_pg_bin
 KITS = Path(__file__).resolve().parents[1] / "kits"
 
 
+# every test here uses a server the module starts
+pytestmark = pytest.mark.usefixtures("live")
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     require(find_pg_bin() is not None, "PostgreSQL (initdb, postgres)", "postgresql")

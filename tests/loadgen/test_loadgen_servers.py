@@ -10,7 +10,7 @@ from phase_kit import generate
 
 from loadgen import records as lrec
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("live")
 
 
 def test_chunked_and_close_delimited_responses(tmp_path, odd_server):
