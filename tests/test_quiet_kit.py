@@ -4,6 +4,7 @@ every attempt's readings and never skips; a run's trials decide whether the host
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -112,3 +113,21 @@ def test_a_run_spoiled_under_steal_fails_with_its_readings_where_it_used_to_skip
         quiet_kit.fail_busy(stolen)
     assert "too busy for valid trials in stolen" in str(failed.value)
     assert "noise_steal_pct 28.3" in str(failed.value)
+
+
+def test_a_watch_counts_this_tests_own_cpu_as_its_own_and_names_what_spoiled_it():
+    before = quiet_kit._own_cpu_s()
+    start = time.process_time()
+    while time.process_time() - start < 0.2:
+        pass  # 0.2 s of this process's own CPU
+    assert quiet_kit._own_cpu_s() - before >= 0.19
+    w = quiet_kit.Watch()
+    w.seconds, w.foreign_pct, w.steal_pct = 2.0, 10.0, 1.0
+    assert w.spoiled() is None
+    w.foreign_pct = 45.0
+    assert "others took 45% of a CPU (bound 30%)" in w.spoiled()
+    w.foreign_pct, w.steal_pct = 10.0, 7.0
+    assert "the hypervisor 7% (bound 5%)" in w.spoiled()
+    with quiet_kit.Watch() as real:
+        pass
+    assert real.foreign_pct >= 0 and 0 <= real.steal_pct <= 100

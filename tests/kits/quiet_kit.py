@@ -15,6 +15,9 @@ skip would pass a suite that tested nothing.
   was busy, or one that perfctl's own noise probe called not quiet (steal, foreign CPU).
 - `fail_busy(*run_dirs)`: fail a test whose runs still hold host-spoiled trials, with every
   trial's readings; returns when none does.
+- `quietly(measure, what)`: the loop for a measurement that is not a run: `measure()` runs
+  under a `Watch` (the CPU others took and the hypervisor stole meanwhile), and is taken
+  again when that spoiled it.
 - `settle()`: between attempts, wait (bounded) for one second in which the host is quiet.
 
 Tests import it as `quiet_kit` (tests/conftest.py puts tests/kits/ on sys.path).
@@ -22,6 +25,7 @@ Tests import it as `quiet_kit` (tests/conftest.py puts tests/kits/ on sys.path).
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pandas as pd
+import psutil
 import pytest
 
 from orchestrator.measure import noise
@@ -44,6 +49,9 @@ SETTLE_S = 30.0
 # host's CPUs were mostly idle (the suite's own process waits meanwhile)
 QUIET_STEAL_PCT = noise.MAX_STEAL_PCT
 QUIET_BUSY_PCT = 25.0
+# a measurement is spoiled when, while it ran, processes other than this test's took this much
+# of one CPU, or the hypervisor this share of the CPUs (perfctl's own "not quiet" bounds)
+SPOILED_FOREIGN_PCT = 30.0
 
 # a trial invalid for one of these reasons only was spoiled by the host, not by perfctl
 HOST_BUSY_REASONS = re.compile(r"host busy|fell behind its schedule")
@@ -90,6 +98,59 @@ def settle(max_s: float = SETTLE_S, read=host_reading) -> list[dict[str, float]]
         readings.append(r)
         if is_quiet(r) or time.monotonic() >= deadline:
             return readings
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process, of its children it reaped, and of its live descendants."""
+    t = os.times()
+    own = t.user + t.system + t.children_user + t.children_system
+    for child in psutil.Process().children(recursive=True):
+        try:
+            c = child.cpu_times()
+            own += c.user + c.system
+        except psutil.Error:
+            pass  # gone meanwhile: reaped, so counted in children_* next time, or not ours
+    return own
+
+
+class Watch:
+    """`with Watch() as w:` reads what the host did while the block ran: the share of one CPU
+    that processes other than this test's took (`foreign_pct`), and the share of the CPUs the
+    hypervisor stole (`steal_pct`). `w.spoiled()` says why that spoiled a measurement."""
+
+    def __enter__(self) -> Watch:
+        self._cpu0, self._own0, self._t0 = _cpu_times(), _own_cpu_s(), time.monotonic()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        (b0, s0, t0), (b1, s1, t1) = self._cpu0, _cpu_times()
+        hz = os.sysconf("SC_CLK_TCK")
+        wall = max(time.monotonic() - self._t0, 1e-6)
+        others_s = max(0.0, (b1 - b0) / hz - (_own_cpu_s() - self._own0))
+        self.seconds = wall
+        self.foreign_pct = 100 * others_s / wall
+        self.steal_pct = 100 * (s1 - s0) / max(t1 - t0, 1e-9)
+
+    def spoiled(self) -> str | None:
+        if self.steal_pct < QUIET_STEAL_PCT and self.foreign_pct < SPOILED_FOREIGN_PCT:
+            return None
+        return (
+            f"over {self.seconds:.1f} s others took {self.foreign_pct:.0f}% of a CPU "
+            f"(bound {SPOILED_FOREIGN_PCT:g}%), the hypervisor {self.steal_pct:.0f}% "
+            f"(bound {QUIET_STEAL_PCT:g}%)"
+        )
+
+
+def quietly(measure: Callable[[], T], what: str, attempts: int = ATTEMPTS) -> T:
+    """measure() under a Watch, taken again while the host spoiled it (until_quiet); returns
+    the first unspoiled result for the test's own assertions to judge."""
+
+    def take(attempt: int) -> tuple[T, Watch]:
+        with Watch() as w:
+            result = measure()
+        return result, w
+
+    return until_quiet(take, lambda taken: taken[1].spoiled(), what, attempts)[0]
 
 
 def until_quiet(

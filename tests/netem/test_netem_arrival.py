@@ -21,6 +21,7 @@ import struct
 import time
 
 import pytest
+import quiet_kit
 
 from orchestrator.netem.probe import echo_rtt_samples, enable_rx_stamps, recv_stamped
 
@@ -88,19 +89,28 @@ def test_no_reply_comes_back_before_twice_the_delay_whatever_the_spin_budget(
         assert st["spin_ns"] > 0, st
 
 
+@pytest.mark.needs_quiet
 def test_the_added_delay_matches_twice_the_delay_against_a_same_cadence_direct_baseline(
     run_proxy, echo_port
 ):
     """Accuracy only as far as this shared host allows: the p50 round trip through a 5 ms proxy
     minus the p50 of direct pings at the same cadence (the host idles as long between them) is
-    2 x 5 ms within 1 ms."""
+    2 x 5 ms within 1 ms.
+
+    Needs quiet: others taking less than 30% of a CPU while the pings run; sampled again
+    (quiet_kit), then the test fails with the readings."""
     p = run_proxy(echo_port, "--delay", "5ms")
-    via, direct = [], []
-    for _ in range(4):  # interleaved blocks: both see the same host
-        via += echo_rtt_samples("127.0.0.1", p.port, samples=15, warmup=2, gap_s=0.002)
-        direct += echo_rtt_samples("127.0.0.1", echo_port, samples=15, warmup=2, gap_s=0.012)
-    added_ms = statistics.median(via) - statistics.median(direct)
-    assert abs(added_ms - 10.0) < 1.0, (added_ms, statistics.median(via), statistics.median(direct))
+
+    def medians() -> tuple[float, float]:
+        via, direct = [], []
+        for _ in range(4):  # interleaved blocks: both see the same host
+            via += echo_rtt_samples("127.0.0.1", p.port, samples=15, warmup=2, gap_s=0.002)
+            direct += echo_rtt_samples("127.0.0.1", echo_port, samples=15, warmup=2, gap_s=0.012)
+        return statistics.median(via), statistics.median(direct)
+
+    via_p50, direct_p50 = quiet_kit.quietly(medians, "pings through a 5 ms proxy and direct")
+    added_ms = via_p50 - direct_p50
+    assert abs(added_ms - 10.0) < 1.0, (added_ms, via_p50, direct_p50)
 
 
 def _stop(pid: int) -> None:
