@@ -165,7 +165,8 @@ def closed_round(url: str, d: int, profile: Path | None, k: int) -> dict:
 
 def profile_summary(path: Path, top: int = 15) -> list[str]:
     """Lines describing a py-spy raw profile of a perfctl load: the load generator's samples
-    only (its stacks run through loadgen's worker), by leaf function, and the idle share."""
+    only (its stacks run through loadgen's phase and Worker), by leaf function, and the idle
+    share."""
     leaf: dict[str, int] = {}
     total = idle = 0
     for line in path.read_text().splitlines():
@@ -176,7 +177,7 @@ def profile_summary(path: Path, top: int = 15) -> list[str]:
         total += n
         frames = stack.split(";")
         name = frames[-1]
-        if name.startswith("generate (") and "worker.py" in name:
+        if name.startswith("generate (") and "phase.py" in name:
             idle += n  # inside uvloop's C loop: waiting in epoll, or libuv's own work
         leaf[name] = leaf.get(name, 0) + n
     if not total:
