@@ -29,13 +29,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from loadgen.floats import float_or_nan
 from models.stations import Station
 
 from ..errors import PerfctlError
 from ..experiment.document import fail
 from ..experiment.plan import Cell
 from ..experiment.search import Search
-from .entry import cell_entry, number
+from .entry import cell_entry
 from .estimate import MODEL_ERRORS, Curve, Estimate, Point, estimate, next_level
 from .readings import Readings
 from .station import ServiceProbe, station_for
@@ -282,10 +283,10 @@ class CellSearch:
         if column is None:
             return False
         name = column.removeprefix("latency_").removesuffix("_ms")
-        shift = number(row.get(f"lateness_shift_{name}_pct"))
+        shift = float_or_nan(row.get(f"lateness_shift_{name}_pct"))
         allowed = 100.0 * PRECISION_FLOOR
-        value = number(row.get(column))
-        low = number(row.get(f"{column.removesuffix('_ms')}_ci_low_ms"))
+        value = float_or_nan(row.get(column))
+        low = float_or_nan(row.get(f"{column.removesuffix('_ms')}_ci_low_ms"))
         if value == value and low == low and value > 0:
             allowed = max(allowed, 100.0 * (value - low) / value)
         return shift == shift and shift <= allowed
@@ -380,7 +381,7 @@ class CellSearch:
         slo = self.search.slo
         err = float(row.get("error_rate", 0.0) or 0.0)
         unit = "/s" if self.open else " users"
-        lateness_ms = number(row.get("send_lateness_p99_ms"))
+        lateness_ms = float_or_nan(row.get("send_lateness_p99_ms"))
         behind = not (readings.stat_ms > slo.latency_ms) or lateness_ms >= 0.25 * slo.latency_ms
         if self._loadgen_limited(row) and behind:
             if spec.attempt == 1:
