@@ -15,18 +15,17 @@ against wrk running an equivalent Lua script (its `request` function builds each
 wrk's users write mixes): >= 0.9x wrk in every round (--mix-only runs that part alone).
 
 --profile DIR samples every closed round's load generator with py-spy (200 Hz, idle time
-included, installed on demand into .venv-profile) and writes DIR/round-<k>.txt (collapsed
-stacks); at the end it prints, for the worst round, where the load generator's time went
-(the functions it was in, by share of samples, and the share spent waiting in the event
-loop) beside that round's CPU readings of the client core (the load generator's own CPU and
-everyone's), so what limited it is read off a profile, not guessed.
+included, installed on demand into .venv-profile: loadgen_profile.py) and writes
+DIR/round-<k>.txt (collapsed stacks); at the end it prints, for the worst round, where the
+load generator's time went (the functions it was in, by share of samples, and the share spent
+waiting in the event loop) beside that round's CPU readings of the client core (the load
+generator's own CPU and everyone's), so what limited it is read off a profile, not guessed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -35,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _common import ROOT, Nginx, perfctl_argv, perfctl_load, wrk
+from _common import ROOT, Nginx, perfctl_load, wrk
+from loadgen_profile import profile_summary, profiled_load
 from scipy import stats as sps
 
 SERVER_CPU, CLIENT_CPU = 0, 1
@@ -98,20 +98,6 @@ def locust_rps(url: str, duration_s: int) -> float | None:
     return float(df[df["Name"] == "Aggregated"]["Requests/s"].iloc[0])
 
 
-PROFILE_VENV = ROOT / ".venv-profile"
-PY_SPY = "py-spy==0.4.3"
-
-
-def py_spy() -> str:
-    exe = PROFILE_VENV / "bin" / "py-spy"
-    if not exe.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(PROFILE_VENV)], check=True)
-        subprocess.run(
-            [str(PROFILE_VENV / "bin" / "python"), "-m", "pip", "install", "-q", PY_SPY], check=True
-        )
-    return str(exe)
-
-
 def cpu_ticks(cpu: int) -> tuple[int, int]:
     """(busy, total) jiffies of one CPU from /proc/stat (busy: all but idle and iowait)."""
     for line in Path("/proc/stat").read_text().splitlines():
@@ -129,66 +115,10 @@ def closed_round(url: str, d: int, profile: Path | None, k: int) -> dict:
     if profile is None:
         res = perfctl_load(url, *args)
     else:
-        # --nonblocking: py-spy reads the process's memory without stopping it; by default it
-        # pauses the process for every sample, which costs the round a good part of its rate
-        argv = [
-            py_spy(),
-            "record",
-            "--nonblocking",
-            "--subprocesses",
-            "--idle",
-            "-r",
-            "200",
-            "-f",
-            "raw",
-            "-o",
-            str(profile / f"round-{k}.txt"),
-            "--",
-            *perfctl_argv("load", url, *args, "--json"),
-        ]
-        p = subprocess.run(
-            argv,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=d + 120,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        line = next((x for x in reversed(p.stdout.splitlines()) if x.startswith("{")), None)
-        if p.returncode != 0 or line is None:
-            raise RuntimeError(p.stderr[-2000:])
-        res = json.loads(line)
+        res = profiled_load(url, args, profile / f"round-{k}.txt", d + 120)
     b1, t1 = cpu_ticks(CLIENT_CPU)
     res["client_cpu_busy_pct"] = 100.0 * (b1 - b0) / (t1 - t0) if t1 > t0 else float("nan")
     return res
-
-
-def profile_summary(path: Path, top: int = 15) -> list[str]:
-    """Lines describing a py-spy raw profile of a perfctl load: the load generator's samples
-    only (its stacks run through loadgen's worker), by leaf function, and the idle share."""
-    leaf: dict[str, int] = {}
-    total = idle = 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if "loadgen" not in stack or not count.isdigit():
-            continue
-        n = int(count)
-        total += n
-        frames = stack.split(";")
-        name = frames[-1]
-        if name.startswith("generate (") and "worker.py" in name:
-            idle += n  # inside uvloop's C loop: waiting in epoll, or libuv's own work
-        leaf[name] = leaf.get(name, 0) + n
-    if not total:
-        return ["  (no load-generator samples in the profile)"]
-    out = [
-        f"  {total:,} samples of the load generator (all its threads); inside uvloop's C "
-        f"loop with no Python callback running (epoll wait, libuv's own work): "
-        f"{100 * idle / total:.1f}%"
-    ]
-    for name, n in sorted(leaf.items(), key=lambda kv: -kv[1])[:top]:
-        out.append(f"  {100 * n / total:5.1f}%  {name}")
-    return out
 
 
 def open_accuracy(url: str, rate: int, duration_s: int) -> dict:

@@ -9,7 +9,7 @@ Per length it prints:
   - peak RSS of perfctl (the `perfctl run` process) and of the load generator (its processes
     added up), sampled every 0.1 s from /proc;
   - post-processing time: the trial's summary and timeline computed again from its files
-    (orchestrator.run.row.summarize_trial, in a fresh process), with that process's peak
+    (orchestrator.run.trial_row.summarize_trial, in a fresh process), with that process's peak
     RSS, and the time per million requests;
   - the size of each file the trial wrote;
   - p50/p99/p999 from the HdrHistogram (the streaming path without the exact pass) against
@@ -117,7 +117,7 @@ POSTPROCESS = """
 import json, sys, time
 from pathlib import Path
 from loadgen.spec import LoadSpec
-from orchestrator.run.row import summarize_trial
+from orchestrator.run.trial_row import summarize_trial
 import scipy.stats  # imported on first use by loadgen.stats: a one-time cost, not timed
 tdir = Path(sys.argv[1])
 summary = json.loads((tdir / "summary.json").read_text())

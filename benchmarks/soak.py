@@ -23,21 +23,18 @@ import argparse
 import os
 import random
 import signal
-import statistics
 import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 from _common import ROOT, descendants, mark_of, perfctl_argv, poll_until, run_processes, still_alive
+from soak_common import COMPARED, GROWTH_LIMIT, Incarnation, rows, same
 
 TRIAL_S = 7.0  # 4 s measured + 0.5 s warm-up + start, probes and teardown
 SERVER_KILL_EVERY_S = 120.0
-GROWTH_LIMIT = 0.10
-WINDOW = 5  # samples (one a second) whose median is "start" or "end"
 EXPERIMENT = """
 name: soak
 servers:
@@ -46,56 +43,6 @@ workload: {{path: /work, params: {{spin_us: 50}}}}
 load: {{mode: "{{mode}}", rate: 300, connections: 8, duration: 4s, warmup: 0.5s}}
 matrix: {{round: {rounds}, mode: [open, closed]}}
 """  # `round` interleaves the modes: open, closed, open, closed, ...
-
-
-@dataclass
-class Incarnation:
-    """One perfctl process of the soak: its samples (t, rows recorded, fds, RSS in MiB)."""
-
-    proc: subprocess.Popen
-    rows_at_start: int
-    samples: list[tuple[float, int, int, float]] = field(default_factory=list)
-
-    def sample(self, rows: int) -> None:
-        pid = self.proc.pid
-        try:
-            fds = len(os.listdir(f"/proc/{pid}/fd"))
-            rss_mib = (
-                int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-                * os.sysconf("SC_PAGE_SIZE")
-                / 2**20
-            )
-        except (OSError, ValueError):
-            return
-        self.samples.append((time.monotonic(), rows, fds, rss_mib))
-
-    def growth(self) -> tuple[tuple, tuple] | None:
-        """(start, end): the medians of its first and of its last WINDOW samples once it has
-        recorded a trial of each mode (a descriptor open for a moment is no growth), or None.
-        Each is (t, trials recorded, fds, RSS MiB)."""
-        own = [s for s in self.samples if s[1] >= self.rows_at_start + 2]
-        if len(own) < 2 * WINDOW:
-            return None
-        med = lambda xs: tuple(statistics.median(col) for col in zip(*xs))  # noqa: E731
-        return med(own[:WINDOW]), med(own[-WINDOW:])
-
-
-COMPARED = ("requests", "errors", "throughput_rps", "latency_p99_ms", "valid")
-
-
-def _same(a: pd.Series, b: pd.Series) -> pd.Series:
-    """Elementwise: both missing, equal as numbers, or else equal as text (a row read back
-    from trials.parquet may hold 665.0 where the CSV said 665). Missing is tested first: in
-    pandas 3 `astype(str)` keeps NaN missing, and missing never equals missing."""
-    x, y = pd.to_numeric(a, errors="coerce"), pd.to_numeric(b, errors="coerce")
-    return (a.isna() & b.isna()) | (x == y) | (a.astype(str) == b.astype(str)).fillna(False)
-
-
-def rows(out: Path) -> pd.DataFrame:
-    try:
-        return pd.read_csv(out / "trials.csv")
-    except (OSError, pd.errors.EmptyDataError):
-        return pd.DataFrame(columns=["cell_id", "trial"])
 
 
 class Chaos(threading.Thread):
@@ -190,7 +137,7 @@ def main() -> int:
     )
     lost = int((merged["_merge"] != "both").sum()) if len(merged) else 0
     changed = (
-        sum(int((~_same(merged[c], merged[f"{c}_now"])).sum()) for c in COMPARED)
+        sum(int((~same(merged[c], merged[f"{c}_now"])).sum()) for c in COMPARED)
         if len(merged)
         else 0
     )
@@ -205,7 +152,7 @@ def main() -> int:
         f"{len(kept_before)} (lost {lost}, changed {changed})"
     )
     for c in COMPARED if len(merged) else ():
-        for _, r in merged[~_same(merged[c], merged[f"{c}_now"])].iterrows():
+        for _, r in merged[~same(merged[c], merged[f"{c}_now"])].iterrows():
             print(
                 f"  changed: {r['cell_id']} trial {r['trial']} {c}: {r[c]!r} -> {r[f'{c}_now']!r}"
             )

@@ -19,7 +19,7 @@ It reports, and exits 1 unless all hold:
   - orphans: no process of the run and no namespace or bridge of its cluster outlives the
     perfctl that made them;
   - each perfctl's open descriptors and RSS, from its first finished trials to its last, grow
-    by at most 10% (soak.Incarnation; one too short to tell says so).
+    by at most 10% (soak_common.Incarnation; one too short to tell says so).
 Needs root, iproute2, gcc and libfaketime (make setup installs them).
 """
 
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pandas as pd
 from _common import ROOT, descendants, mark_of, perfctl_argv, poll_until, run_processes
-from soak import COMPARED, GROWTH_LIMIT, Incarnation, _same, rows
+from soak_common import COMPARED, GROWTH_LIMIT, Incarnation, rows, same
 
 # 4 s measured + 0.5 s warm-up + the shards' lead, clocks, fetch, teardown: 100 trials took
 # 760 s here, the faults' resumes included
@@ -223,7 +223,7 @@ def main(minutes: float) -> int:
             final[key + cols], on=key, how="left", suffixes=("", "_now"), indicator=True
         )
         lost += int((m["_merge"] != "both").sum())
-        changed += sum(int((~_same(m[c], m[f"{c}_now"])).sum()) for c in cols)
+        changed += sum(int((~same(m[c], m[f"{c}_now"])).sum()) for c in cols)
     reasons = final["invalid_reasons"].fillna("").astype(str) if len(final) else pd.Series([])
     print(
         f"soak --cluster: {minutes:g} min, {rounds} trials planned, {len(final)} recorded, "

@@ -58,6 +58,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .floats import float_or_nan
+
 PRECISION_FLOOR = 0.02  # a shift below 2% of a figure is always within its precision
 CONFIDENCE_Z = 1.96  # the mean's 95% interval, in standard errors
 MAX_LOOP_LAG_P99_MS = 5.0  # below this the 10 ms lag probe reads its timer, not stalls
@@ -148,11 +150,6 @@ class Shift:
         return self.ratio > 1.0
 
 
-def _num(summary: dict, key: str) -> float:
-    v = summary.get(key)
-    return float(v) if isinstance(v, (int, float)) and v == v else math.nan
-
-
 LATENESS_QUANTILES = ((0.01, "send_lateness_p99_ms"), (0.001, "send_lateness_p999_ms"))
 
 
@@ -161,11 +158,11 @@ def lateness_shifts(figs: Figures, summary: dict) -> list[Shift]:
     lateness quantile d_q the dispatcher reports (p99; p99.9 where it reports one): at most a
     share q of the requests have D > d_q, so a percentile at rank r moves at most by its
     distance to the value at rank r - ceil(q n), plus d_q."""
-    d_max = _num(summary, "send_lateness_max_ms")
-    d_p99 = _num(summary, "send_lateness_p99_ms")
-    d_mean = _num(summary, "send_lateness_mean_ms")
+    d_max = float_or_nan(summary.get("send_lateness_max_ms"))
+    d_p99 = float_or_nan(summary.get("send_lateness_p99_ms"))
+    d_mean = float_or_nan(summary.get("send_lateness_mean_ms"))
     pct = [f for f in figs.items.values() if f.rank > 1]
-    quantiles = [(q, _num(summary, k)) for q, k in LATENESS_QUANTILES]
+    quantiles = [(q, float_or_nan(summary.get(k))) for q, k in LATENESS_QUANTILES]
     quantiles = [(q, d) for q, d in quantiles if d == d]
     below: dict[str, list[float]] = {f.name: [] for f in pct}
     for q, d_q in quantiles if pct else ():
@@ -191,10 +188,13 @@ def lateness_shifts(figs: Figures, summary: dict) -> list[Shift]:
 def gc_shifts(figs: Figures, summary: dict, rate_rps: float) -> list[Shift]:
     """The most the load generator's GC pauses can have moved each figure. A driver that
     reports only its longest pause is judged as if the pauses had touched every request."""
-    longest = _num(summary, "gc_pause_max_ms")
+    longest = float_or_nan(summary.get("gc_pause_max_ms"))
     if not longest > 0 or figs.n == 0:
         return []
-    total, pauses = _num(summary, "gc_pause_total_ms"), _num(summary, "gc_pauses")
+    total, pauses = (
+        float_or_nan(summary.get("gc_pause_total_ms")),
+        float_or_nan(summary.get("gc_pauses")),
+    )
     if total == total and rate_rps == rate_rps:
         touched = 2 * rate_rps * total / 1e3 + (pauses if pauses == pauses else 1.0)
         share = min(1.0, touched / figs.n)
@@ -270,11 +270,13 @@ def jit_in_window(summary: dict) -> str:
     driver's pinned core takes it from the clients and the lag ticker alike, so a warm-up too
     short for the JIT shows up as lag; the host may have been busy as well, so the reason names
     the JIT beside the host, not instead of it."""
-    jit = _num(summary, "jit_compile_ms")
-    window_s = (_num(summary, "measure_end_ns") - _num(summary, "measure_start_ns")) / 1e9
+    jit = float_or_nan(summary.get("jit_compile_ms"))
+    window_s = (
+        float_or_nan(summary.get("measure_end_ns")) - float_or_nan(summary.get("measure_start_ns"))
+    ) / 1e9
     if not (jit == jit and window_s > 0 and jit > MAX_JIT_WINDOW_SHARE * window_s * 1e3):
         return ""
-    warm = _num(summary, "warmup_jit_compile_ms")
+    warm = float_or_nan(summary.get("warmup_jit_compile_ms"))
     warm_text = f" (warm-up: {warm:.0f} ms)" if warm == warm else ""
     return f"its JIT still compiled for {jit:.0f} ms of the {window_s:.1f} s window{warm_text}"
 
@@ -320,14 +322,14 @@ def verdict(
         if judged:
             shifts = lateness_shifts(figs, summary)
             if any(s.exceeds for s in shifts):
-                late = _num(summary, "send_lateness_p99_ms")
+                late = float_or_nan(summary.get("send_lateness_p99_ms"))
                 reasons.append(
                     _moved(shifts, f"send lateness (p99 {late:.2f} ms)")
                     + f": the load generator fell behind its schedule. {FIX_LATE}"
                 )
     # Burst mode stalls the loop on purpose while it opens N sockets in one release; how far
     # apart the releases really were is reported (release_spread_ms_max) instead.
-    lag = _num(summary, "loop_lag_p99_ms")
+    lag = float_or_nan(summary.get("loop_lag_p99_ms"))
     p99 = figs.items.get("p99") if judged else None
     p99_allowed = p99.allowed_shift_ms if p99 is not None else math.inf
     lag_limit = max(MAX_LOOP_LAG_P99_MS, p99_allowed if math.isfinite(p99_allowed) else 0.0)
@@ -345,14 +347,14 @@ def verdict(
         rate_rps = row.get("achieved_rate")
         gc = gc_shifts(figs, summary, rate_rps if rate_rps is not None else math.nan)
         if any(s.exceeds for s in gc):
-            longest = _num(summary, "gc_pause_max_ms")
+            longest = float_or_nan(summary.get("gc_pause_max_ms"))
             reasons.append(
                 _moved(gc, f"load-generator GC pauses (longest {longest:.1f} ms)")
                 + f". {FIX_STALL}"
             )
     # In open mode the dispatcher polls between close arrivals, so CPU says little there;
     # send lateness above is the direct measure. In closed mode CPU is the only witness.
-    if mode == "closed" and _num(summary, "loadgen_cpu_pct") > MAX_LOADGEN_CPU_PCT:
+    if mode == "closed" and float_or_nan(summary.get("loadgen_cpu_pct")) > MAX_LOADGEN_CPU_PCT:
         reasons.append(
             f"load-generator CPU {summary['loadgen_cpu_pct']:.0f}% > {MAX_LOADGEN_CPU_PCT:g}% "
             f"of a CPU: it may be the bottleneck. {FIX_CPU}"

@@ -1,23 +1,21 @@
-"""One load-generator process: one uvloop event loop driving many connections.
+"""One load-generator process's Worker: one uvloop event loop driving many connections.
 
-`generate(mode)` generates one load phase and returns (Records, summary dict);
-parallel.generate_to_dir writes the files. Every phase is bounded: it stops issuing at the end
-of its window, waits at most timeout_s for answers, then closes everything; a hard limit on
-top of that ends the loop regardless.
+The Worker owns the loop, the connections, the records and the self-checks; a load mode
+(modes/) decides when requests are issued. ModeHooks is what the Worker asks of a mode, so this
+module imports none of modes/ (they import it). phase.generate runs one Worker's phase on a
+fresh loop. Every phase is bounded: it stops issuing at the end of its window, waits at most
+timeout_s for answers, then closes everything; a hard limit on top of that ends the loop
+regardless.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
-import os
-import resource
 import socket
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
-import uvloop
 
 from . import records
 from .client import Connection, TlsConnection
@@ -27,9 +25,6 @@ from .records import TIMEOUT, UNFINISHED, Chunk, Records
 from .spec import LoadSpec
 from .tls import Sessions
 from .wake import EARLY_MIN_NS, EARLY_MIN_PRECISE_NS, EarlyWake
-
-if TYPE_CHECKING:  # modes/ imports this module; the type is only a hint here
-    from .modes.base import Mode
 
 _now = time.perf_counter_ns
 LAG_TICK_S = 0.010
@@ -57,6 +52,28 @@ def build_request(spec: LoadSpec, seq: int | None = None, keepalive: bool | None
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
+class ModeHooks(Protocol):
+    """What a Worker asks of its load mode (modes/base.py says when it calls each hook)."""
+
+    spec: LoadSpec
+    keepalive: bool
+    sends_next_inline: bool  # Connection.on_message_complete may send the next request
+
+    def start(self, worker: Worker) -> None: ...
+
+    def on_answer(self, worker: Worker, conn) -> None: ...
+
+    def on_lost(self, worker: Worker, conn) -> None: ...
+
+    def stop(self, worker: Worker) -> None: ...
+
+    def drain(self, worker: Worker, conn) -> bool: ...
+
+    def expire(self, worker: Worker, limit_ns: int, error: int) -> None: ...
+
+    def summary_extra(self, worker: Worker) -> dict: ...
+
+
 class Worker:
     """Drives one load mode on one loop. Callbacks only; no per-request coroutines.
 
@@ -74,7 +91,7 @@ class Worker:
     """
 
     def __init__(
-        self, mode: Mode, loop: asyncio.AbstractEventLoop, sink=None, seq_base: int = 0
+        self, mode: ModeHooks, loop: asyncio.AbstractEventLoop, sink=None, seq_base: int = 0
     ) -> None:
         spec = mode.spec
         self.spec = spec
@@ -402,79 +419,3 @@ class Worker:
             out.update(self.tls.summary())
         out.update(self.mode.summary_extra(self))
         return out
-
-
-def pin(cpus: tuple[int, ...]) -> None:
-    if cpus:
-        try:
-            os.sched_setaffinity(0, set(cpus))
-        except OSError:
-            pass
-
-
-def raise_fd_limit() -> None:
-    """Burst and many-connection phases need descriptors: lift the soft limit to the hard one."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):
-            pass
-
-
-def generate(mode: Mode, sink=None, seq_base: int = 0, live=None) -> tuple[Records, dict]:
-    """Generate one mode's load phase to completion in this process on a fresh uvloop loop.
-
-    sink: where complete chunks of records are spilled (None: all kept in memory).
-    seq_base: where this process's {seq} numbers start.
-    live: a live.LiveStats that appends per-second lines from a 1 s timer (None: none).
-    """
-    spec = mode.spec
-    pin(spec.cpus)
-    raise_fd_limit()
-    loop = uvloop.new_event_loop()
-    gc_pauses: list[float] = []
-    gc_t0 = [0.0]
-
-    def gc_cb(phase: str, info: dict) -> None:
-        if phase == "start":
-            gc_t0[0] = time.perf_counter()
-        else:
-            gc_pauses.append((time.perf_counter() - gc_t0[0]) * 1e3)
-
-    gc.collect()
-    gc.freeze()
-    gc.callbacks.append(gc_cb)
-    ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    worker = None
-    try:
-        worker = Worker(mode, loop, sink, seq_base)
-        if live is not None:
-            live.attach(worker)
-        wait_s = max(0.0, (spec.start_at_ns - _now()) / 1e9) if spec.start_at_ns else 0.0
-        hard_limit = wait_s + spec.warmup_s + spec.window_s + spec.timeout_s + 30.0
-        summary = loop.run_until_complete(asyncio.wait_for(worker.generate(), hard_limit))
-        pending = asyncio.all_tasks(loop)  # reconnects still waiting when the phase ended
-        for t in pending:
-            t.cancel()
-        if pending:
-            loop.run_until_complete(asyncio.wait(pending))
-        summary["closed_out"] = worker.close_out()
-    finally:
-        gc.callbacks.remove(gc_cb)
-        gc.unfreeze()
-        if worker is not None and worker.timer is not None:
-            worker.timer.close()
-        loop.close()
-    ru1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - wall0
-    cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    summary.update(
-        {
-            "loadgen_cpu_pct": 100.0 * cpu_s / wall if wall > 0 else 0.0,
-            "gc_pauses": len(gc_pauses),
-            "gc_pause_max_ms": max(gc_pauses, default=0.0),
-            "gc_pause_total_ms": sum(gc_pauses),
-            "requests_recorded": worker.rec.total,
-        }
-    )
-    return worker.rec, summary

@@ -1,4 +1,4 @@
-"""Queueing models for perfctl: pure numpy/scipy (pandas only in ``laws``, ``estimate``
+"""Queueing models for perfctl: pure numpy/scipy (pandas only in ``laws``, ``parameters``
 and ``comparison``), no I/O.
 
 Submodules:
@@ -8,7 +8,8 @@ Submodules:
     usl           Universal Scalability Law / Amdahl fits: fit, amdahl_fit, predict
     laws          Little's law and the utilisation law as measurement checks
     stations      a server as one station by how it dispatches work; rate_for_slo, users_for_slo
-    estimate      service time (Server-Timing, single-user, probe, utilization law) and its error
+    parameters    service time (Server-Timing, single-user, probe, utilization law) and its error,
+                  the worker gap, the database's share and servers
     cell_station  a run's cell -> its station, every parameter's source: station_for
     predict       one cell's prediction and the other models that apply: predict_cell
     verdict       bootstrap bands, held / rejected / inconclusive, the evidence
@@ -20,7 +21,7 @@ Submodules:
 
 import importlib
 
-__all__ = ["queues", "closed", "usl", "laws", "estimate", "comparison"]
+__all__ = ["queues", "closed", "usl", "laws", "parameters", "comparison"]
 
 
 def __getattr__(name: str):

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import bottleneck, verdict
-from .estimate import ServiceEstimate
+from .parameters import ServiceEstimate
 from .predict import predict_cell
 from .verdict import Interval, Sample
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from loadgen.floats import float_or_nan
+
 __all__ = ["Utilisation", "utilisations", "bottleneck_line", "law_checks"]
 
 SATURATED = 0.8  # a resource this busy is the bottleneck's candidate
@@ -43,20 +45,12 @@ class Utilisation:
     detail: str  # how it was measured, in words
 
 
-def _num(row, key: str) -> float:
-    try:
-        x = float(row.get(key))
-    except (TypeError, ValueError):
-        return math.nan
-    return x
-
-
 def utilisations(row, service=None, servers: float = math.nan, db_servers: float = math.nan):
     """Every resource's utilisation the row's readings allow (module docstring)."""
     out = []
-    x = _num(row, "throughput_rps")
-    cores = _num(row, "server_cores")
-    cpu = _num(row, "server_cpu_pct")
+    x = float_or_nan(row.get("throughput_rps"))
+    cores = float_or_nan(row.get("server_cores"))
+    cpu = float_or_nan(row.get("server_cpu_pct"))
     if cpu >= 0 and cores > 0:
         out.append(
             Utilisation("cpu", cpu / 100.0 / cores, f"{cpu / 100:.2f} of {cores:.0f} core(s)")
@@ -76,22 +70,25 @@ def utilisations(row, service=None, servers: float = math.nan, db_servers: float
             out.append(
                 Utilisation("database", u, f"X D / c_db with {db_servers:.0f} connection(s)")
             )
-    peak, backlog = _num(row, "tcp_accept_queue_max"), _num(row, "server_backlog")
-    over = _num(row, "tcp_listen_overflows")
+    peak, backlog = (
+        float_or_nan(row.get("tcp_accept_queue_max")),
+        float_or_nan(row.get("server_backlog")),
+    )
+    over = float_or_nan(row.get("tcp_listen_overflows"))
     if peak >= 0 and backlog > 0:
         detail = f"peak {peak:.0f} of {backlog:.0f}"
         if over > 0:
             detail += f", {over:.0f} overflows"
         out.append(Utilisation("accept queue", min(peak / backlog, 1.0), detail))
-    lg = _num(row, "loadgen_cpu_pct")
+    lg = float_or_nan(row.get("loadgen_cpu_pct"))
     if lg >= 0:
         out.append(Utilisation("load generator", lg / 100.0, f"{lg:.0f}% of a CPU"))
-    rtt = _num(row, "rtt_measured_ms")
+    rtt = float_or_nan(row.get("rtt_measured_ms"))
     if not rtt > 0:
-        rtt = _num(row, "rtt_expected_ms")
-    r = _num(row, "measured_mean_ms")
+        rtt = float_or_nan(row.get("rtt_expected_ms"))
+    r = float_or_nan(row.get("measured_mean_ms"))
     if not r > 0:
-        r = _num(row, "latency_mean_ms")
+        r = float_or_nan(row.get("latency_mean_ms"))
     if rtt > 0 and r > 0:
         out.append(Utilisation("injected delay", min(rtt / r, 1.0), f"{rtt:.3g} ms of {r:.3g} ms"))
     return out
@@ -124,9 +121,9 @@ def law_checks(row, service=None, servers: float = math.nan) -> list[str]:
     """The operational laws on the measured figures, one line per disagreement (module
     docstring); empty when they agree or cannot be checked."""
     out = []
-    x = _num(row, "throughput_rps")
-    cores, cpu = _num(row, "server_cores"), _num(row, "server_cpu_pct")
-    spin = _num(row, "work_spin_us")
+    x = float_or_nan(row.get("throughput_rps"))
+    cores, cpu = float_or_nan(row.get("server_cores")), float_or_nan(row.get("server_cpu_pct"))
+    spin = float_or_nan(row.get("work_spin_us"))
     if x > 0 and spin > 0 and cores > 0 and cpu >= 0:
         want = x * spin / 1e6 / cores
         got = cpu / 100.0 / cores
@@ -148,11 +145,11 @@ def law_checks(row, service=None, servers: float = math.nan) -> list[str]:
                 f"number of workers ({servers:.0f}) is wrong"
             )
     mode = str(row.get("load_mode", ""))
-    n = _num(row, "connections")
-    r = _num(row, "measured_mean_ms")
+    n = float_or_nan(row.get("connections"))
+    r = float_or_nan(row.get("measured_mean_ms"))
     if not r > 0:
-        r = _num(row, "latency_mean_ms")
-    z = _num(row, "think_time_s")
+        r = float_or_nan(row.get("latency_mean_ms"))
+    z = float_or_nan(row.get("think_time_s"))
     z = z if z >= 0 else 0.0
     if mode == "closed" and x > 0 and n > 0 and r > 0:
         little = x * (r / 1e3 + z)
@@ -163,7 +160,7 @@ def law_checks(row, service=None, servers: float = math.nan) -> list[str]:
                 if little < n
                 else f"Little's law: X (R + Z) = {little:.3g} > N = {n:.0f}"
             )
-    rate = _num(row, "target_rate")
+    rate = float_or_nan(row.get("target_rate"))
     if mode == "open" and x > 0 and rate > 0 and x < (1.0 - LAW_TOLERANCE / 3) * rate:
         out.append(
             f"flow balance: throughput {x:.0f}/s below the offered {rate:.0f}/s "

@@ -33,7 +33,7 @@ The parameters, and their sources, in the order they are looked for:
   while a loop works or blocks), the overhead measured holds that wait, so the station takes the
   overhead of a request that waited nowhere (``overhead_floor_s``) instead.
 - service time S, its SCV, the overhead and their standard errors: the ServiceEstimate given
-  (estimate.py: Server-Timing, a single-user probe, or the utilization law; its ``source``).
+  (parameters.py: Server-Timing, a single-user probe, or the utilization law; its ``source``).
   Processor sharing takes the CPU demand instead (CPU seconds per request, the utilization
   law, when the run read the server's CPU): Server-Timing's svc is wall time, stretched by the
   wait for a core.
@@ -48,7 +48,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from .estimate import ServiceEstimate, as_float, threads_cores
+from .parameters import ServiceEstimate, as_float, threads_cores
 from .stations import Station
 
 __all__ = ["StationChoice", "station_for", "cpu_share", "UNLIMITED_SERVERS"]

@@ -1,7 +1,7 @@
 """The measured-vs-model table of a run: one row per cell, every applicable queueing model's
 prediction beside the measurement, and USL fits across concurrency levels.
 
-Service times, server counts and the per-cell predictions come from estimate.py (its docstring
+Service times, server counts and the per-cell predictions come from parameters.py (its docstring
 states the approximations); this module picks each cell's requests (measured window, ok ones),
 pools its trials, and groups closed cells that differ only in concurrency for the USL.
 """
@@ -15,7 +15,7 @@ import pandas as pd
 
 from . import usl
 from .assess import assess, latency_sample, readings
-from .estimate import (
+from .parameters import (
     MEASURED_COLUMNS,
     ServiceEstimate,
     as_float,

@@ -8,7 +8,7 @@ The chosen prediction:
   BLOCKING_MATTERS), M/M/c/K; overload without a capacity: "unstable (rho >= 1)";
 - closed load: the station's exact MVA (Station.closed), the overhead a delay station;
 - a database the bottleneck (db_ms measured, c_db / D < c / S): the tandem of the server's
-  station and the database's (estimate.py's docstring says what it assumes).
+  station and the database's (parameters.py's docstring says what it assumes).
 
 Alternatives kept as ``candidates`` (each {mean_ms, p99_ms, model, ...}): M/M/c and M/G/c on
 the server's c workers (what perfctl predicted before it knew dispatch disciplines), M/M/c/K,
@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import closed, queues
 from .cell_station import StationChoice, station_for, with_capacity
-from .estimate import ServiceEstimate, as_float, db_servers_for, scv_tolerance
+from .parameters import ServiceEstimate, as_float, db_servers_for, scv_tolerance
 
 __all__ = ["predict_cell", "effective_servers", "BLOCKING_MATTERS"]
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loadgen.floats import float_or_nan
+
 __all__ = [
     "Sample",
     "Interval",
@@ -299,15 +301,6 @@ def judge(
     return verdict("held")
 
 
-def _num(row, key: str) -> float:
-    v = row.get(key)
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return math.nan
-    return x
-
-
 def causes(row, station=None, service=None) -> list[str]:
     """The evidence in a cell's readings that can make a queueing model miss, in words, most
     telling first. `row` holds the cell's configuration and its readings (means over its
@@ -319,12 +312,12 @@ def causes(row, station=None, service=None) -> list[str]:
     out = []
     if station is not None and station.broken:
         out.append(station.broken)
-    threads, cores = _num(row, "server_threads"), _num(row, "server_cores")
-    conns = _num(row, "connections")
+    threads, cores = float_or_nan(row.get("server_threads")), float_or_nan(row.get("server_cores"))
+    conns = float_or_nan(row.get("connections"))
     keep = row.get("keepalive", True)
     keep = keep if isinstance(keep, bool) else str(keep).lower() not in ("false", "0")
-    failed = _num(row, "error_rate")
-    timeouts = _num(row, "errors_timeout")
+    failed = float_or_nan(row.get("error_rate"))
+    timeouts = float_or_nan(row.get("errors_timeout"))
     if (
         (station is None or not station.pinned)
         and keep
@@ -339,14 +332,14 @@ def causes(row, station=None, service=None) -> list[str]:
     elif failed > FAILED_MATTERS:
         kinds = f" (timeouts: {timeouts:.0f})" if timeouts > 0 else ""
         out.append(f"{100 * failed:.1f}% of requests failed{kinds}")
-    over = _num(row, "tcp_listen_overflows")
-    drops = _num(row, "tcp_listen_drops")
+    over = float_or_nan(row.get("tcp_listen_overflows"))
+    drops = float_or_nan(row.get("tcp_listen_drops"))
     if over > 0 or drops > 0:
         out.append(
             f"accept queue overflowed: {over:.0f} listen overflows, {drops:.0f} drops "
             "(clients retried their SYNs: seconds of delay)"
         )
-    cpu = _num(row, "server_cpu_pct")
+    cpu = float_or_nan(row.get("server_cpu_pct"))
     if cores > 0 and cpu / 100.0 >= 0.9 * cores and threads > cores:
         out.append(
             f"CPU saturated: {cpu / 100:.2f} of {cores:.0f} core(s) busy with {threads:.0f} "
@@ -355,17 +348,17 @@ def causes(row, station=None, service=None) -> list[str]:
     elif cores > 0 and cpu / 100.0 >= 0.95 * cores:
         out.append(f"CPU saturated: {cpu / 100:.2f} of {cores:.0f} core(s) busy")
     if service is not None and getattr(service, "has_db", False):
-        x = _num(row, "throughput_rps")
-        c_db = _num(row, "db_servers")
+        x = float_or_nan(row.get("throughput_rps"))
+        c_db = float_or_nan(row.get("db_servers"))
         u = x * service.db_mean_s / c_db if c_db > 0 else math.nan
         if service.db_share > 0.3 or u > 0.7:
             out.append(
                 f"the database: {100 * service.db_share:.0f}% of the service time is spent in "
                 "it" + (f", its {c_db:.0f} connection(s) {100 * u:.0f}% busy" if u == u else "")
             )
-    rtt = _num(row, "rtt_measured_ms")
+    rtt = float_or_nan(row.get("rtt_measured_ms"))
     if not rtt > 0:
-        rtt = _num(row, "rtt_expected_ms")
+        rtt = float_or_nan(row.get("rtt_expected_ms"))
     if rtt > 0.5 and station is not None and station.dispatch != "event_loop":
         held = station.connections is not None and (
             station.dispatch == "per_connection" or station.connections < station.servers
@@ -380,16 +373,16 @@ def causes(row, station=None, service=None) -> list[str]:
             f"connections spread unevenly over the {station.loops} loops (each loop owns the "
             "connections it accepted, and one loop may accept a batch)"
         )
-    gc_max = _num(row, "server_gc_pause_max_ms")
-    gc_total = _num(row, "server_gc_pause_total_ms")
+    gc_max = float_or_nan(row.get("server_gc_pause_max_ms"))
+    gc_total = float_or_nan(row.get("server_gc_pause_total_ms"))
     if gc_max > 0:
         out.append(
             f"GC/safepoint pauses up to {gc_max:.3g} ms"
             + (f" ({gc_total:.0f} ms in all)" if gc_total > 0 else "")
         )
-    lg = _num(row, "loadgen_cpu_pct")
-    late = _num(row, "send_lateness_p99_ms")
-    mean = _num(row, "latency_mean_ms")
+    lg = float_or_nan(row.get("loadgen_cpu_pct"))
+    late = float_or_nan(row.get("send_lateness_p99_ms"))
+    mean = float_or_nan(row.get("latency_mean_ms"))
     if lg >= 90:
         out.append(f"the load generator was saturated ({lg:.0f}% of a CPU)")
     elif late > 0 and mean > 0 and late > 0.1 * mean:

@@ -26,7 +26,7 @@ import re
 
 import pandas as pd
 
-from .estimate import ServiceEstimate, as_float
+from .parameters import ServiceEstimate, as_float
 
 __all__ = ["KEYS", "parse", "apply"]
 

@@ -15,6 +15,7 @@ self-checks, and calls its mode at six points:
     summary_extra(worker)      the mode's entries in the summary
 
 parallel.generate_to_dir asks a mode for `processes`, `share(...)` and `generate(sink)`.
+worker.ModeHooks declares the part of a mode the Worker calls, so worker.py imports no mode.
 
 A mode object holds the state of one load phase (schedules, queues, connects under way):
 one object drives one Worker once. Modes use only the Worker's public names.
@@ -24,10 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..phase import generate as generate_phase
 from ..sink import ParquetSink
 from ..spec import LoadSpec
 from ..worker import Worker
-from ..worker import generate as generate_phase
 
 RECONNECT_PAUSE_S = 0.010  # between attempts to replace a lost connection
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 
 from .. import stats
+from ..phase import generate as generate_phase
 from ..sink import ParquetSink
-from ..worker import generate as generate_phase
 from .base import Mode
 from .open_loop import OpenMode
 

@@ -1,7 +1,7 @@
 """Two runs' searched capacities, cell by cell (`perfctl compare` on runs with `search:`).
 
 Each side's capacity C^ comes with the standard error of ln C^ and its degrees of freedom
-(capacity.json: log_se, df; orchestrator/search/estimate.py says how). The change is
+(capacity.json: log_se, df; orchestrator/search/capacity_estimate.py says how). The change is
 C^_cand / C^_base - 1; on the log scale its standard error is sqrt(se_b^2 + se_c^2), with
 Welch-Satterthwaite degrees of freedom, which give its interval (Student's t) and a two-sided
 p-value; Holm-Bonferroni adjusts the p-values of all cells together.

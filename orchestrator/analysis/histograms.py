@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 
 from loadgen import digest, hdr
 from loadgen.records import stream_batches
-from models import estimate
-from models.estimate import ServiceEstimate, ok_only
+from models import parameters
+from models.parameters import ServiceEstimate, ok_only
 from models.verdict import Sample
 
 from ..results import Run, read_summary, trial_dir
@@ -162,10 +162,10 @@ def has_distributions(run: Run, trials: pd.DataFrame) -> bool:
 
 def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
     """The queueing models' service estimate from a cell's Server-Timing sums and
-    histograms, as models.estimate.estimate_service computes it from rows: mean and SCV of
+    histograms, as models.parameters.estimate_service computes it from rows: mean and SCV of
     svc from exact sums; the overhead (latency - svc - queue) as its exact mean and its
     median from the histogram; the database's share from the `db` sums. What is lost without rows: the one-worker gap
-    (estimate.worker_gap needs completions in order), taken as 0. None without svc."""
+    (parameters.worker_gap needs completions in order), taken as 0. None without svc."""
     if d.window is None:
         return None
     s = d.window.sums
@@ -195,7 +195,7 @@ def service_from_histograms(d: CellDistribution) -> ServiceEstimate | None:
     over_se_ms = floor_ms = math.nan
     if over_h.total_count >= 2:
         over_se_ms = hdr.mean_std_ms(over_h)[1] / math.sqrt(over_h.total_count)
-        floor_ms = hdr.percentile_ms(over_h, estimate.FLOOR_PERCENTILE)
+        floor_ms = hdr.percentile_ms(over_h, parameters.FLOOR_PERCENTILE)
     return ServiceEstimate(
         mean_ms / 1e3,
         var_ms2 / mean_ms**2,
@@ -231,7 +231,7 @@ GAP_ROWS = 200_000  # rows per trial read for the one-worker gap (a contiguous s
 def worker_gap_from_rows(
     run: Run, cell_id: str, trials: list[int], max_rows: int = GAP_ROWS
 ) -> float:
-    """models.estimate.worker_gap over the first max_rows measured requests of each trial
+    """models.parameters.worker_gap over the first max_rows measured requests of each trial
     that kept its rows (0 when none did): a bounded read, as the gap needs completions in
     order, which no histogram holds."""
     frames = []
@@ -263,7 +263,7 @@ def worker_gap_from_rows(
             frames.append(df.assign(cell_id=cell_id, trial=int(k)))
     if not frames:
         return 0.0
-    return estimate.worker_gap(pd.concat(frames, ignore_index=True))
+    return parameters.worker_gap(pd.concat(frames, ignore_index=True))
 
 
 def cell_measures(run: Run, trials: pd.DataFrame) -> dict[str, dict]:
@@ -277,7 +277,7 @@ def cell_measures(run: Run, trials: pd.DataFrame) -> dict[str, dict]:
         if not d.completed:
             continue
         svc = service_from_histograms(d)
-        if svc is not None and estimate.threads_cores(firsts.loc[cid])[0] == 1:
+        if svc is not None and parameters.threads_cores(firsts.loc[cid])[0] == 1:
             gap = worker_gap_from_rows(
                 run, cid, list(trials.loc[trials["cell_id"] == cid, "trial"])
             )

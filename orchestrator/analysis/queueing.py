@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from models import assess, comparison, estimate, usl, whatif
+from models import assess, comparison, parameters, usl, whatif
 
 from ..results import Run, load, write_json
 from ..results.schema import configuration_columns
@@ -61,7 +61,7 @@ def queueing_table(run: Run, notes: list[str] | None = None) -> pd.DataFrame:
     return table
 
 
-def service_of(row: pd.Series) -> estimate.ServiceEstimate | None:
+def service_of(row: pd.Series) -> parameters.ServiceEstimate | None:
     """The service estimate a model_table row was predicted with (None when it had none)."""
     m = row.get("service_mean_ms", math.nan)
     if not (isinstance(m, (int, float)) and m == m and m > 0):
@@ -70,7 +70,7 @@ def service_of(row: pd.Series) -> estimate.ServiceEstimate | None:
     db = row.get("db_mean_ms", math.nan)  # /db: the figures predict the tandem the table did
     se, oh_se = row.get("service_se_ms", math.nan), row.get("overhead_se_ms", math.nan)
     floor = row.get("overhead_floor_ms", math.nan)
-    return estimate.ServiceEstimate(
+    return parameters.ServiceEstimate(
         m / 1e3,
         float(row.get("service_scv", 1.0)),
         str(row.get("service_source", "")),

@@ -2,7 +2,7 @@
 
 A trial's reasons (trials.csv `invalid_reasons`, `noise_reasons`) are sentences joined with
 "; ", each of one stable shape, whichever code wrote it (loadgen/validity.py,
-measure/noise.py, run/row.py, the cluster's):
+measure/noise.py, run/trial_row.py, the cluster's):
 
     [WHERE: ]KIND FIGURES... [(aside)] [, more | : cause] [. Fix: what to do]
 

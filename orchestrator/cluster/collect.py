@@ -13,7 +13,7 @@ import math
 from loadgen.spec import LoadSpec
 
 from ..results import write_json
-from ..run.row import ServerEnd, TrialOutcome, load_generator_failed
+from ..run.trial_row import ServerEnd, TrialOutcome, load_generator_failed
 from . import merge, stalls
 from .session import Clock
 

@@ -3,7 +3,7 @@ added, never percentiles averaged), their raw records streamed into one requests
 summaries into one, and their self-checks into the trial's verdicts. Nothing here holds a
 shard's rows in memory: records move one parquet batch at a time, and the trial's percentiles
 come from the merged digest (exact order statistics after one more streamed pass when every
-request is kept, else the HdrHistogram's, within 0.1%: run/row.py summarize_trial).
+request is kept, else the HdrHistogram's, within 0.1%: run/trial_row.py summarize_trial).
 
 Timestamps: each shard records its own host's CLOCK_MONOTONIC. In the merged file each
 shard's times are moved by one constant (`shift_ns` in shards.json: the first shard's start

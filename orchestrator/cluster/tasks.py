@@ -13,7 +13,7 @@ Network: with a `network:` block, the task that starts the server also starts pe
 (netem/proxy_injector.py ProxyInjector) on this host's address in front of it, under the same
 supervision and lease; shards connect to the proxy. Its probe runs here, before the load and
 after it (while the server is still up), exactly as on a single host, and stop_server returns
-the network columns and verdicts (run/row.py network_row).
+the network columns and verdicts (run/trial_row.py network_row).
 
 Files: a shard's output stays in a directory on its host after run_shard returns; the
 coordinator copies it chunk by chunk (fetch_chunk, CHUNK_BYTES at a time, so neither side holds
@@ -52,8 +52,8 @@ from ..netem.proxy_injector import ProxyInjector
 from ..proc.process import spawn, tail, terminate
 from ..proc.tree_watch import tree_pids
 from ..run.bundled import ROOT
-from ..run.row import network_row
 from ..run.server import ServerProcess
+from ..run.trial_row import network_row
 
 SHARD_GRACE_S = 30.0
 FILES_LEASE_S = 3600.0  # a shard's files wait this long for the coordinator to fetch them

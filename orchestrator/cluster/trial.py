@@ -1,7 +1,7 @@
 """One trial on a cluster: the server on its host, one load-generator shard per loadgen host,
 all through Dask tasks that only start, watch and stop subprocesses (tasks.py), then what
 the hosts brought back judged and merged into the trial's files (collect.py, merge.py) and what the trial produced handed to
-run/row.py for its row, the same builder a local trial's goes through. Besides a local
+run/trial_row.py for its row, the same builder a local trial's goes through. Besides a local
 trial's columns the row has server_host, loadgen_hosts, shards, clock_offset_ms_max,
 clock_uncertainty_ms_max and server_client_addresses; its noise columns are the worst host's
 (merge.noise_rollup). A load-generator host cut off during the load is one of its reasons
@@ -31,7 +31,7 @@ from pathlib import Path
 from ..errors import PerfctlError
 from ..experiment.load import shard_specs, to_load_spec
 from ..experiment.plan import Cell, Plan
-from ..run.row import TrialOutcome, trial_row
+from ..run.trial_row import TrialOutcome, trial_row
 from . import collect, merge, tasks
 from .session import Clock, HostLost, SchedulerLost, Session, outcome
 
@@ -45,7 +45,7 @@ def execute_cluster_trial(
     session: Session, plan: Plan, cell: Cell, trial: int, run_dir: Path
 ) -> dict:
     """Like run.trial.execute_trial, on the cluster's hosts. Returns the trial's row
-    (run/row.py)."""
+    (run/trial_row.py)."""
     known = session.names()
     server_host = cell.placement.server_host(known)
     lg_hosts = cell.placement.loadgen_hosts(known)

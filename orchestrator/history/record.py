@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadgen.floats import float_or_nan
+
 from ..errors import PerfctlError
 from ..results.claim import RUN_FILE
 from ..results.schema import read_capacity, read_trials
@@ -104,10 +106,8 @@ def _cell_labels(info: dict, trials) -> dict[str, str]:
 
 
 def _num(v) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
+    """v as a float for the history's tables: None (NULL) where it is not a finite number."""
+    f = float_or_nan(v)
     return f if math.isfinite(f) else None
 
 

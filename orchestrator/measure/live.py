@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadgen.floats import float_or_nan
+
 from ..numbers import fmt
 from . import noise
 
@@ -93,10 +95,6 @@ class LiveTail:
         return out
 
 
-def _nan(v) -> float:
-    return math.nan if v is None else float(v)
-
-
 def combine(
     lines: list[dict],
     sampler=None,
@@ -116,9 +114,11 @@ def combine(
         phase=max(set(phases), key=phases.count) if phases else "",
         ok=ok,
         errors=sum(int(x.get("errors", 0)) for x in lines),
-        p50_ms=max((_nan(x.get("p50_ms")) for x in lines), default=math.nan),
-        p99_ms=max((_nan(x.get("p99_ms")) for x in lines), default=math.nan),
-        lateness_p99_ms=max((_nan(x.get("lateness_p99_ms")) for x in lines), default=math.nan),
+        p50_ms=max((float_or_nan(x.get("p50_ms")) for x in lines), default=math.nan),
+        p99_ms=max((float_or_nan(x.get("p99_ms")) for x in lines), default=math.nan),
+        lateness_p99_ms=max(
+            (float_or_nan(x.get("lateness_p99_ms")) for x in lines), default=math.nan
+        ),
         server_cpu_pct=cpu,
         noisy=noisy,
     )

@@ -1,5 +1,5 @@
 """One trial on this host: a fresh server (and network injector), the load generator in its own
-process, teardown, and what the trial produced handed to run/row.py for its row in trials.csv.
+process, teardown, and what the trial produced handed to run/trial_row.py for its row in trials.csv.
 
 The orchestrator is never in the measurement path: the load generator is a separate process
 (`python -m loadgen spec.json dir`) that writes its raw columns to files.
@@ -31,9 +31,9 @@ from ..results.write import unwritable
 from . import driver
 from .bundled import ROOT
 from .certs import RunCertificate
-from .row import ServerEnd, TrialOutcome, load_generator_failed, network_row, trial_row
 from .server import ServerProcess
 from .services import ServiceSet
+from .trial_row import ServerEnd, TrialOutcome, load_generator_failed, network_row, trial_row
 
 LOADGEN_GRACE_S = 30.0
 # with a network schedule the load starts at an agreed instant this far ahead (the load
@@ -146,7 +146,7 @@ def execute_trial(
     on_second=None,
 ) -> dict:
     """One trial: fresh server (and network injector, and the `scope: trial` services), load,
-    teardown. Returns its row (run/row.py). services: the plan's services (run-scope ones
+    teardown. Returns its row (run/trial_row.py). services: the plan's services (run-scope ones
     already up). on_second(LiveSecond): called about once a second while the load runs
     (measure/live.py)."""
     services = services if services is not None else ServiceSet({}, plan.source)

@@ -1,5 +1,6 @@
-"""One cell's search: which probe comes next and what each probe's outcome means (its entry
-of capacity.json is entry.py's). No I/O: execute.py runs the probes and hands their rows here.
+"""One cell's search: which probe comes next and what each probe's outcome means (what a
+probe's row says against counting it is probe_checks.py's; the cell's entry of capacity.json
+is capacity_entry.py's). No I/O: execute.py runs the probes and hands their rows here.
 
 The probes, in order:
 1. service: one user, no think time (closed). The unloaded latency: if even it misses the SLO,
@@ -29,22 +30,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from loadgen.floats import float_or_nan
 from models.stations import Station
 
 from ..errors import PerfctlError
 from ..experiment.document import fail
 from ..experiment.plan import Cell
 from ..experiment.search import Search
-from .entry import cell_entry, number
-from .estimate import MODEL_ERRORS, Curve, Estimate, Point, estimate, next_level
+from . import probe_checks as checks
+from .capacity_estimate import MODEL_ERRORS, Curve, Estimate, Point, estimate, next_level
 from .readings import Readings
 from .station import ServiceProbe, station_for
 
 SATURATION_USERS = 16  # at least; 4 per worker thread when the server declares more
 MAX_SATURATION_USERS = 1024
-LOADGEN_WORDS = ("load generator", "load-generator", "achieved send rate")
-LATENESS = "send lateness ("  # how loadgen/validity.py's send-lateness reason begins
-PRECISION_FLOOR = 0.02  # as loadgen/validity.py: below 2% of a figure nothing is resolved
 
 
 @dataclass(frozen=True)
@@ -259,62 +258,6 @@ class CellSearch:
             and (err != err or err <= self.search.slo.error_rate)
         )
 
-    def _noise(self, row: dict) -> str:
-        return "" if bool(row.get("quiet", True)) else f"noisy: {row.get('noise_reasons', '')}"
-
-    def _reasons(self, row: dict) -> list[str]:
-        """The trial's invalid_reasons that bear on this search's SLO. Send lateness is
-        judged against the SLO's own statistic: a lateness that moved a 0.1 ms p50 by 20% but
-        the 3 ms p99 the SLO names by less than the p99's precision leaves the probe's answer
-        (does the p99 meet the SLO?) intact, so it does not cost the probe."""
-        if bool(row.get("valid", False)):
-            return []
-        reasons = [r for r in str(row.get("invalid_reasons", "")).split("; ") if r]
-        if not reasons:
-            return ["invalid (no reason recorded)"]
-        return [r for r in reasons if not (r.startswith(LATENESS) and self._slo_on_time(row))]
-
-    def _slo_on_time(self, row: dict) -> bool:
-        """Send lateness moved the SLO's statistic by less than its precision: its 95%
-        interval's lower half (the p99's, from its CI columns) or 2%, whichever is larger;
-        a statistic with no shift column (p95) is never excused."""
-        column = self.search.slo.column
-        if column is None:
-            return False
-        name = column.removeprefix("latency_").removesuffix("_ms")
-        shift = number(row.get(f"lateness_shift_{name}_pct"))
-        allowed = 100.0 * PRECISION_FLOOR
-        value = number(row.get(column))
-        low = number(row.get(f"{column.removesuffix('_ms')}_ci_low_ms"))
-        if value == value and low == low and value > 0:
-            allowed = max(allowed, 100.0 * (value - low) / value)
-        return shift == shift and shift <= allowed
-
-    def _valid(self, row: dict) -> bool:
-        return not self._reasons(row)
-
-    def _problems(self, row: dict, readings: Readings) -> list[str]:
-        out = []
-        if not self._valid(row):
-            out.append(f"invalid: {'; '.join(self._reasons(row))}")
-        if self._noise(row) and not self.search.include_noisy:
-            out.append(self._noise(row))
-        if readings.trend.stationary is False:
-            out.append(readings.trend.reason)
-        elif readings.trend.stationary is None:
-            out.append(f"not tested for a trend: {readings.trend.seconds} whole second(s)")
-        return out
-
-    def _loadgen_limited(self, row: dict) -> bool:
-        """The load generator fell behind or ran out of CPU on a quiet host: its own limit.
-        On a noisy host the same symptoms are the host's doing (a retry, not a verdict)."""
-        why = "; ".join(self._reasons(row)).lower()
-        return (
-            not self._valid(row)
-            and bool(row.get("quiet", True))
-            and any(w in why for w in LOADGEN_WORDS)
-        )
-
     def _again(self, spec: ProbeSpec, problems: list[str]) -> tuple[bool, str]:
         """Retry a failed probe once; name it after the second failure."""
         if spec.attempt == 1:
@@ -323,15 +266,15 @@ class CellSearch:
         return False, "not used (failed twice): " + "; ".join(problems)
 
     def _service(self, spec, row, readings) -> tuple[bool, str]:
-        problems = self._problems(row, readings)
+        problems = checks.problems(self.search, row, readings)
         slo = self.search.slo
         err = float(row.get("error_rate", 0.0) or 0.0)
         misses = not (readings.stat_ms <= slo.latency_ms) or err > slo.error_rate
-        if misses and self._noise(row) and self._noise(row) not in problems:
-            problems.append(self._noise(row))  # a disturbed probe never rules an SLO out
+        if misses and checks.noise(row) and checks.noise(row) not in problems:
+            problems.append(checks.noise(row))  # a disturbed probe never rules an SLO out
         if problems and spec.attempt == 1:
             return self._again(spec, problems)
-        if problems and (misses or not self._valid(row)):
+        if problems and (misses or not checks.valid_for_slo(self.search, row)):
             # twice unusable: nothing to build on, and no verdict on the SLO either
             self.given_up = "the single-user probe failed twice: " + "; ".join(problems)
             return False, "not used (failed twice): " + "; ".join(problems)
@@ -358,8 +301,8 @@ class CellSearch:
         return True, "model" + note
 
     def _saturation(self, spec, row, readings) -> tuple[bool, str]:
-        problems = self._problems(row, readings)
-        if self._loadgen_limited(row):
+        problems = checks.problems(self.search, row, readings)
+        if checks.loadgen_limited(self.search, row):
             self.settled.add("saturation")
             self.model_notes.append(
                 f"saturation probe: the load generator was the limit "
@@ -369,27 +312,27 @@ class CellSearch:
         if problems and spec.attempt == 1:
             return self._again(spec, problems)
         self.settled.add("saturation")
-        if not self._valid(row):
+        if not checks.valid_for_slo(self.search, row):
             return False, "not used (failed twice): " + "; ".join(problems)
         self.saturation_rps = float(row.get("throughput_rps", math.nan))
         note = "; used for the model despite: " + "; ".join(problems) if problems else ""
         return True, "model" + note
 
     def _knee(self, spec, row, readings) -> tuple[bool, str]:
-        problems = self._problems(row, readings)
+        problems = checks.problems(self.search, row, readings)
         slo = self.search.slo
         err = float(row.get("error_rate", 0.0) or 0.0)
         unit = "/s" if self.open else " users"
-        lateness_ms = number(row.get("send_lateness_p99_ms"))
+        lateness_ms = float_or_nan(row.get("send_lateness_p99_ms"))
         behind = not (readings.stat_ms > slo.latency_ms) or lateness_ms >= 0.25 * slo.latency_ms
-        if self._loadgen_limited(row) and behind:
+        if checks.loadgen_limited(self.search, row) and behind:
             if spec.attempt == 1:
                 return self._again(spec, problems)
             self.failure = fail(
                 self.source,
                 "search",
                 f"in cell {self.cell.label} the load generator could not drive "
-                f"{spec.level:g}{unit} (twice: {'; '.join(self._reasons(row))}), so the "
+                f"{spec.level:g}{unit} (twice: {'; '.join(checks.reasons(self.search, row))}), so the "
                 "server's capacity under the SLO lies at or above what perfctl can offer on "
                 "this host; the search stops rather than report the load generator's limit as "
                 "the server's",
@@ -404,9 +347,9 @@ class CellSearch:
             self._fails_at(spec.level, f"error rate {100 * err:.3g}% at {spec.level:g}{unit}")
             return True, "upper bound: errors above the SLO's"
         trend = readings.trend
-        valid_quiet = (self._valid(row) or self._loadgen_limited(row)) and bool(
-            row.get("quiet", True)
-        )
+        valid_quiet = (
+            checks.valid_for_slo(self.search, row) or checks.loadgen_limited(self.search, row)
+        ) and bool(row.get("quiet", True))
         if (
             valid_quiet
             and trend.stationary is False
@@ -433,14 +376,14 @@ class CellSearch:
             )
         if problems:
             return self._again(spec, problems)
-        noise = self._noise(row)  # with search.include_noisy: used, and said so
+        noise = checks.noise(row)  # with search.include_noisy: used, and said so
         notes = [f"{noise}; include_noisy"] if noise else []
         if not bool(row.get("valid", False)):
             notes.append(f"send lateness moved other figures, not the {self.search.slo.stat}")
         return True, "estimate" + (f" ({'; '.join(notes)})" if notes else "")
 
     def _curve(self, spec, row, readings) -> tuple[bool, str]:
-        problems = self._problems(row, readings)
+        problems = checks.problems(self.search, row, readings)
         if problems:  # a curve point is not retried: it is named, and drawn hollow
             return False, "curve point not used: " + "; ".join(problems)
         return True, "curve point"
@@ -471,11 +414,6 @@ class CellSearch:
     def _fails_at(self, level: float, why: str) -> None:
         if level < self.upper:
             self.upper, self.upper_why = level, why
-
-    # --- the result -----------------------------------------------------------------------
-    def result(self, wall_s: float) -> dict:
-        """This cell's entry of capacity.json (entry.py)."""
-        return cell_entry(self, wall_s)
 
 
 def _level_of(x: float, open_: bool) -> float:

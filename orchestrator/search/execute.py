@@ -23,6 +23,7 @@ from ..results.schema import write_capacity
 from ..run.order import order_seed
 from ..run.services import ServiceSet
 from ..run.trial import execute_trial
+from .capacity_entry import cell_entry
 from .cell_search import CellSearch
 from .readings import read_trial
 
@@ -49,7 +50,7 @@ def capacity_doc(plan: Plan, searches: list[CellSearch], walls: dict[str, float]
             "curve_points": plan.curve_points,
         },
         "axes": plan.axes,
-        "cells": [c.result(walls.get(c.cell.cell_id, 0.0)) for c in searches],
+        "cells": [cell_entry(c, walls.get(c.cell.cell_id, 0.0)) for c in searches],
     }
 
 

@@ -19,7 +19,7 @@ from loadgen.stats import chosen_window
 from ..experiment.search import SearchSlo, percentile_q
 from ..measure import stationarity
 from ..results import read_summary
-from .estimate import within_variance
+from .capacity_estimate import within_variance
 from .station import ServiceProbe
 
 

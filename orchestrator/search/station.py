@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 
 from models.cell_station import station_for as cell_station_for
-from models.estimate import ServiceEstimate
+from models.parameters import ServiceEstimate
 from models.stations import Station
 
 from ..experiment.plan import Cell

@@ -1,5 +1,5 @@
 """A cell's reasons said once (analysis/reasons.py): the sentences the producers write
-(loadgen/validity.py, measure/noise.py, run/row.py) taken apart and grouped, and each output
+(loadgen/validity.py, measure/noise.py, run/trial_row.py) taken apart and grouped, and each output
 that shows them (report, compare, check; the run summary: tests/cli/test_summary.py) showing a
 multi-trial cell's reasons as one block."""
 
@@ -12,7 +12,7 @@ import pandas as pd
 from loadgen import validity
 from orchestrator.analysis import check, compare, reasons, report
 from orchestrator.measure import noise
-from orchestrator.run.row import ServerEnd, server_reasons
+from orchestrator.run.trial_row import ServerEnd, server_reasons
 
 from .conftest import synthetic_run
 

@@ -104,7 +104,7 @@ def test_model_report_check_and_compare_run_without_rows(runs, analysis):
 def test_models_from_histograms_match_models_from_rows(runs):
     """The same run's rows, pulled one cell at a time, give the service estimate the
     histograms give (mean exact, spread within the histogram's resolution)."""
-    from models.estimate import estimate_service
+    from models.parameters import estimate_service
 
     run = results.load(runs["all"])
     dists = histograms.cell_distributions(run, run.trials)

@@ -121,5 +121,5 @@ def test_a_run_without_models_or_search_loads_no_scipy_stats(tmp_path):
     assert result["code"] == 0, done.stdout[-2000:]
     loaded = set(result["loaded"])
     assert (out / "trials.csv").is_file() and list((out / "plots").glob("*.png"))
-    assert "matplotlib" in loaded and "orchestrator.run.row" in loaded  # it did draw and sum
+    assert "matplotlib" in loaded and "orchestrator.run.trial_row" in loaded  # it did draw and sum
     assert not {"scipy.stats", "models.queues", "models.usl", "models.closed"} & loaded

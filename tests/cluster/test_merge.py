@@ -13,7 +13,7 @@ from cluster_kit import loadgen_output
 from loadgen import hdr
 from loadgen import stats as lstats
 from orchestrator.cluster import hosts, merge, tasks
-from orchestrator.run.row import summarize_trial
+from orchestrator.run.trial_row import summarize_trial
 
 SPEC = types.SimpleNamespace(mode="closed", rate_rps=0, timeout_s=5.0)
 

@@ -1,4 +1,4 @@
-"""One trial row builder (run/row.py) for both paths: a trial whose load generator, server and
+"""One trial row builder (run/trial_row.py) for both paths: a trial whose load generator, server and
 samplers produced the same things gets the same trials.csv row on this host (run/trial.py) and
 on a one-shard cluster (cluster/trial.py, collect.py), but for the columns only a cluster has."""
 
@@ -20,7 +20,7 @@ from orchestrator.experiment.load import shard_specs, to_load_spec
 from orchestrator.measure import noise
 from orchestrator.results.schema import NOISE_COLUMNS
 from orchestrator.run import trial as local_trial
-from orchestrator.run.row import ServerEnd, TrialOutcome, network_row, trial_row
+from orchestrator.run.trial_row import ServerEnd, TrialOutcome, network_row, trial_row
 
 EXPERIMENT = """
 name: same-row

@@ -61,7 +61,7 @@ def test_injection_that_misses_marks_the_trial_invalid():
     from orchestrator.experiment.network import Network
     from orchestrator.netem.expected import expected_rtt_p50_ms
     from orchestrator.netem.probe import ProbeResult
-    from orchestrator.run.row import network_row
+    from orchestrator.run.trial_row import network_row
 
     class Fake:
         backend = "proxy"

@@ -199,8 +199,8 @@ def test_every_bundled_concurrency_model_declares_how_it_dispatches():
 
 
 def test_trial_rows_say_how_the_server_dispatches_and_whether_a_probe_is_needed(write_yaml):
-    from orchestrator.run.row import describe
     from orchestrator.run.trial import needs_probe
+    from orchestrator.run.trial_row import describe
 
     text = BASE.replace(
         "py: {impl: python, model: async}", 'py: {cmd: "srv --port {port}", threads: 2}'

@@ -51,7 +51,7 @@ def test_the_mode_switch_detector_sees_each_form_of_switch():
     assert not mode_switches("self.mode.start(self)\nmode = mode_for(spec)")
 
 
-@pytest.mark.parametrize("name", ["worker.py", "parallel.py"])
+@pytest.mark.parametrize("name", ["worker.py", "phase.py", "parallel.py"])
 def test_no_switch_on_the_mode_name_outside_the_mode_objects(name):
     found = mode_switches((PACKAGE / name).read_text())
     assert not found, (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from models.bottleneck import bottleneck, bottleneck_line, law_checks, utilisations
-from models.estimate import ServiceEstimate
+from models.parameters import ServiceEstimate
 
 SVC = ServiceEstimate(mean_s=0.004, scv=1.0, source="server_timing")
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from models.cell_station import UNLIMITED_SERVERS, station_for
-from models.estimate import ServiceEstimate
+from models.parameters import ServiceEstimate
 from models.predict import effective_servers, predict_cell
 
 SVC = ServiceEstimate(mean_s=0.004, scv=1.0, source="server_timing", overhead_s=0.0001)

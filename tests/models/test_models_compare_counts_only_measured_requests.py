@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import comparison, estimate, predict
-from models.estimate import ServiceEstimate
+from models import comparison, parameters, predict
+from models.parameters import ServiceEstimate
 
 MS = 1_000_000  # ns per ms
 
@@ -93,7 +93,7 @@ def test_compare_drops_warmup_when_marked():
         for k, v in expected.items():
             assert row[k] == pytest.approx(v, rel=1e-6), (name, k)
     # estimate_service honours the column on its own too
-    e = estimate.estimate_service(reqs.assign(measured=~warm))
+    e = parameters.estimate_service(reqs.assign(measured=~warm))
     assert e.mean_s == pytest.approx(s_mean / 1e3, rel=1e-9)
     with pytest.raises(ValueError, match="mask"):
         comparison.compare(trials, reqs, measured=np.ones(3, dtype=bool))

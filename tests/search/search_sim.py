@@ -12,7 +12,7 @@ import numpy as np
 
 from models.stations import Station
 from orchestrator.measure import stationarity
-from orchestrator.search.estimate import within_variance
+from orchestrator.search.capacity_estimate import within_variance
 from orchestrator.search.readings import Readings
 from orchestrator.search.station import ServiceProbe
 

@@ -13,6 +13,7 @@ from search_sim import OVERHEAD_S, MMc, run_search
 from models.stations import Station, rate_for_slo
 from orchestrator.experiment import compile_document
 from orchestrator.measure.stationarity import Trend
+from orchestrator.search.capacity_entry import cell_entry
 from orchestrator.search.cell_search import CellSearch
 
 DOC = {
@@ -35,7 +36,7 @@ def test_the_search_finds_a_simulated_mmc_capacity_with_an_interval_around_it():
     specs = run_search(s, MMc(seed=3))
     assert [p.role for p in specs[:2]] == ["service", "saturation"]
     assert all(p.role == "knee" for p in specs[2:]) and len(specs) <= 8
-    r = s.result(wall_s=0.0)
+    r = cell_entry(s, wall_s=0.0)
     assert r["status"] == "found" and r["unit"] == "rate_rps"
     # 5-s windows put the median trial's p99 below the long-run one: the capacity so defined
     # is ~3% above the closed form (README: the capacity search); the interval holds both
@@ -53,7 +54,7 @@ def test_the_search_finds_a_simulated_mmc_capacity_with_an_interval_around_it():
 def test_the_search_stops_once_the_interval_is_as_narrow_as_asked():
     s = cell_search(precision="20%", max_trials=12)
     specs = run_search(s, MMc(seed=5))
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     assert r["precision_reached"] and r["half_width_pct"] <= 20
     assert len(specs) < 12 and "precision reached" in r["stopped"]
 
@@ -80,7 +81,7 @@ def test_a_noisy_probe_is_retried_once_at_the_same_level_then_named_and_left_out
     s = cell_search()
     specs = run_search(s, MMc(seed=4), noisy)
     assert specs[3].level == specs[2].level and specs[3].attempt == 2
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     first, retry = r["probes"][2], r["probes"][3]
     assert first["verdict"].startswith("retried: noisy") and not first["used"]
     assert retry["verdict"].startswith("not used (failed twice): noisy") and not retry["used"]
@@ -95,7 +96,7 @@ def test_a_probe_with_a_trend_is_not_used_until_its_retry_is_steady():
 
     s = cell_search(max_trials=6)
     run_search(s, MMc(seed=6), drifting)
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     assert r["probes"][2]["verdict"].startswith("retried: per-second p99 fell 50%")
     assert r["probes"][3]["attempt"] == 2 and r["probes"][3]["used"]
 
@@ -112,7 +113,7 @@ def test_an_overloaded_or_failing_probe_is_an_upper_bound_not_a_retry():
 
     s = cell_search(max_trials=7)
     specs = run_search(s, MMc(seed=7), overloaded)
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     assert r["probes"][2]["verdict"].startswith("upper bound: overloaded")
     assert r["probes"][3]["verdict"] == "upper bound: errors above the SLO's"
     assert r["upper_bound"] == min(specs[2].level, specs[3].level)
@@ -138,7 +139,7 @@ def test_a_probe_not_steady_is_an_upper_bound_only_when_every_second_missed_the_
 
     s = cell_search(max_trials=6)
     specs = run_search(s, MMc(seed=7), draining)
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     verdict = r["probes"][2]["verdict"]
     if best_second_ms > 30.0:
         assert verdict == (
@@ -179,7 +180,7 @@ def test_the_load_generators_limit_is_never_reported_as_the_servers_capacity():
     text = str(s.failure)
     assert "key `search`" in text and "load generator could not drive" in text
     assert "load.processes" in text and s.failure.exit_code == 2
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     assert r["status"] == "failed" and math.isnan(r["capacity"])
 
 
@@ -199,7 +200,7 @@ def test_on_a_noisy_host_a_late_load_generator_is_noise_not_its_limit():
     s = cell_search()
     run_search(s, MMc(seed=1), behind_noisy)
     assert s.failure is None
-    assert s.result(0.0)["probes"][3]["verdict"].startswith("not used (failed twice)")
+    assert cell_entry(s, 0.0)["probes"][3]["verdict"].startswith("not used (failed twice)")
 
 
 def test_a_closed_load_search_finds_users():
@@ -236,7 +237,7 @@ def test_with_include_noisy_a_noisy_probe_counts_and_says_so():
 
     s = cell_search(include_noisy=True, max_trials=5)
     specs = run_search(s, MMc(seed=4), noisy)
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     assert all(p.attempt == 1 for p in specs)  # nothing retried
     knee = [p for p in r["probes"] if p["role"] == "knee"]
     assert all(p["used"] and "include_noisy" in p["verdict"] for p in knee)
@@ -251,7 +252,7 @@ def test_a_noisy_single_user_probe_never_rules_the_slo_out():
     s = cell_search(include_noisy=True)
     specs = run_search(s, MMc(seed=1), slow_and_noisy)
     assert [p.attempt for p in specs] == [1, 2] and s.failure is None
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     assert r["status"] == "failed" and "failed twice" in r["stopped"]
 
 
@@ -265,12 +266,12 @@ def test_rate_auto_adds_a_curve_after_the_search_crowded_around_the_knee():
     assert roles[:6].count("curve") == 0 and roles[6:] == ["curve"] * (len(specs) - 6)
     levels = [p.level for p in specs if p.role == "curve"]
     assert len(levels) == 9 and levels == sorted(levels)
-    cap = s.result(0.0)["capacity"]
+    cap = cell_entry(s, 0.0)["capacity"]
     near = [x for x in levels if abs(x / cap - 1) <= 0.15]
     assert len(near) >= 4 and min(levels) < 0.5 * cap  # dense at the knee, and the low end
     cell = s.probe_cell(specs[-1])
     assert cell.load.mode == "open" and cell.load.rate_rps == levels[-1]
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     assert r["curve_trials"] == 9 and r["knee_probes"] == 4  # curve points are not estimates
     assert all(p["verdict"].startswith("curve point") for p in r["probes"] if p["role"] == "curve")
 
@@ -278,7 +279,7 @@ def test_rate_auto_adds_a_curve_after_the_search_crowded_around_the_knee():
 def test_the_readme_worked_example_is_what_the_search_computes():
     s = cell_search()
     run_search(s, MMc(seed=3))
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     knee = [(p["level"], round(p["latency_ms"], 2)) for p in r["probes"] if p["role"] == "knee"]
     assert knee[0] == (811.1, 34.58) and len(knee) == 6  # README "The capacity search"
     assert round(r["model"]["predicted_capacity"]) == 811
@@ -311,7 +312,7 @@ def test_lateness_that_spares_the_slos_statistic_does_not_cost_the_probe():
     count (and say why they count), and the capacity is found."""
     s = cell_search()
     run_search(s, MMc(seed=1), late(shift_p99_pct=0.4))
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     assert s.failure is None and r["status"] == "found", r
     knees = [p for p in r["probes"] if p["role"] == "knee"]
     assert knees and all(p["used"] and not p["valid"] and p["valid_for_slo"] for p in knees)
@@ -323,7 +324,7 @@ def test_lateness_that_spares_the_slos_statistic_does_not_cost_the_probe():
 def test_lateness_that_moved_the_slos_statistic_still_costs_the_probe():
     s = cell_search()
     run_search(s, MMc(seed=1), late(shift_p99_pct=5.0))
-    knees = [p for p in s.result(0.0)["probes"] if p["role"] == "knee"]
+    knees = [p for p in cell_entry(s, 0.0)["probes"] if p["role"] == "knee"]
     assert knees and not any(p["used"] for p in knees)
     assert not any(p["valid_for_slo"] for p in knees)
 
@@ -352,7 +353,7 @@ def test_a_constant_service_time_gets_the_m_d_1_tail_not_the_m_m_1_one():
     assert mm1 < 0.85 * truth  # the shape this replaced: far off
     s, sim = _md1_search()
     specs = run_search(s, sim)
-    r = s.result(wall_s=0.0)
+    r = cell_entry(s, wall_s=0.0)
     assert r["status"] == "found" and "M/G/1" in str(r["model"]), r["model"]
     first = next(p.level for p in specs if p.role == "knee")
     assert abs(first / truth - 1) < 0.06, (first, truth)
@@ -374,7 +375,7 @@ def test_an_overloaded_probe_recalibrates_the_model_to_what_the_server_completed
 
     s = cell_search()
     specs = run_search(s, MMc(seed=3), overstated)
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     first = r["probes"][2]
     assert first["level"] > true_max and first["verdict"].startswith("upper bound: overloaded")
     assert specs[3].level < true_max  # the next probe below saturation, where the new model says
@@ -389,7 +390,7 @@ def test_an_overloaded_probe_recalibrates_the_model_to_what_the_server_completed
 def test_a_model_that_cannot_be_evaluated_gives_the_cell_up_in_one_line(monkeypatch):
     """A model bug (an overflow, as the M/G/1 tail's once was) ends the cell's search with
     its reason, not the run with a traceback; the probes already run stay recorded."""
-    import orchestrator.search.estimate as est_mod
+    import orchestrator.search.capacity_estimate as est_mod
 
     def broken(*a, **k):
         raise OverflowError("math range error")
@@ -398,7 +399,7 @@ def test_a_model_that_cannot_be_evaluated_gives_the_cell_up_in_one_line(monkeypa
     s = cell_search()
     specs = run_search(s, MMc(seed=3))
     assert [p.role for p in specs] == ["service", "saturation"]
-    r = s.result(0.0)
+    r = cell_entry(s, 0.0)
     assert r["status"] == "failed"
     assert "could not be evaluated: OverflowError: math range error" in r["stopped"]
     assert r["model"]["name"] == "M/M/4" and math.isnan(r["model"]["predicted_capacity"])

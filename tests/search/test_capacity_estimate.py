@@ -1,4 +1,4 @@
-"""The capacity, its interval and the next probe's level (orchestrator/search/estimate.py),
+"""The capacity, its interval and the next probe's level (orchestrator/search/capacity_estimate.py),
 against the exact M/M/c curve."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from models.stations import Station, rate_for_slo
-from orchestrator.search.estimate import (
+from orchestrator.search.capacity_estimate import (
     FAR_INVERT,
     Curve,
     Estimate,

@@ -1,4 +1,4 @@
-"""models.estimate: parameter helpers, model choice, and compare() on a synthetic run whose
+"""models.parameters: parameter helpers, model choice, and compare() on a synthetic run whose
 requests come from the Ciw simulations (shared, cached with test_models_queues_sim.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import closed, comparison, estimate, predict, queues, usl
-from models.estimate import ServiceEstimate
+from models import closed, comparison, parameters, predict, queues, usl
+from models.parameters import ServiceEstimate
 
 MS = 1_000_000  # ns per ms
 
@@ -82,17 +82,17 @@ def test_estimate_service_from_server_timing_and_single_user_fallback():
             "queue_ms": 0.0,
         }
     )
-    e = estimate.estimate_service(df)
+    e = parameters.estimate_service(df)
     assert e.source == "server_timing" and e.mean_s == pytest.approx(s.mean())
     assert e.scv == pytest.approx(1.0, abs=0.1) and e.overhead_s == pytest.approx(0.0002, abs=2e-6)
     no_svc = df.assign(svc_ms=np.nan, queue_ms=np.nan)
-    f = estimate.estimate_service(no_svc)  # requests never overlap: single user
+    f = parameters.estimate_service(no_svc)  # requests never overlap: single user
     assert f.source == "single_user_latency" and f.mean_s == pytest.approx(
         s.mean() + 0.0002, rel=1e-3
     )
     overlapping = no_svc.assign(sent_ns=no_svc["sent_ns"] // 10)
     with pytest.raises(ValueError, match="single-user"):
-        estimate.estimate_service(overlapping)
+        parameters.estimate_service(overlapping)
 
 
 def _requests_from_sim(sim, cell, scale_s, overhead_s=0.0002, n=None):
@@ -212,7 +212,7 @@ def test_a_skewed_overhead_adds_its_mean_to_means_and_its_median_to_percentiles(
             "queue_ms": 0.0,
         }
     )
-    e = estimate.estimate_service(df)
+    e = parameters.estimate_service(df)
     assert e.overhead_s == pytest.approx(0.0002, abs=2e-6)
     assert e.overhead_mean_s == pytest.approx(extra.mean(), rel=0.01)
     row = dict(
@@ -259,16 +259,16 @@ def _one_worker_queue(n, rate, svc_s, gap_s, seed=3):
 
 def test_worker_gap_is_recovered_from_the_completions_of_requests_that_queued():
     df = _one_worker_queue(20000, 700.0, 0.001, 4e-5)
-    assert estimate.worker_gap(df) == pytest.approx(4e-5, abs=5e-6)
-    assert estimate.worker_gap(_one_worker_queue(20000, 700.0, 0.001, 0.0)) < 5e-6
-    e = estimate.estimate_service(df, single_worker=True)
+    assert parameters.worker_gap(df) == pytest.approx(4e-5, abs=5e-6)
+    assert parameters.worker_gap(_one_worker_queue(20000, 700.0, 0.001, 0.0)) < 5e-6
+    e = parameters.estimate_service(df, single_worker=True)
     assert e.gap_s == pytest.approx(4e-5, abs=5e-6)
     assert e.mean_s == pytest.approx(df["svc_ms"].mean() / 1e3 + e.gap_s)
-    assert estimate.estimate_service(df).gap_s == 0.0  # only when asked
+    assert parameters.estimate_service(df).gap_s == 0.0  # only when asked
     light = _one_worker_queue(300, 20.0, 0.001, 4e-5)  # hardly anyone waits
-    assert estimate.worker_gap(light) == 0.0
+    assert parameters.worker_gap(light) == 0.0
     two = pd.concat([df, _one_worker_queue(20000, 700.0, 0.001, 4e-5, seed=4)])
-    assert estimate.worker_gap(two) == 0.0  # two workers' completions interleave
+    assert parameters.worker_gap(two) == 0.0  # two workers' completions interleave
     # with the gap in S, M/M/1 predicts the queue the worker really built
     r = queues.mm1(700.0, 1 / e.mean_s)
     measured = (df["done_ns"] - df["intended_ns"]).mean() / 1e9
@@ -331,10 +331,10 @@ def test_estimate_service_splits_the_database_time():
             "db_ms": np.where(on_db, db * 1e3, np.nan),
         }
     )
-    e = estimate.estimate_service(df)
+    e = parameters.estimate_service(df)
     assert e.has_db and e.db_mean_s == pytest.approx(np.where(on_db, db, 0.0).mean())
     assert e.db_share == pytest.approx(e.db_mean_s / svc.mean())
-    no_db = estimate.estimate_service(df.drop(columns="db_ms"))
+    no_db = parameters.estimate_service(df.drop(columns="db_ms"))
     assert not no_db.has_db and math.isnan(no_db.db_share)
 
 
@@ -374,7 +374,7 @@ def test_a_database_bottleneck_is_predicted_at_the_database_station():
     assert (
         predict.predict_cell({**row, "db_connections": 16, "db_cores": 2}, svc)["key"] == "mva_db"
     )
-    assert estimate.db_servers_for({"server_threads": 4}) == 4  # the default pool
+    assert parameters.db_servers_for({"server_threads": 4}) == 4  # the default pool
 
 
 def test_open_load_on_a_database_bottleneck_is_a_tandem():

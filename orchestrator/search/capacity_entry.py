@@ -4,22 +4,14 @@ and the curve drawn from it, every probe and what the search made of it."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .estimate import MODEL_ERRORS, Estimate
+from loadgen.floats import float_or_nan
 
-if TYPE_CHECKING:
-    from .cell_search import CellSearch
-
-
-def number(v) -> float:
-    """A row's value as a float (NaN when it is none)."""
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
+from .capacity_estimate import MODEL_ERRORS, Estimate
+from .cell_search import CellSearch
+from .probe_checks import valid_for_slo
 
 
 def cell_entry(cs: CellSearch, wall_s: float) -> dict:
@@ -44,10 +36,10 @@ def cell_entry(cs: CellSearch, wall_s: float) -> dict:
                 "attempt": r.spec.attempt,
                 "mode": "open" if r.spec.role == "knee" and cs.open else "closed",
                 "latency_ms": r.readings.stat_ms,
-                "error_rate": number(r.row.get("error_rate")),
-                "throughput_rps": number(r.row.get("throughput_rps")),
+                "error_rate": float_or_nan(r.row.get("error_rate")),
+                "throughput_rps": float_or_nan(r.row.get("throughput_rps")),
                 "valid": bool(r.row.get("valid", False)),
-                "valid_for_slo": cs._valid(r.row),
+                "valid_for_slo": valid_for_slo(cs.search, r.row),
                 "quiet": bool(r.row.get("quiet", True)),
                 "stationary": r.readings.trend.stationary,
                 "stationarity_p": r.readings.trend.p,

@@ -54,6 +54,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from loadgen.floats import float_or_nan
+
 __all__ = [
     "ServiceEstimate",
     "estimate_service",
@@ -135,10 +137,8 @@ class ServiceEstimate:
 
 
 def as_float(v, default=math.nan) -> float:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return default
+    """v as a float (loadgen.floats.float_or_nan), `default` where that is NaN."""
+    x = float_or_nan(v)
     return default if math.isnan(x) else x
 
 
