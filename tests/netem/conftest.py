@@ -12,6 +12,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
+from owd_kit import Sink
 from signal_kit import wait_for
 
 from orchestrator.netem.probe import ECHO_SERVER_CODE
@@ -158,3 +159,11 @@ def deadline(seconds: float):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def sink():
+    """A one-way-delay sink (owd_kit.Sink), closed after the test."""
+    s = Sink()
+    yield s
+    s.close()
