@@ -54,21 +54,26 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # The tiers (tests/conftest.py marks each test by its folder and fixtures): unit (no server, no
-# trial; on both CPUs with pytest-xdist), live (servers and trials, one at a time: they measure
-# time), study (the five seed studies and the default experiment). `make test` runs all three,
-# unit first, and stops at the first tier that fails.
-PYTEST := $(BIN)/pytest -q -p no:cacheprovider
+# trial; on both CPUs with pytest-xdist), live (servers and trials), study (the five seed
+# studies and the default experiment). The live tests of LIVE_PROTOCOL check what a server
+# answers, not how fast (none runs a trial; tests/conftest.py refuses a needs_quiet one there),
+# so they run on both CPUs too; every other live test runs alone: it measures time.
+# `make test` runs lint, the manual, then unit, live and study, stopping at the first failure.
+PYTEST        := $(BIN)/pytest -q -p no:cacheprovider
+LIVE_PROTOCOL := tests/conformance tests/servers_c tests/servers_java
 
 test: setup lint docs
 	$(PYTEST) -m unit -n 2 --durations=10
-	$(PYTEST) -m live --durations=25
+	$(PYTEST) -m live -n 2 --durations=10 $(LIVE_PROTOCOL)
+	$(PYTEST) -m live --durations=25 $(addprefix --ignore=,$(LIVE_PROTOCOL))
 	$(PYTEST) -m study --durations=10
 
 test-fast: setup
 	$(PYTEST) -m unit -n 2 --durations=10
 
 test-live: setup
-	$(PYTEST) -m live --durations=25
+	$(PYTEST) -m live -n 2 --durations=10 $(LIVE_PROTOCOL)
+	$(PYTEST) -m live --durations=25 $(addprefix --ignore=,$(LIVE_PROTOCOL))
 
 test-study: setup
 	$(PYTEST) -m study --durations=10

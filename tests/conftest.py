@@ -45,6 +45,9 @@ TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "live", "study")
 STUDY_DIRS = {"studies"}
 LIVE_DIRS = {"conformance", "servers_c", "servers_java", "e2e", "cluster", "reference"}
+# live folders whose tests check what a server answers, not how fast (make test runs them on
+# both CPUs: Makefile LIVE_PROTOCOL); a needs_quiet test there is refused at collection
+PROTOCOL_DIRS = {"conformance", "servers_c", "servers_java"}
 LIVE_FIXTURES = {
     "live",
     # analysis/: real runs
@@ -170,6 +173,19 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             f"tests marked needs_quiet without a {NEEDS_QUIET_DOC!r} line in their docstring: "
             + ", ".join(bare)
+        )
+    timed = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("needs_quiet")
+        and getattr(item, "path", None) is not None
+        and item.path.resolve().relative_to(TESTS).parts[0] in PROTOCOL_DIRS
+    ]
+    if timed:
+        raise pytest.UsageError(
+            "tests marked needs_quiet in a folder whose tests run two at a time (tests/conftest"
+            ".py PROTOCOL_DIRS): " + ", ".join(timed) + ". Fix: move them to a folder of their "
+            "own idea outside PROTOCOL_DIRS."
         )
     # one kit owns the retries: a needs_quiet test's module takes its attempts from quiet_kit
     unkitted = [

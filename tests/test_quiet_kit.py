@@ -131,3 +131,11 @@ def test_a_watch_counts_this_tests_own_cpu_as_its_own_and_names_what_spoiled_it(
     with quiet_kit.Watch() as real:
         pass
     assert real.foreign_pct >= 0 and 0 <= real.steal_pct <= 100
+
+
+def test_a_run_with_noisy_but_valid_trials_is_spoiled_only_for_a_test_that_needs_quiet(tmp_path):
+    noisy = _run(tmp_path, "noisy", [{}, {"quiet": False, "noise_reasons": "others 81%"}])
+    assert "1 not quiet" in quiet_kit.run_spoiled(noisy)
+    assert quiet_kit.run_spoiled(noisy, need_quiet=False) is None
+    busy = _run(tmp_path, "busy2", [{"valid": False, "invalid_reasons": LAG, "quiet": False}])
+    assert "1 trial(s) invalid only because" in quiet_kit.run_spoiled(busy, need_quiet=False)

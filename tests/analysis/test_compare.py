@@ -235,7 +235,7 @@ def test_calibration_spreads_separate_trial_and_run_variation():
 def test_unchanged_config_is_not_flagged(compare_runs, analysis):
     """Needs quiet: the five trials of both unchanged runs valid (the load generator on
     schedule, its event loop lagging less than its limit), or the comparison cannot conclude;
-    a run whose trials the host made invalid or not quiet is run again (quiet_kit.ATTEMPTS), then
+    a run whose trials the host made invalid is run again (quiet_kit.ATTEMPTS), then
     the test fails with the readings (CI once ran the second run under a steal of 25-40%: a
     third of the throughput, a verdict of "slower")."""
     r = analysis(

@@ -215,12 +215,17 @@ def noise_readings(run_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def run_spoiled(run_dir: Path) -> str | None:
-    """Why the host spoiled run_dir (a trial invalid only because the host was busy, or not
-    quiet by perfctl's noise probe), with every trial's readings; None when it did not."""
+def run_spoiled(run_dir: Path, need_quiet: bool = True) -> str | None:
+    """Why the host spoiled run_dir, with every trial's readings; None when it did not. A
+    trial invalid only because the host was busy always spoils it; one that perfctl's noise
+    probe called not quiet (steal, foreign CPU) spoils it only when the test needs quiet
+    trials (need_quiet): a test that judges with --include-noisy needs valid ones."""
     busy = host_busy_trials(run_dir)
     loud = trials(run_dir)
-    loud = loud[~loud["quiet"].astype(bool)] if "quiet" in loud.columns else loud.iloc[:0]
+    if need_quiet and "quiet" in loud.columns:
+        loud = loud[~loud["quiet"].astype(bool)]
+    else:
+        loud = loud.iloc[:0]
     if busy.empty and loud.empty:
         return None
     return (

@@ -2,7 +2,7 @@
 which collector notifications count as pauses, and RowWriter, the stream of rows to
 requests.csv that keeps its memory flat. Driven through tests/servers_java/java/.../DriverUnits,
 compiled here against the driver's classes. (loadgen/test_driver_contract.py runs the driver
-through real trials; test_java_rmi_driver_load.py runs it under load.)"""
+through real trials; tests/loadgen/test_rmi_driver_load.py runs it under load.)"""
 
 from __future__ import annotations
 

@@ -22,6 +22,9 @@ from orchestrator.proc import ports
 from orchestrator.run import bundled
 from orchestrator.run import driver as run_driver
 
+# every test here runs the RMI driver against a real server
+pytestmark = pytest.mark.usefixtures("live")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
