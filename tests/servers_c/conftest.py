@@ -6,6 +6,7 @@ Every server started through `c_server` is killed at teardown, also when the tes
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import selectors
@@ -36,9 +37,19 @@ SANITIZER_MARKERS = (
 )
 
 
+def run_make(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """`make -C servers/c ARGS`, one at a time across pytest-xdist's workers (make test runs
+    this folder on both CPUs): two makes writing one binary at once fail with "Text file busy"."""
+    BUILD.mkdir(parents=True, exist_ok=True)
+    with open(BUILD / ".tests-make.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return subprocess.run(
+            ["make", "-C", str(C_DIR), *args], capture_output=True, text=True, timeout=timeout
+        )
+
+
 def make(target: str, timeout: float = 120, **variables: str) -> subprocess.CompletedProcess:
-    cmd = ["make", "-s", "-C", str(C_DIR), target] + [f"{k}={v}" for k, v in variables.items()]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return run_make(["-s", target] + [f"{k}={v}" for k, v in variables.items()], timeout)
 
 
 @pytest.fixture(scope="session")

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import setup_kit
 
+from .conftest import run_make
+
 C_DIR = Path(__file__).resolve().parents[2] / "servers" / "c"
 
 
 def _make(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["make", "-C", str(C_DIR), *args], capture_output=True, text=True, timeout=timeout
-    )
+    return run_make(list(args), timeout)
 
 
 @pytest.fixture(autouse=True)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import setup_kit
 
+from .conftest import run_make
+
 C_DIR = Path(__file__).resolve().parents[2] / "servers" / "c"
 
 
 def test_c_fuzz_http_parser(tmp_path):
     setup_kit.require_tools("clang", package="clang")
-    build = subprocess.run(
-        ["make", "-s", "-C", str(C_DIR), "fuzz"], capture_output=True, text=True, timeout=180
-    )
+    build = run_make(["-s", "fuzz"], timeout=180)
     setup_kit.require(
         not (build.returncode != 0 and "libclang_rt.fuzzer" in build.stderr),
         "the libFuzzer runtime",

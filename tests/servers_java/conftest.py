@@ -6,6 +6,7 @@ fails), and every socket has a timeout, so no test can hang or leave a JVM behin
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import select
@@ -276,10 +277,14 @@ def wait_until(cond, timeout: float = 10.0, interval: float = 0.05) -> bool:
 
 @pytest.fixture(scope="session")
 def java_build() -> Path:
-    """Builds the server once per session with the command perfctl uses."""
-    proc = subprocess.run(
-        ["make", "-s", "-C", str(JAVA_DIR), "all"], capture_output=True, text=True, timeout=300
-    )
+    """Builds the server once per session with the command perfctl uses, one make at a time
+    across pytest-xdist's workers (make test runs this folder on both CPUs)."""
+    (JAVA_DIR / "build").mkdir(parents=True, exist_ok=True)
+    with open(JAVA_DIR / "build" / ".tests-make.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        proc = subprocess.run(
+            ["make", "-s", "-C", str(JAVA_DIR), "all"], capture_output=True, text=True, timeout=300
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (CLASSES / "perfctl" / "server" / "Main.class").is_file()
     return CLASSES
