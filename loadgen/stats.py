@@ -55,6 +55,7 @@ def summarize(
     duration_s: float | None = None,
     target_rate_rps: float | None = None,
     max_error_rate: float | None = None,
+    clients: int | None = None,
 ) -> dict:
     """The trial's metrics and verdict from raw columns (requests intended in the window),
     held in memory; percentiles are exact order statistics (`latency_percentiles_from`
@@ -76,6 +77,7 @@ def summarize(
         target_rate_rps,
         max_error_rate,
         exact=(lat_ms, svc_ms, on_time_ms),
+        clients=clients,
     )
 
 
@@ -87,6 +89,7 @@ def summarize_digest(
     target_rate_rps: float | None = None,
     max_error_rate: float | None = None,
     requests_path=None,
+    clients: int | None = None,
 ) -> dict:
     """The same row from a digest (digest.read), never holding the requests in memory.
 
@@ -98,7 +101,9 @@ def summarize_digest(
     exact = None
     if requests_path is not None:
         exact = exact_order_statistics(requests_path, w, ranks_wanted(w))
-    return window_row(w, summary, mode, duration_s, target_rate_rps, max_error_rate, ranks=exact)
+    return window_row(
+        w, summary, mode, duration_s, target_rate_rps, max_error_rate, ranks=exact, clients=clients
+    )
 
 
 def chosen_window(doc: dict, summary: dict) -> digest.Window:
@@ -175,6 +180,7 @@ def window_row(
     max_error_rate: float | None = None,
     exact: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None,
     ranks: dict[str, dict[int, float]] | None = None,
+    clients: int | None = None,
 ) -> dict:
     """The trial's metrics and verdict from one measured window's counts and histograms.
 
@@ -184,6 +190,8 @@ def window_row(
     and responses whose status is not 2xx; `errors_<class>` count each class. duration_s
     defaults to the summary's measured window. Ramp trials are judged like open ones (on
     their chosen step). max_error_rate: above it the trial is invalid (None: no limit).
+    clients: closed load's clients (at most one request each waiting or in flight), which
+    bounds the requests a load-generator pause can touch (validity.gc_shifts).
 
     Counts, sums, mean, minimum and maximum are exact. Percentiles and the p99's CI are exact
     order statistics when `exact` holds the window's latency, send-to-done and on-time values
@@ -245,6 +253,7 @@ def window_row(
         sent=n["sent"],
         duration_s=duration_s,
         max_error_rate=max_error_rate,
+        clients=clients,
     )
     row["valid"] = not reasons
     row["invalid_reasons"] = "; ".join(reasons)

@@ -38,7 +38,9 @@ whatever their latency (the pause is the collector's, not the server's): the pau
 share phi = (2 x rate x their total length + one per pause) / n of the requests (sends and
 answers), so of the m requests within s below a percentile about phi x m can be pushed across
 it, which moves it to at most the value that many ranks lower, and never by more than the
-longest pause; the mean moves at most phi x s. Both must stay within each figure's precision.
+longest pause; the mean moves at most phi x s. In closed load each client has one request waiting or in
+flight, and a pause stops the sends, so a pause touches at most one request per client: phi is
+then at most clients x pauses / n. Both must stay within each figure's precision.
 The loop-lag probe (a 10 ms timer) cannot tell a stall shorter than MAX_LOOP_LAG_P99_MS from
 its own timer's resolution and overshoot; its p99 must stay within the p99's precision or that
 floor, whichever is larger (in open load the send-lateness rule above sees the same stalls at
@@ -185,9 +187,13 @@ def lateness_shifts(figs: Figures, summary: dict) -> list[Shift]:
     return out
 
 
-def gc_shifts(figs: Figures, summary: dict, rate_rps: float) -> list[Shift]:
+def gc_shifts(
+    figs: Figures, summary: dict, rate_rps: float, clients: int | None = None
+) -> list[Shift]:
     """The most the load generator's GC pauses can have moved each figure. A driver that
-    reports only its longest pause is judged as if the pauses had touched every request."""
+    reports only its longest pause is judged as if the pauses had touched every request.
+    clients: closed load's clients, each with one request waiting or in flight at a time, so
+    a pause touches at most that many (it stops the sends, so none arrive during it)."""
     longest = float_or_nan(summary.get("gc_pause_max_ms"))
     if not longest > 0 or figs.n == 0:
         return []
@@ -197,6 +203,8 @@ def gc_shifts(figs: Figures, summary: dict, rate_rps: float) -> list[Shift]:
     )
     if total == total and rate_rps == rate_rps:
         touched = 2 * rate_rps * total / 1e3 + (pauses if pauses == pauses else 1.0)
+        if clients and pauses == pauses:
+            touched = min(touched, clients * pauses)
         share = min(1.0, touched / figs.n)
     else:
         share = 1.0
@@ -295,9 +303,11 @@ def verdict(
     sent: int | None = None,
     duration_s: float | None = None,
     max_error_rate: float | None = None,
+    clients: int | None = None,
 ) -> list[str]:
     """Why this trial cannot be trusted (empty list: it can). row: the trial's counts and
-    figures (stats.window_row); figs: its figures for the shift rules (None: none judged)."""
+    figures (stats.window_row); figs: its figures for the shift rules (None: none judged);
+    clients: closed load's clients (gc_shifts)."""
     reasons = []
     if row["completed"] == 0 and mode != "burst":
         reasons.append("no request completed in the measured window")
@@ -345,7 +355,12 @@ def verdict(
             reasons.append(f"{head}: host busy or load generator saturated. {FIX_STALL}")
     if judged:
         rate_rps = row.get("achieved_rate")
-        gc = gc_shifts(figs, summary, rate_rps if rate_rps is not None else math.nan)
+        gc = gc_shifts(
+            figs,
+            summary,
+            rate_rps if rate_rps is not None else math.nan,
+            clients if mode == "closed" else None,
+        )
         if any(s.exceeds for s in gc):
             longest = float_or_nan(summary.get("gc_pause_max_ms"))
             reasons.append(

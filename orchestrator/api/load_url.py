@@ -256,6 +256,7 @@ def load(
             chosen,
             target_rate_rps=rate,
             requests_path=where / "requests.parquet",
+            clients=spec.connections if chosen == "closed" else None,
         )
         names = endpoint_names(spec, target)
         ends = endpoint_rows(where, summary, chosen, names, row, None) if workload else None

@@ -307,6 +307,7 @@ def summarize_trial(tdir: Path, summary: dict, spec, max_error_rate: float | Non
         target_rate_rps=spec.rate_rps or None,
         max_error_rate=max_error_rate,
         requests_path=tdir / "requests.parquet" if every else None,
+        clients=spec.connections if spec.mode == "closed" else None,
     )
     timeline = lstats.timeline_of_digest(doc, summary, lhdr.iter_log(tdir / "latency.hlog"))
     return metrics, timeline

@@ -15,7 +15,7 @@ from loadgen import stats as lstats
 from orchestrator.cluster import hosts, merge, tasks
 from orchestrator.run.trial_row import summarize_trial
 
-SPEC = types.SimpleNamespace(mode="closed", rate_rps=0, timeout_s=5.0)
+SPEC = types.SimpleNamespace(mode="closed", connections=2, rate_rps=0, timeout_s=5.0)
 
 
 def test_merge_streams_every_row_with_its_host_and_each_latency_exactly(tmp_path, monkeypatch):

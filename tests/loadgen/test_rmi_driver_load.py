@@ -180,6 +180,8 @@ def test_arrivals_waiting_for_a_client_at_the_windows_end_are_served_while_it_dr
 # cost per call (an RMI client deserializes the reply object: ~1.3x the server's) sets it, its
 # CPU at the edge of perfctl's 95% bound (servers/java/README.md, "The RMI load driver").
 SPIN_US = 20
+# the longest young pause of the driver's collector that is not a regression (see below)
+MAX_YOUNG_PAUSE_MS = 1.0
 MAX_RATE = """
 name: rmi-max-rate
 servers:
@@ -206,8 +208,13 @@ def test_a_closed_trial_at_the_rmi_servers_maximum_rate_is_valid(tmp_path):
     of compiling in the 3 s window, where CI once read a lag p99 of 8.0 ms; with 12 s,
     36-691 ms). The warm-up here is long enough for most trials; a trial whose JIT compiled for
     more than 3% of its window (`jit_compile_ms`: validity.jit_in_window, which perfctl names
-    in the lag's reason) is taken again, as is one invalid for the driver's CPU alone (quiet_kit: its attempts, then
-    the test fails with the readings). Any other reason fails it at once."""
+    in the lag's reason) is taken again, as is one invalid for the driver's CPU alone. So is one
+    invalid for its GC pauses alone while none reached MAX_YOUNG_PAUSE_MS: a young pause of the
+    driver is 0.23-0.33 ms on a quiet host, and a busy moment of a shared VM's stretches one
+    (CI read 0.6 ms: the pauses could have moved its 0.81 ms p99 by 3.9%, past the p99's
+    precision, counted before closed load's bound of one request per client and pause). Issue 32's pauses, the regression this test
+    guards, were 17-70 ms. (quiet_kit: its attempts, then the test fails with the readings.)
+    Any other reason fails it at once."""
     exp = tmp_path / "max.yaml"
     exp.write_text(MAX_RATE.format(spin_us=SPIN_US))
 
@@ -229,7 +236,10 @@ def test_a_closed_trial_at_the_rmi_servers_maximum_rate_is_valid(tmp_path):
         reasons = [r for r in str(trial["invalid_reasons"]).split("; ") if r]
         jit_busy = bool(validity.jit_in_window(summary))
         driver_bound = all(r.startswith("load-generator CPU") for r in reasons)
-        if trial["quiet"] and not (jit_busy or driver_bound):
+        short_pauses = summary["gc_pause_max_ms"] < MAX_YOUNG_PAUSE_MS and all(
+            r.startswith("load-generator GC pauses") for r in reasons
+        )
+        if trial["quiet"] and not (jit_busy or driver_bound or short_pauses):
             return None  # on a quiet host, for its own reasons: the assertion below fails it
         return (
             f"{round(float(trial['throughput_rps']))} calls/s, JIT {summary['jit_compile_ms']} "

@@ -167,6 +167,52 @@ def test_gc_pauses_invalidate_a_trial_only_when_they_could_move_its_figures():
     assert _rows(*_trial(slow, on_time, gc_pause_max_ms=0.01))[0]["valid"]
 
 
+def _figures_of(lat_ms: np.ndarray) -> validity.Figures:
+    """The p99 of sorted latencies, with a CI low end 2% below it, as the shift rules read it."""
+    lat = np.sort(lat_ms)
+    n = lat.size
+    rank = math.ceil(0.99 * n)
+    p99 = validity.Figure(
+        "p99", rank, float(lat[rank - 1]), float(lat[rank - 1]), 0.98 * lat[rank - 1]
+    )
+    return validity.Figures(
+        n,
+        {"p99": p99},
+        lambda ks: [float(lat[k - 1]) for k in ks],
+        lambda x: int(np.searchsorted(lat, x, side="right")),
+    )
+
+
+def test_in_closed_load_a_pause_touches_at_most_one_request_per_client():
+    """The RMI driver at the server's maximum rate (issue 40's CI): 24k calls/s for 3 s, 8
+    clients, 5 young pauses of 0.4 ms. Counted as open load's arrivals, 2 x 24000/s x 2 ms + 5 =
+    101 requests are touched; 8 clients can have at most 8 requests waiting or in flight per
+    pause, 40 in all, so the p99 can move only as far as 40 ranks, not 101."""
+    rng = np.random.default_rng(40)
+    figs = _figures_of(0.3 + rng.gamma(4.0, 0.06, 72_000))
+    gc = {"gc_pause_max_ms": 0.6, "gc_pause_total_ms": 2.0, "gc_pauses": 5}
+    (open_,) = validity.gc_shifts(figs, gc, 24_000.0)
+    (closed,) = validity.gc_shifts(figs, gc, 24_000.0, clients=8)
+    p99 = figs.items["p99"]
+    near = p99.rank - figs.count_at_or_below_ms(p99.reported_ms - 0.6)
+
+    def moved(touched: int) -> float:
+        lower = figs.at_rank_ms([p99.rank - math.ceil(touched / figs.n * near)])[0]
+        return p99.reported_ms - lower
+
+    assert closed.shift_ms == pytest.approx(moved(40))
+    assert open_.shift_ms == pytest.approx(moved(101))
+    assert closed.shift_ms < open_.shift_ms
+    # many clients: the arrivals' count is the smaller bound, and stays
+    (many,) = validity.gc_shifts(figs, gc, 24_000.0, clients=1000)
+    assert many.shift_ms == open_.shift_ms
+    # a driver that does not count its pauses: no per-pause bound
+    only = {"gc_pause_max_ms": 0.6, "gc_pause_total_ms": 2.0}
+    assert validity.gc_shifts(figs, only, 24_000.0, clients=8) == validity.gc_shifts(
+        figs, only, 24_000.0
+    )
+
+
 def test_loop_lag_is_judged_against_the_p99s_precision_with_the_probes_floor():
     rng = np.random.default_rng(9)
     on_time = np.zeros(N, dtype=np.int64)
