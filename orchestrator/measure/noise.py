@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from ..proc import procfs
 from ..proc.procfs import descendants
-from .schedstat import USER_HZ, CpuTicks, read_cpu_ticks, read_threads
+from .schedstat import USER_HZ, CpuTicks, read_cpu_ticks, read_process_cpu_ns, read_threads
 
 # Measured on a 2-vCPU VM (server on CPU 0, load generator on CPU 1, closed and open load):
 # quiet trials read steal 0-4% (the hypervisor's other guests come and go), foreign CPU 0-2%
@@ -65,18 +65,34 @@ OPTIONAL = {"noise_loadgen_cpu_others_pct", "noise_cpus"}  # NaN/empty is not "u
 
 class ThreadTotals:
     """Cumulative counters over the threads of a set of processes. A thread keeps the last
-    values seen for it after it ends, so the totals never go backwards."""
+    values seen for it after it ends, so the totals never go backwards.
+
+    A thread that starts and ends between two samples (a thread-per-request server's) is never
+    seen. Its CPU time is not lost: the kernel adds it to its process's utime + stime, so each
+    process also counts `unseen`, what that total holds beyond the threads seen (live or
+    ended). The total counts in ticks (10 ms): below a thread's exact schedstat time the
+    difference is rounding and counts 0; it never goes backwards either."""
 
     def __init__(self) -> None:
         self.last: dict[int, tuple[int, int, int]] = {}
+        self.seen: dict[int, int] = {}  # pid -> on-CPU ns of its threads seen, at their last
+        self.unseen: dict[int, int] = {}
 
     def update(self, pids) -> None:
         for pid in pids:
-            self.last.update(read_threads(pid))
+            process_ns = read_process_cpu_ns(pid)  # first: the threads read after it are newer
+            for tid, values in read_threads(pid).items():
+                before = self.last.get(tid, (0, 0, 0))[0]
+                self.last[tid] = values
+                self.seen[pid] = self.seen.get(pid, 0) + values[0] - before
+            if process_ns is not None:
+                unseen = process_ns - self.seen.get(pid, 0)
+                self.unseen[pid] = max(self.unseen.get(pid, 0), unseen)
 
     def totals(self) -> tuple[int, int, int]:
-        """(on-CPU ns, run-queue wait ns, involuntary switches), summed."""
-        run = wait = switches = 0
+        """(on-CPU ns, run-queue wait ns, involuntary switches), summed; the on-CPU time
+        includes the threads never seen (their wait and switches are not known)."""
+        run, wait, switches = sum(self.unseen.values()), 0, 0
         for r, w, s in self.last.values():
             run, wait, switches = run + r, wait + w, switches + s
         return run, wait, switches

@@ -210,6 +210,43 @@ def test_the_readers_work_on_this_machine():
     assert schedstat.read_threads(2**22 + 12345) == {}
 
 
+def test_the_process_stat_parser_counts_past_a_comm_with_spaces_and_parentheses():
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+    text = "4242 (java (x) y) S 1 4242 4242 0 -1 4194560 10 0 0 0 150 25 3 4 20 0 9 0 77\n"
+    assert schedstat.parse_process_cpu_ticks(text) == 175
+    assert schedstat.read_process_cpu_ns(os.getpid()) > 0
+    assert schedstat.read_process_cpu_ns(2**22 + 12345) is None
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_threads_that_start_and_end_between_samples_still_count_as_the_process_s():
+    """A thread-per-request server's threads live a few ms, between two samples: counted by
+    thread alone, their CPU time was nobody's, so perfctl read it as other processes' and
+    called quiet trials of the seed's thread-per-request server noisy (CI: 'other processes
+    used 90% of a CPU'). Here 40 threads spin 5 ms of CPU each, one after another, between
+    two samples of this process: the 200 ms are counted (to the tick, 10 ms)."""
+    import threading
+
+    totals = noise.ThreadTotals()
+    totals.update([os.getpid()])
+    before = totals.totals()[0]
+    for _ in range(40):
+        t = threading.Thread(target=_spin, args=(0.005,))
+        t.start()
+        t.join()
+    totals.update([os.getpid()])
+    counted_ms = (totals.totals()[0] - before) / 1e6
+    assert counted_ms >= 200 - 2 * 1000 / USER_HZ, counted_ms
+    # and no thread is counted twice: a thread seen, then ended, is not also unseen
+    cpu_ms = schedstat.read_process_cpu_ns(os.getpid()) / 1e6
+    assert totals.totals()[0] / 1e6 <= cpu_ms + 2 * 1000 / USER_HZ + 1
+
+
 @pytest.mark.needs_quiet
 def test_a_local_cluster_counts_the_whole_run_tree_as_ours(tmp_path):
     """cluster/local.py sets PERFCTL_RUN_ROOT: a probe in a worker (a grandchild here) counts a
