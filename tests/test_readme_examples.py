@@ -24,6 +24,9 @@ from orchestrator.experiment.document import deep_merge
 from orchestrator.experiment.plan import compile_document
 from orchestrator.experiment.reference import SECTIONS
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 ROOT = Path(__file__).resolve().parent.parent
 _YAML_BLOCK = re.compile(r"^```ya?ml\n(.*?)^```", re.S | re.M)
 _INCLUDE = re.compile(r"^<!-- perfctl:include (\S+) -->$", re.M)

@@ -66,3 +66,35 @@ def test_perfctl_in_the_unit_tier_starts_no_process(tmp_path):
     with pytest.raises(PerfctlError, match="PERFCTL_NO_SPAWN.*'sleep'"):
         process.spawn(["sleep", "5"], log_path=tmp_path / "log")
     assert not process.CHILDREN
+
+
+class _Item:
+    """What pytest_collection_modifyitems reads of a collected test."""
+
+    def __init__(self, path: Path, marks: set[str], fixturenames=("tmp_path",)):
+        self.path, self.fixturenames, self.nodeid = path, list(fixturenames), f"{path.name}::t"
+        self.marks = set(marks)
+        self.function = lambda: None
+        self.function.__doc__ = "Needs quiet: a quiet host."
+        self.module = None
+
+    def get_closest_marker(self, name):
+        return name if name in self.marks else None
+
+    def add_marker(self, name):
+        self.marks.add(name)
+
+
+def test_the_protocol_folders_are_untimed_and_untimed_excludes_needs_quiet():
+    protocol = _Item(TESTS / "conformance" / "test_x.py", set())
+    e2e = _Item(TESTS / "e2e" / "test_x.py", set())
+    conftest.pytest_collection_modifyitems(None, [protocol, e2e])
+    assert protocol.marks == {"live", "untimed"} and e2e.marks == {"live"}
+    both = _Item(TESTS / "e2e" / "test_x.py", {"untimed", "needs_quiet"})
+    with pytest.raises(pytest.UsageError, match="both needs_quiet and untimed"):
+        conftest.pytest_collection_modifyitems(None, [both])
+
+
+def test_no_collected_untimed_test_needs_quiet(request):
+    for item in request.session.items:
+        assert not (item.get_closest_marker("untimed") and item.get_closest_marker("needs_quiet"))

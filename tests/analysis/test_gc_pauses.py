@@ -13,6 +13,9 @@ import pytest
 
 from orchestrator.analysis.gc_pauses import duration_ms, pauses, trial_pauses
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 HERE = Path(__file__).parent
 
 

@@ -7,7 +7,8 @@ import subprocess
 import pytest
 import setup_kit
 
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

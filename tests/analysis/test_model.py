@@ -8,7 +8,8 @@ import pytest
 from orchestrator import results
 from orchestrator.analysis import queueing, views
 
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 
 def test_model_command_writes_models_json_and_figures(small_run, analysis):

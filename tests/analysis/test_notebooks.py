@@ -12,6 +12,9 @@ import pytest
 
 from .conftest import ROOT
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 ALL = sorted((ROOT / "notebooks").glob("*.ipynb"))
 STUDIES = [p for p in ALL if (ROOT / "experiments" / f"{p.stem}.yaml").is_file()]
 ANALYSIS = ROOT / "notebooks" / "analysis.ipynb"

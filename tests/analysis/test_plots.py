@@ -6,6 +6,9 @@ import pytest
 from orchestrator import results
 from orchestrator.analysis import figures, run_figures
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 
 @pytest.mark.usefixtures("live")
 def test_draw_run_writes_every_figure(small_run, tmp_path):

@@ -17,7 +17,8 @@ from orchestrator.analysis import histograms, queueing
 
 from .conftest import perfctl_run
 
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 RECORDS = """
 name: records-{records_name}

@@ -15,6 +15,9 @@ from orchestrator import api, results
 from orchestrator.api.run_experiment import _overrides
 from orchestrator.errors import PerfctlError
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # One closed-load cell; its quick profile runs five short trials, the fewest with which

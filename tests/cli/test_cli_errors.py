@@ -6,6 +6,9 @@ from pathlib import Path
 import pytest
 from cli_kit import perfctl
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 ROOT = Path(__file__).resolve().parents[2]
 
 GOOD = """

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# not untimed (tests/conftest.py): beside another test a trial is noisy, and its longer live line
+# is cut to the terminal's 80 columns
 pytestmark = pytest.mark.usefixtures("live")
 
 ONE_CELL = """

@@ -14,6 +14,9 @@ from orchestrator.proc import ports, process
 from orchestrator.run import bundled
 from orchestrator.run.certs import RunCertificate
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

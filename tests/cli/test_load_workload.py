@@ -25,7 +25,8 @@ workload:
 
 
 # every test here uses a server the module starts
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 
 @pytest.fixture(scope="module")

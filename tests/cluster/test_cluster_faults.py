@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from cluster_kit import cluster_links, needs_root_and_ip
 from test_local_cluster import _nothing_left, _shards_running, experiment
 
@@ -25,6 +26,7 @@ from orchestrator.cluster.local import WORKER_ENV_KNOB
 SHIM_SOURCE = Path(__file__).with_name("monotonic_sleep_shim.c")
 
 
+@pytest.mark.untimed  # what perfctl does on the fault, not how fast
 def test_the_scheduler_killed_mid_trial_stops_the_run_and_resume_finishes_it(
     write_yaml, tmp_path, start_perfctl, perfctl
 ):
@@ -189,6 +191,7 @@ def test_a_link_cut_and_a_clock_step_mid_trial_invalidate_that_trial_and_the_run
     )
 
 
+@pytest.mark.untimed  # what perfctl does on the fault, not how fast
 def test_a_malformed_worker_env_knob_is_one_paragraph(
     write_yaml, tmp_path, perfctl, perfctl_env, assert_clean_error
 ):

@@ -153,6 +153,7 @@ def test_three_hosts_server_on_h1_shards_on_h2_and_h3_without_and_with_delay(
     assert set(dserver["client_addresses"]) == ips  # the shards reached the proxy
 
 
+@pytest.mark.untimed  # what perfctl does on the fault, not how fast
 def test_a_worker_lost_mid_trial_invalidates_it_and_the_run_stops(
     write_yaml, tmp_path, start_perfctl, perfctl
 ):

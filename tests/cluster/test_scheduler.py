@@ -16,6 +16,9 @@ import pandas as pd
 import pytest
 from cluster_kit import ROOT
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 EXPERIMENT = """
 name: remote
 servers: {c: {impl: c, model: epoll}}

@@ -27,6 +27,9 @@ from orchestrator.cluster.session import Session, security
 from orchestrator.errors import PerfctlError
 from orchestrator.experiment.cluster import Cluster
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 JOIN_TIMEOUT_S = 60
 REFUSED_WORKER_DEATH_S = 3  # a worker that cannot join gives up after this (--death-timeout)
 ENV = {

@@ -18,6 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 ROOT = Path(__file__).resolve().parents[2]
 TOY = ROOT / "tests" / "loadgen" / "toy_driver.py"
 SKIPPED = "left out 1 trial that measured nothing: load driver cmd wrote output that breaks"

@@ -98,6 +98,7 @@ def _descendants(pid):
         return []
 
 
+@pytest.mark.untimed  # what perfctl does on the fault, not how fast
 def test_sigint_keeps_trials_and_resume_finishes(write_yaml, perfctl_env, tmp_path):
     # five short closed trials: the test is about the interrupt and --resume, not the numbers
     text = TWO_CELLS.replace(

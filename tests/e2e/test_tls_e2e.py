@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
+
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

@@ -7,8 +7,12 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from orchestrator import results
+
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-e2e-3f9a1c77-not-on-disk"

@@ -31,7 +31,8 @@ from orchestrator.analysis.check import check_run
 from orchestrator.api.compare_runs import compare
 from orchestrator.errors import PerfctlError
 
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 ROOT = Path(__file__).resolve().parents[2]
 LOAD_EXAMPLES = 60

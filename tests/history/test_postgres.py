@@ -24,7 +24,8 @@ KITS = Path(__file__).resolve().parents[1] / "kits"
 
 
 # every test here uses a server the module starts
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 
 @pytest.fixture(scope="module")

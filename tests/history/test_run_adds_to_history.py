@@ -13,6 +13,9 @@ from history_kit import run_dir
 from orchestrator.history.add import add_finished_run
 from orchestrator.history.store import Location, Store
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 PERFCTL = str(Path(sys.executable).parent / "perfctl")
 EXPERIMENT = """
 name: hist

@@ -28,7 +28,8 @@ from orchestrator.results.claim import trial_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = Path(__file__).resolve().parent / "toy_driver.py"
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 # closed, open and burst, then two cells whose requests fail in known ways
 CONTRACT = """

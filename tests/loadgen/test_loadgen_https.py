@@ -10,6 +10,9 @@ from loadgen.spec import LoadSpec
 from loadgen.tls import probe
 from orchestrator.run.certs import RunCertificate
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 
 def _load(tmp_path, port, cert, **kw):
     spec = LoadSpec(

@@ -14,6 +14,9 @@ from loadgen.fields import RequestSpec
 from loadgen.parallel import generate_to_dir
 from loadgen.spec import LoadSpec
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 SECRET = "tok-5d1c0e9f-never-on-disk"
 
 

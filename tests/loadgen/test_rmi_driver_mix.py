@@ -13,7 +13,8 @@ import pytest
 import setup_kit
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 MIX = """
 name: rmi-mix

@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 from fault_kit import descendants, mark_of, poll_until, run_processes, still_alive, tiny
 
+# not untimed (tests/conftest.py): a perfctl that starts reaps every crashed perfctl's leftovers on
+# the host, so a test beside this one could reap the leftover the resume here must find and name
 pytestmark = pytest.mark.usefixtures("live")
 
 # every kind of process perfctl starts: a wrapper with a grandchild server, the proxy (a

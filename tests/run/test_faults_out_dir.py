@@ -10,7 +10,8 @@ import shutil
 import pytest
 from fault_kit import mark_of, tiny
 
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 ONE_TRIAL = (
     tiny("0.5s")

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from fault_kit import tiny
 
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 ONE_TRIAL = (
     tiny("0.5s")

@@ -9,6 +9,9 @@ import pytest
 
 from orchestrator.results import claim
 
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 STAMP = "20260101-120000"
 
 

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from fault_kit import descendants, poll_until, run_processes, still_alive, tiny
 
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 EXPERIMENT = (
     tiny("1s", extra="repeats: 2\n")

@@ -9,7 +9,8 @@ import signal
 import pytest
 from fault_kit import poll_until
 
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 SERVLET = """
 name: tmpdir-servlet

@@ -20,7 +20,8 @@ from orchestrator.proc import process
 from orchestrator.run import postgres as pg
 from orchestrator.run.postgres import PostgresRunner, find_pg_bin, split_password
 
-pytestmark = pytest.mark.usefixtures("live")
+# untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
 
 
 @pytest.fixture(autouse=True)

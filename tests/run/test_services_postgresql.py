@@ -81,6 +81,7 @@ def _run_dir(plan, tmp_path: Path) -> Path:
     return run_dir
 
 
+@pytest.mark.untimed  # what the cells answer and record, not how fast
 def test_db_cells_of_two_languages_against_one_service(write_yaml, tmp_path):
     plan = experiment.load_plan(write_yaml(_experiment()))
     run_dir = _run_dir(plan, tmp_path)
@@ -134,6 +135,7 @@ include:
 """
 
 
+@pytest.mark.untimed  # what the cells answer and record, not how fast
 def test_db_cells_of_the_plain_java_server_and_of_rmi(write_yaml, tmp_path):
     """The plain Java HTTP server and the RMI server (driven by the rmi driver) answer /db from
     the same PostgreSQL over JDBC; RMI carries the db time back (db_ms) like Server-Timing."""
@@ -180,6 +182,7 @@ def test_db_cells_of_the_plain_java_server_and_of_rmi(write_yaml, tmp_path):
     assert not _postgres_of(os.getpid())
 
 
+@pytest.mark.untimed  # what the cells answer and record, not how fast
 def test_database_stopped_mid_trial_makes_the_trial_invalid_with_the_reason(
     write_yaml, tmp_path, monkeypatch
 ):
@@ -268,6 +271,7 @@ def _mid_trial(run_dir: Path, pid: int):
     )
 
 
+# not untimed: a perfctl started beside it would reap what a crashed one left
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "kill9"])
 def test_no_postgres_and_no_data_dir_left_after_perfctl_stops(
     write_yaml, tmp_path, start_perfctl, how

@@ -8,6 +8,8 @@ import signal
 import pytest
 from fault_kit import poll_until
 
+# not untimed (tests/conftest.py): a perfctl started beside it would reap what a crashed one left,
+# and could hide a guardian that failed to
 pytestmark = pytest.mark.usefixtures("live")
 
 EXP = """
