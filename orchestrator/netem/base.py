@@ -100,6 +100,12 @@ class Injector(ABC):
             return int(min(200, max(samples, 4000.0 / per_ms)))
         return samples
 
+    @staticmethod
+    def probe_pipelines(spec: Network) -> bool:
+        """Whether the probe may send its round trips without waiting for each answer
+        (probe.pipelined_echo_rtt_samples): only where the path delays every byte alike."""
+        return not (spec.jitter_ms or spec.has_loss or spec.reorder or spec.reset or spec.blackhole)
+
     def check(self, result: _probe.ProbeResult, state: Network | None = None) -> tuple[bool, str]:
         """Every check that applies to `state` (default: the network in force now, state_now()):
         added RTT p50, the jitter distribution, the loss rate, the bandwidth. Returns (ok,

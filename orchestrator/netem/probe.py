@@ -32,7 +32,7 @@ _TIMESPEC = struct.Struct("qq")
 
 @dataclass
 class ProbeResult:
-    method: str  # "echo-rtt" | "tcp-connect"
+    method: str  # "echo-rtt" | "echo-rtt-pipelined" | "tcp-connect"
     rtt_ms: list[float]  # one sample per round trip, through the path
     baseline_ms: float = 0.0  # p50 of the same measurement without emulation
     throughput_bps: float | None = None  # bulk transfer through the path (bandwidth set only)
@@ -112,6 +112,54 @@ def echo_rtt_samples(
                 out.append((t1 - t0) / 1e6)
             if gap_s:
                 time.sleep(gap_s)
+    return out
+
+
+def pipelined_echo_rtt_samples(
+    host: str,
+    port: int,
+    samples: int = 20,
+    warmup: int = 2,
+    interval_s: float = 0.005,
+    timeout_s: float = 10.0,
+) -> list[float]:
+    """Round trips (ms) of 16-byte messages sent every interval_s over one connection to an
+    echo at host:port, without waiting for each answer: the probe takes about one round trip
+    plus samples x interval_s, not samples round trips (20 through 50 ms each way: 0.2 s, not
+    2 s). Only for a path that delays every byte alike (no jitter, loss, reordering or resets):
+    over one TCP connection a message held back holds back the ones behind it, which would
+    skew the distribution that the sequential probe (echo_rtt_samples) measures there."""
+    total = warmup + samples
+    sent_ns = [0] * total
+    failed: list[BaseException] = []
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def send() -> None:
+            due = time.perf_counter()
+            try:
+                for i in range(total):
+                    wait = due - time.perf_counter()
+                    if wait > 0:
+                        time.sleep(wait)
+                    sent_ns[i] = time.perf_counter_ns()
+                    s.sendall(PAYLOAD)
+                    due += interval_s
+            except OSError as e:
+                failed.append(e)
+
+        sender = threading.Thread(target=send, name="perfctl-probe-send", daemon=True)
+        sender.start()
+        out: list[float] = []
+        try:
+            for i in range(total):  # TCP keeps the order: the i-th answer is the i-th message's
+                _recv_exact(s, len(PAYLOAD))
+                if i >= warmup:
+                    out.append((time.perf_counter_ns() - sent_ns[i]) / 1e6)
+        finally:  # a failed send leaves the reads to the socket's timeout
+            sender.join(timeout_s)
+    if failed:
+        raise ConnectionError(f"path failed during probe: {failed[0]}")
     return out
 
 

@@ -108,9 +108,15 @@ class ProxyInjector(Injector):
         if self._baseline_ms is None:
             self._baseline_ms = _proxy_baseline_ms(self.binary)
         self.live_stats()  # opens a fresh window of release-time errors
-        rtts = _probe.echo_rtt_samples(*self.echo_address, samples=n, timeout_s=timeout)
+        pipelined = self.probe_pipelines(spec)
+        if pipelined:
+            rtts = _probe.pipelined_echo_rtt_samples(
+                *self.echo_address, samples=n, timeout_s=timeout
+            )
+        else:
+            rtts = _probe.echo_rtt_samples(*self.echo_address, samples=n, timeout_s=timeout)
         res = _probe.ProbeResult(
-            method="echo-rtt",
+            method="echo-rtt-pipelined" if pipelined else "echo-rtt",
             rtt_ms=rtts,
             baseline_ms=self._baseline_ms,
             expected_added_ms=self.expected_p50_ms(spec),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from orchestrator.netem import (
     make_injector,
 )
 from orchestrator.netem.namespace import Netns, cleanup_stale, list_netns
+from orchestrator.netem.probe import echo_rtt_samples, pipelined_echo_rtt_samples
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
@@ -56,7 +58,8 @@ def test_netem_proxy_injector_lifecycle(echo_port):
             s.sendall(b"ping")
             assert s.recv(4) == b"ping"
         res = inj.probe(samples=15)
-        assert res.method == "echo-rtt" and len(res.rtt_ms) == 15
+        # a delay alone: the round trips are sent without waiting for each answer
+        assert res.method == "echo-rtt-pipelined" and len(res.rtt_ms) == 15
         assert abs(res.added_p50_ms - 10.0) < 1.0, res.to_dict()
         ok, reason = inj.check(res)
         assert ok, reason
@@ -65,6 +68,31 @@ def test_netem_proxy_injector_lifecycle(echo_port):
     assert not _alive(pid) or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
     assert inj.stats["conns"] >= 2
     inj.stop()  # idempotent
+
+
+def test_a_pipelined_probe_reads_the_delay_the_sequential_one_does_in_a_fraction_of_the_time(
+    echo_port,
+):
+    """Through 50 ms each way, 20 round trips one after another take 2 s; sent every 5 ms
+    without waiting they take one round trip and 0.1 s more, and read the same delay. A path
+    with jitter keeps the sequential probe (a held-back message would hold back the rest)."""
+    spec = Network.from_config({"backend": "proxy", "delay": "50ms"})
+    with ProxyInjector(spec, seed=1) as inj:
+        host, port = inj.start("127.0.0.1", echo_port)
+        t0 = time.perf_counter()
+        one_by_one = echo_rtt_samples(*inj.echo_address, samples=20)
+        t1 = time.perf_counter()
+        pipelined = pipelined_echo_rtt_samples(*inj.echo_address, samples=20)
+        t2 = time.perf_counter()
+    assert len(pipelined) == len(one_by_one) == 20
+    assert abs(statistics.median(pipelined) - statistics.median(one_by_one)) < 2.0, (
+        pipelined,
+        one_by_one,
+    )
+    assert min(pipelined) >= 100.0 - 0.5, pipelined  # never shorter than the delay
+    assert t2 - t1 < 0.5 * (t1 - t0), (t1 - t0, t2 - t1)
+    jittered = Network.from_config({"backend": "proxy", "delay": "5ms", "jitter": "2ms"})
+    assert ProxyInjector.probe_pipelines(spec) and not ProxyInjector.probe_pipelines(jittered)
 
 
 def test_netem_proxy_injector_bandwidth_probe(echo_port):
