@@ -98,6 +98,7 @@ print(json.dumps({"code": code or 0, "loaded": sorted(sys.modules)}))
 """
 
 
+@pytest.mark.untimed  # what it records, not how fast
 @pytest.mark.usefixtures("live")
 def test_a_run_without_models_or_search_loads_no_scipy_stats(tmp_path):
     """scipy.stats and the queueing models take ~1 s to import: a run that fits no models and

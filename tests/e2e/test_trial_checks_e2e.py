@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from orchestrator.experiment.load import trial_seed
 from orchestrator.results.schema import NOISE_COLUMNS
@@ -72,6 +73,7 @@ def test_a_real_trial_records_its_seed_offered_load_and_noise(write_yaml, perfct
     assert "quiet" in stdout
 
 
+@pytest.mark.untimed  # what it records, not how fast
 def test_dead_server_behind_wrapper_is_invalid(write_yaml, perfctl_env, tmp_path):
     """Before, most requests were refused and the trial was valid with a clean p99."""
     trials, _ = run(write_yaml, perfctl_env, tmp_path, DYING)

@@ -93,6 +93,7 @@ def _log_pauses_ms(out: Path) -> list[float]:
     return [float(m) for m in re.findall(r"\] GC\(\d+\) Pause .* ([0-9.]+)ms$", text, re.M)]
 
 
+@pytest.mark.untimed  # what it records, not how fast
 def test_the_driver_reports_its_gc_pauses_from_the_jvms_log_to_the_microsecond(rmi_port, tmp_path):
     """The MXBean's whole milliseconds read a 0.3 ms pause as 0 or 1 ms; summary.json's pauses
     are those of -Xlog:gc: a run of consecutive pauses of the log (the window's), their count,
@@ -108,6 +109,7 @@ def test_the_driver_reports_its_gc_pauses_from_the_jvms_log_to_the_microsecond(r
     assert s["gc_pause_total_ms"] != round(s["gc_pause_total_ms"])  # not whole milliseconds
 
 
+@pytest.mark.untimed  # what it records, not how fast
 def test_open_load_over_many_blocks_writes_every_arrival_once_at_its_instant(rmi_port, tmp_path):
     """30k arrivals fill 8 blocks, each sealed by the dispatcher while client threads still end
     its rows: every arrival of the schedule is written once, at its intended instant."""

@@ -33,6 +33,7 @@ def test_snapshot_of_a_gone_process_is_nan_not_an_error():
     assert kernel_tcp.scope(os.getpid()) == "host"
 
 
+@pytest.mark.untimed  # the host's counters only rise beside another test
 @pytest.mark.usefixtures("live")
 def test_counters_rise_in_a_burst_against_a_small_backlog():
     """A listener with backlog 1 that never accepts, 40 connects at once: the kernel queues a
@@ -70,6 +71,7 @@ placement: {server_cpus: [0], loadgen_cpus: [1]}
 """
 
 
+@pytest.mark.untimed  # the host's counters only rise beside another test
 @pytest.mark.usefixtures("live")
 def test_a_burst_trial_records_listen_overflows_in_trials_csv(tmp_path, perfctl_env):
     exp = tmp_path / "burst.yaml"

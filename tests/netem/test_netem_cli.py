@@ -59,6 +59,7 @@ def test_netem_cli_build_command_asymmetric():
     assert argv[argv.index("--delay-down") + 1] == "1ms"
 
 
+@pytest.mark.untimed  # what it records, not how fast
 def test_netem_cli_proxy_foreground_sigterm(echo_port):
     proc = subprocess.Popen(
         [
@@ -105,6 +106,7 @@ def test_netem_host_settings():
     json.dumps(h)
 
 
+@pytest.mark.untimed  # what it records, not how fast
 @pytest.mark.usefixtures("live")
 def test_netem_doctor_table():
     app2 = typer.Typer()

@@ -2,11 +2,11 @@
 notebook top to bottom on that run (any error in any cell fails the test)."""
 
 import os
-import re
 from pathlib import Path
 
 import pytest
 from cli_kit import perfctl
+from healthy_kit import alarming_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,29 +30,19 @@ QUICK_OVERRIDES = {
     # 2 s measured after 0.5 s of warm-up (quick: 3 s after 1 s): 32 clients keep every
     # worker busy at once, and each cell still serves hundreds of requests
     "thread_pool": ("load.duration=2s", "load.warmup=500ms"),
-    # the default experiment (`make run`): its quick profile as it is
-    "default": (),
 }
-# what a healthy run, or a command on it, never prints (issue 40: every healthy run printed
-# "skipped: ... endpoints.csv is damaged" while nothing was)
-ALARMING = re.compile(r"damaged|skipped|warning|traceback", re.IGNORECASE)
-
-
-def alarming_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if ALARMING.search(line)]
 
 
 def experiment_file(study: str) -> Path:
-    return ROOT / ("experiments.yaml" if study == "default" else f"experiments/{study}.yaml")
+    return ROOT / "experiments" / f"{study}.yaml"
 
 
 @pytest.fixture(scope="session")
 def run_quick_profile(tmp_path_factory):
     """run_quick_profile(study, *overrides) -> the results dir of `perfctl run
-    experiments/<study>.yaml --profile quick [--set OVERRIDE ...]` (study "default": the
-    default experiments.yaml). Asserts the run succeeded and printed nothing alarming. One run
-    per study and overrides for the whole session: the study's tests and the healthy-commands
-    test read the same run."""
+    experiments/<study>.yaml --profile quick [--set OVERRIDE ...]`. Asserts the run succeeded
+    and printed nothing alarming (healthy_kit). One run per study and overrides for the whole
+    session: the study's tests and the healthy-commands test read the same run."""
     runs: dict[tuple, Path] = {}
 
     def run(study: str, *overrides: str) -> Path:
