@@ -66,7 +66,7 @@ test: setup lint docs
 	$(PYTEST) -m unit -n 2 --durations=10
 	$(PYTEST) -m "live and untimed" -n 2 --durations=15
 	$(PYTEST) -m "live and not untimed" --durations=25
-	$(PYTEST) -m study --durations=10
+	$(PYTEST) -m study --durations=10 tests/studies
 
 test-fast: setup
 	$(PYTEST) -m unit -n 2 --durations=10
@@ -76,7 +76,7 @@ test-live: setup
 	$(PYTEST) -m "live and not untimed" --durations=25
 
 test-study: setup
-	$(PYTEST) -m study --durations=10
+	$(PYTEST) -m study --durations=10 tests/studies
 
 clean:
 	rm -rf $(VENV) site servers/c/build servers/java/build servers/java/stacks/build orchestrator/netem/build *.egg-info

@@ -357,3 +357,14 @@ def test_lag_while_the_drivers_jit_compiles_in_the_window_names_the_jit_and_a_lo
     # the JIT's time alone invalidates nothing: only lag beyond the bound does
     for row in _rows(*_trial(fast, on_time, **{**busy, "loop_lag_p99_ms": 1.0})):
         assert row["valid"], row["invalid_reasons"]
+
+
+def test_a_reason_reads_the_same_from_float_sums_that_differ_in_the_last_bits():
+    """The rows in memory and the streamed digest reach the same whole-ns shift by float sums
+    that differ in the last bits; at a rounding edge (4005 ns) the text read 0.004 one way and
+    0.00401 the other, and CI's check that both give the same row failed on it."""
+    fig = validity.Figure("p50", 500, reported_ms=0.0893, sent_to_done_ms=0.08, ci_low_ms=0.088)
+    below = validity.Shift(fig, 0.004005 - 1e-15, fig.allowed_shift_ms)
+    above = validity.Shift(fig, 0.004005 + 1e-15, fig.allowed_shift_ms)
+    assert below.exceeds and above.exceeds
+    assert validity._moved([below], "x") == validity._moved([above], "x")

@@ -127,7 +127,10 @@ profile: true
 """
 
 
+# untimed: a profile of each language's server, not how fast it ran (more than 20 samples in
+# a 2.5 s trial of a busy server, with a test beside it or not)
 @pytest.mark.usefixtures("live")
+@pytest.mark.untimed
 def test_a_profile_svg_exists_for_each_language(tmp_path, perfctl_env):
     setup_kit.require_jdk(17)  # the Java server's profile (JFR): make setup installs the JDK
     exp = tmp_path / "p.yaml"
