@@ -118,7 +118,9 @@ def run_proxy(proxy_bin):
     """run_proxy(to_port, *flags, echo=False) -> Proxy; every proxy is stopped at teardown."""
     started: list[Proxy] = []
 
-    def start(to_port: int, *flags: str, echo: bool = False, stdin: bool = False) -> Proxy:
+    def start(
+        to_port: int, *flags: str, echo: bool = False, stdin: bool = False, env=None
+    ) -> Proxy:
         argv = [proxy_bin, "--listen", "127.0.0.1:0", "--to", f"127.0.0.1:{to_port}", *flags]
         if echo:
             argv += ["--echo-listen", "127.0.0.1:0"]
@@ -129,6 +131,7 @@ def run_proxy(proxy_bin):
             stderr=err,
             text=True,
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            env={**os.environ, **env} if env else None,
         )
         line = proc.stdout.readline()
         p = Proxy(proc, line, err)

@@ -257,6 +257,22 @@ def test_the_proxy_reports_when_its_send_returned_beside_when_it_released(run_pr
     assert again["win_released"] == 0 and again["win_sent_err_p99_ns"] == 0, again
 
 
+def test_a_stats_line_never_shows_a_chunk_released_and_not_yet_sent(run_proxy, echo_port):
+    """The two samples of a held chunk are taken together, after its send() returned, and the
+    stats line waits for a send under way: a worker that stops 30 ms between a send and its
+    samples (PERFCTL_PROXY_TEST_SENT_PAUSE_US, as a descheduled one would) still gives a
+    line with every chunk the client has read, and nothing left for the next window (CI once
+    read the last chunk's send sample in the next line)."""
+    p = run_proxy(echo_port, "--delay", "1ms", env={"PERFCTL_PROXY_TEST_SENT_PAUSE_US": "30000"})
+    with socket.create_connection(("127.0.0.1", p.port), timeout=10) as s:
+        _ping_pong(s, 5)
+        st = p.live_stats()
+        again = p.live_stats()
+    assert st["released"] >= 10 and st["sent_err_p50_ns"] >= 30_000_000, st
+    assert st["win_sent_err_p50_ns"] == st["sent_err_p50_ns"], st
+    assert again["win_released"] == 0 and again["win_sent_err_p99_ns"] == 0, again
+
+
 def test_netem_bad_realism_flags_exit_2(proxy_bin):
     import subprocess
 

@@ -145,6 +145,9 @@ static struct {
     u64 poll_ns;
     double poll_budget;
     int anchor_stdin;
+    /* PERFCTL_PROXY_TEST_SENT_PAUSE_US (tests only): a worker stops this long between a timed
+     * chunk's send() and its samples, as a descheduled one would (tests/netem/test_netem_timing.py) */
+    u64 test_sent_pause_ns;
 } cfg = {.queue_limit = 4u << 20, .spin_max_ns = 300000, .spin_budget = 0.1, .poll_budget = 0.5};
 
 static struct shape steps[MAX_STEPS];
@@ -217,6 +220,7 @@ struct worker {
     struct stats *st;     /* the thread's own, published for the stats line */
     struct relhist *rh, *rxh, *sh;
     u64 *early_ns;
+    u64 *rel_seq; /* odd while a timed chunk's send and its two samples are under way */
 };
 
 static struct worker workers[MAX_THREADS];
@@ -233,6 +237,10 @@ static __thread struct stats st;
 static __thread struct relhist rh;  /* release error: send time - due time */
 static __thread struct relhist rxh; /* rx lag: wake-up that read a chunk - its arrival */
 static __thread struct relhist sh;  /* send completion: send() returned - due time */
+/* A seqlock over rh and sh: odd from just before a timed chunk's send() until both of its
+ * samples are in. The stats line waits for it to be even, so it never shows a chunk the peer
+ * may already have read with its release sample and without its send one. */
+static __thread u64 rel_seq;
 static __thread int64_t rt_off_lo, rt_off_hi; /* CLOCK_REALTIME - CLOCK_MONOTONIC is in here */
 static __thread int rt_off_known;
 static __thread struct rng rng;
@@ -686,6 +694,13 @@ static void enqueue(struct dir *d, const char *data, size_t n, u64 arrival, u64 
     }
 }
 
+static void rel_seq_enter(void) {
+    __atomic_store_n(&rel_seq, rel_seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void rel_seq_leave(void) { __atomic_store_n(&rel_seq, rel_seq + 1, __ATOMIC_RELEASE); }
+
 static void pump(struct dir *d, u64 now) {
     struct conn *c = d->c;
     if (c->dead) return;
@@ -704,10 +719,17 @@ static void pump(struct dir *d, u64 now) {
             goto out;
         }
         int first_try = 0; /* a timed chunk's first send: both histograms take it */
+        int64_t rel_err = 0;
         if (ch->timed && !ch->tried) {
             ch->tried = 1;
             first_try = 1;
-            relhist_add(&rh, (int64_t)(now_ns() - ch->release));
+            rel_err = (int64_t)(now_ns() - ch->release);
+            if (ch->kind == K_FIN || (c->echo && d->idx == 0) || dst->fd < 0) {
+                rel_seq_enter();
+                relhist_add(&rh, rel_err); /* no send() of its own: its release is its send */
+                rel_seq_leave();
+                first_try = 0;
+            }
         }
         if (ch->kind == K_FIN) {
             if (c->echo && d->idx == 0) {
@@ -723,8 +745,18 @@ static void pump(struct dir *d, u64 now) {
             enqueue(&c->d[1], ch->data + ch->off, ch->len - ch->off, now, now, K_DATA);
             if (c->dead) return;
         } else if (dst->fd >= 0) {
+            if (first_try) rel_seq_enter();
             ssize_t w = send(dst->fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (first_try && w > 0) relhist_add(&sh, (int64_t)(now_ns() - ch->release));
+            if (first_try) { /* both samples at once, after send() returned */
+                if (cfg.test_sent_pause_ns) {
+                    struct timespec ts = {0, (long)cfg.test_sent_pause_ns};
+                    nanosleep(&ts, NULL);
+                }
+                u64 sent_at = now_ns();
+                relhist_add(&rh, rel_err);
+                if (w > 0) relhist_add(&sh, (int64_t)(sent_at - ch->release));
+                rel_seq_leave();
+            }
             if (w < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK) w = 0;
                 else { handle_reset(c, 1 - d->idx, now); return; }
@@ -954,6 +986,7 @@ static void *worker_main(void *arg) {
     w->rh = &rh;
     w->rxh = &rxh;
     w->sh = &sh;
+    w->rel_seq = &rel_seq;
     w->early_ns = &early_ns;
     __atomic_store_n(&w->st, &st, __ATOMIC_RELEASE);
     spin_win_start = now_ns();
@@ -1060,6 +1093,29 @@ static int make_listener(struct sockaddr_storage *ss, socklen_t len, char *out, 
 
 static struct relhist last_window, last_rx_window, last_sent_window; /* merged at the previous line */
 
+/* all += w's release errors and sent += its send completions, as of one instant when no timed
+ * chunk's send is under way on w (its seqlock even and unchanged across the copy). Waits up to
+ * 50 ms for a send under way (a descheduled worker), then takes what it has. */
+static void snapshot_rel(struct worker *w, struct relhist *all, struct relhist *sent) {
+    static struct relhist r, s;
+    u64 deadline = now_ns() + 50000000ull;
+    for (;;) {
+        u64 a = __atomic_load_n(w->rel_seq, __ATOMIC_ACQUIRE);
+        if ((a & 1) && now_ns() < deadline) {
+            sched_yield();
+            continue;
+        }
+        memset(&r, 0, sizeof r);
+        memset(&s, 0, sizeof s);
+        relhist_accumulate(&r, w->rh);
+        relhist_accumulate(&s, w->sh);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(w->rel_seq, __ATOMIC_RELAXED) == a || now_ns() >= deadline) break;
+    }
+    relhist_accumulate(all, &r);
+    relhist_accumulate(sent, &s);
+}
+
 static void print_stats(void) {
     struct stats sum = {0};
     static struct relhist all, win, rx_all, rx_win, sent_all, sent_win;
@@ -1072,9 +1128,8 @@ static void print_stats(void) {
         if (!s) continue;
         u64 *src = (u64 *)s, *dst = (u64 *)&sum;
         for (size_t k = 0; k < sizeof sum / sizeof(u64); k++) dst[k] += __atomic_load_n(&src[k], __ATOMIC_RELAXED);
-        relhist_accumulate(&all, workers[i].rh);
+        snapshot_rel(&workers[i], &all, &sent_all);
         relhist_accumulate(&rx_all, workers[i].rxh);
-        relhist_accumulate(&sent_all, workers[i].sh);
         u64 e = __atomic_load_n(workers[i].early_ns, __ATOMIC_RELAXED);
         if (e > early_max) early_max = e;
     }
@@ -1158,6 +1213,11 @@ static void apply_due_steps(int sched_fd) {
 int main(int argc, char **argv) {
     const char *listen_s = NULL, *to_s = NULL, *echo_s = NULL;
     shape_init(&steps[0]);
+    const char *pause_us = getenv("PERFCTL_PROXY_TEST_SENT_PAUSE_US");
+    if (pause_us && *pause_us) {
+        long us = strtol(pause_us, NULL, 10);
+        if (us > 0 && us < 1000000) cfg.test_sent_pause_ns = (u64)us * 1000;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
