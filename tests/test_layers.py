@@ -13,7 +13,8 @@
     netem      -> proc, experiment, errors
     measure    -> proc, results (schema: the columns it fills), numbers, errors, loadgen.floats
     proc       -> errors
-    analysis   -> history, results, models, loadgen (digest, hdr, records), numbers, errors
+    analysis   -> history, results, models, loadgen (digest, hdr, records), numbers, errors,
+                  proc.process (its forked figure drawers die with perfctl: draw_pool.py)
     results    -> errors
     experiment -> loadgen.spec, errors
     numbers, errors -> nothing
@@ -131,6 +132,7 @@ ALLOWED = {
         "orchestrator.results",
         "orchestrator.numbers",
         "orchestrator.errors",
+        "orchestrator.proc.process",
         "models",
         "loadgen.digest",
         "loadgen.hdr",

@@ -25,6 +25,7 @@ from ..errors import PerfctlError
 from ..history import add, figure, record, trend
 from ..history.store import Store
 from . import flamegraph, queueing
+from .draw_pool import draw_all
 from .figures import Figure
 from .model_figures import draw_models
 from .report_tables import (
@@ -37,7 +38,7 @@ from .report_tables import (
     _summary,
     _thresholds,
 )
-from .run_figures import draw_run
+from .run_figures import run_figure_calls
 from .search_figures import capacity_figure
 from .views import flag
 
@@ -250,14 +251,18 @@ def build(run_dir, out: Path | None = None, notes: list[str] | None = None) -> P
     notes.extend(run.damaged())
     out = Path(out) if out else run.path / "report.html"
     plot_dir = run.path / "plots"
-    figs = draw_run(run, plot_dir, notes)
+    calls = run_figure_calls(run, plot_dir, notes)
     try:
         table = queueing.queueing_table(run, notes)
     except (ValueError, KeyError) as e:
         notes.append(f"models: not fitted ({type(e).__name__}: {e})")
         table = pd.DataFrame()
     what_if = run.models.get("what_if") if isinstance(run.models, dict) else None
-    figs += draw_models(run, table, plot_dir, (what_if or {}).get("changes"))
+    changes = (what_if or {}).get("changes")
+    # the run's figures and the models' (one call: a list of them), each drawn on its own CPU
+    calls.append((lambda: draw_models(run, table, plot_dir, changes), 3.0))
+    drawn = draw_all([c for c, _ in calls], [cost for _, cost in calls])
+    figs = [f for f in drawn[:-1] if f is not None] + drawn[-1]
     invalid = int((~trials["valid"].fillna(False).astype(bool)).sum()) if not trials.empty else 0
     badge = (
         f'<span class="flag">{invalid} of {len(trials)} trials invalid</span>'

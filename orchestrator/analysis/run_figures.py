@@ -13,6 +13,7 @@ import pandas as pd
 
 from loadgen import hdr
 
+from .draw_pool import draw_all
 from .figures import (
     MAX_CDF_POINTS,
     MAX_TIMELINE_CELLS,
@@ -295,17 +296,26 @@ def draw_basic(
     if trials.empty:
         return []
     colours = server_colours(list(trials["server"].unique()))
-    figs = []
+    calls = []
     if _drawable(trials, ["throughput_rps"], "throughput", notes):
-        figs.append(throughput_figure(trials, axes, out_dir, colours))
+        calls.append(lambda: throughput_figure(trials, axes, out_dir, colours))
     if _drawable(trials, ["latency_p99_ms"], "p99 latency", notes):
-        figs.append(p99_figure(trials, axes, out_dir, colours))
-    return [p for f in figs for p in f.paths]
+        calls.append(lambda: p99_figure(trials, axes, out_dir, colours))
+    return [p for f in draw_all(calls) for p in f.paths]
 
 
 def draw_run(run, out_dir: Path, notes: list[str] | None = None) -> list[Figure]:
     """Every measurement figure of a run (a results.Run), in report order; what cannot be
     drawn is skipped and said in `notes`, one line each (see draw_basic)."""
+    calls = run_figure_calls(run, out_dir, notes)
+    figs = draw_all([c for c, _ in calls], [cost for _, cost in calls])
+    return [f for f in figs if f is not None]
+
+
+def run_figure_calls(run, out_dir: Path, notes: list[str] | None = None) -> list[tuple]:
+    """draw_run's figures as (call, cost) pairs for draw_pool.draw_all (each call draws and
+    saves one figure, or returns None; cost: its time relative to the others), so that a
+    caller can draw them beside its own figures."""
     notes = [] if notes is None else notes
     trials, left_out = measured_trials(run.trials)
     if left_out:
@@ -315,20 +325,17 @@ def draw_run(run, out_dir: Path, notes: list[str] | None = None) -> list[Figure]
     axes = run.axes or [a for a in ("server",) if a in trials.columns]
     colours = server_colours(list(trials["server"].unique()))
     percentiles = [col for _, col, _ in PERCENTILE_STYLES]
-    figs = [
-        throughput_figure(trials, axes, out_dir, colours)
-        if _drawable(trials, ["throughput_rps"], "throughput", notes)
-        else None,
-        percentiles_figure(trials, axes, out_dir, colours)
-        if _drawable(trials, percentiles, "latency percentiles", notes)
-        else None,
-        p99_figure(trials, axes, out_dir, colours)
-        if _drawable(trials, ["latency_p99_ms"], "p99 latency", notes)
-        else None,
-        error_rate_figure(trials, axes, out_dir, colours)
-        if _drawable(trials, ["error_rate"], "error rate", notes)
-        else None,
-        timeline_figure(trimmed_timeline(run), trials, axes, out_dir, colours),
-        spectrum_figure(cell_distributions(run, trials), trials, axes, out_dir, colours),
-    ]
-    return [f for f in figs if f is not None]
+    # the data are read here, before draw_all forks: the children only draw and save
+    timeline, spectra = trimmed_timeline(run), cell_distributions(run, trials)
+    calls = []  # (call, its cost relative to the others: the timeline has a panel per cell)
+    if _drawable(trials, ["throughput_rps"], "throughput", notes):
+        calls.append((lambda: throughput_figure(trials, axes, out_dir, colours), 1.0))
+    if _drawable(trials, percentiles, "latency percentiles", notes):
+        calls.append((lambda: percentiles_figure(trials, axes, out_dir, colours), 2.0))
+    if _drawable(trials, ["latency_p99_ms"], "p99 latency", notes):
+        calls.append((lambda: p99_figure(trials, axes, out_dir, colours), 1.0))
+    if _drawable(trials, ["error_rate"], "error rate", notes):
+        calls.append((lambda: error_rate_figure(trials, axes, out_dir, colours), 1.0))
+    calls.append((lambda: timeline_figure(timeline, trials, axes, out_dir, colours), 6.0))
+    calls.append((lambda: spectrum_figure(spectra, trials, axes, out_dir, colours), 2.0))
+    return calls

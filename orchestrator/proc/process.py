@@ -99,6 +99,12 @@ def _die_with_parent(parent_pid: int, user: tuple[int, int] | None = None, in_ma
     return setup
 
 
+def die_with_parent(parent_pid: int):
+    """A function for a forked child to call first: it is SIGKILLed when parent_pid's main
+    thread dies, or exits now if that already happened (analysis/draw_pool.py's drawers)."""
+    return _die_with_parent(parent_pid)
+
+
 def _popen(
     argv: list[str], env: dict | None = None, user: tuple[int, int] | None = None, **kw
 ) -> subprocess.Popen:
