@@ -149,18 +149,23 @@ def spawn(
     cwd: Path | None = None,
     env: dict | None = None,
     user: tuple[int, int] | None = None,
+    stdin_pipe: bool = False,
 ) -> subprocess.Popen:
     """Start argv in a new session (own process group), optionally pinned with taskset, and
     as another user (uid, gid) when given.
 
-    stdout and stderr go to log_path (or are discarded). The process is registered for
-    stop_all() and dies with perfctl (module docstring). Call from the main thread.
+    stdout and stderr go to log_path (or are discarded); stdin is a pipe with stdin_pipe
+    (proc.stdin), else /dev/null. The process is registered for stop_all() and dies with
+    perfctl (module docstring). Call from the main thread.
     """
     if cpus:
         argv = ["taskset", "-c", ",".join(map(str, cpus)), *argv]
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    stdin = subprocess.PIPE if stdin_pipe else subprocess.DEVNULL
     try:
-        return _popen(argv, env=env, user=user, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+        return _popen(
+            argv, env=env, user=user, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, stdin=stdin
+        )
     except FileNotFoundError as e:
         raise PerfctlError(
             f"cannot start {argv[0]!r}: {e.strerror}. Fix: install it or give "
@@ -237,8 +242,12 @@ def terminate(proc: subprocess.Popen, grace_s: float = 3.0) -> int | None:
         if _meta.pop(proc.pid, None) is not None:
             _tell("ungroup", pgid)
             _write_record()
-    if proc.stdout:
-        proc.stdout.close()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe:
+            try:
+                pipe.close()
+            except OSError:  # a write end whose reader died with unread bytes in it
+                pass
     return proc.returncode
 
 

@@ -37,17 +37,26 @@ def gc_log_flag(out_dir: Path) -> str:
     return f'-Xlog:gc:file="{path}":uptimenanos:filecount=0'
 
 
+def can_wait(driver: str | DriverCommand) -> bool:
+    """Whether the driver can be started before its spec is written (argv's when_told)."""
+    return driver == "http"
+
+
 def prepare(driver: str | DriverCommand) -> None:
     """Build what the driver needs (cached by source hash); PerfctlError when it cannot."""
     if driver == "rmi":
         bundled.build("java")
 
 
-def argv(driver: str | DriverCommand, spec_path: Path, out_dir: Path) -> list[str]:
-    """The command that runs `driver` on spec_path, writing into out_dir."""
+def argv(
+    driver: str | DriverCommand, spec_path: Path, out_dir: Path, when_told: bool = False
+) -> list[str]:
+    """The command that runs `driver` on spec_path, writing into out_dir. when_told (the http
+    driver only, see can_wait): it starts, then waits for `go` on stdin before it reads the
+    spec (loadgen/__main__.py)."""
     spec, out = str(spec_path), str(out_dir)
     if driver == "http":
-        return [sys.executable, "-m", "loadgen", spec, out]
+        return [sys.executable, "-m", "loadgen", *(["--when-told"] if when_told else []), spec, out]
     if driver == "rmi":
         jdk = bundled.find_jdk(RMI_DRIVER_JDK)
         if jdk is None:

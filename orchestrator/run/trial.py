@@ -137,6 +137,16 @@ def _wait(proc: subprocess.Popen, limit_s: float, watch=None) -> int | None:
             watch()
 
 
+def _tell_go(proc: subprocess.Popen) -> None:
+    """Start the load of a generator started --when-told (its spec is written). One that
+    already ended (it failed at its start) keeps its exit code and log for the trial's row."""
+    try:
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass
+
+
 def execute_trial(
     plan: Plan,
     cell: Cell,
@@ -166,6 +176,15 @@ def execute_trial(
     cert = None
     try:
         driver.prepare(cell.load.driver)
+        if driver.can_wait(cell.load.driver):
+            # started now, told `go` once its spec is written: its interpreter and imports
+            # run while the server starts (the finally below stops it if no load follows)
+            loadgen_proc = spawn(
+                driver.argv(cell.load.driver, tdir / "spec.json", tdir, when_told=True),
+                tdir / "loadgen.log",
+                cwd=ROOT,
+                stdin_pipe=True,
+            )
         if injector is not None:
             injector.prepare()
         services.start("trial", tdir)
@@ -229,13 +248,15 @@ def execute_trial(
                 server.argv,
                 cell.server.impl if isinstance(cell.server, BundledServer) else None,
             ).start()
-        # the HTTP generator pins its own worker processes; another driver is pinned whole
-        loadgen_proc = spawn(
-            driver.argv(cell.load.driver, tdir / "spec.json", tdir),
-            tdir / "loadgen.log",
-            cwd=ROOT,
-            cpus=None if cell.load.driver == "http" else list(spec.cpus),
-        )
+        if loadgen_proc is not None:
+            _tell_go(loadgen_proc)
+        else:  # the HTTP generator pins its own worker processes; another driver is pinned whole
+            loadgen_proc = spawn(
+                driver.argv(cell.load.driver, tdir / "spec.json", tdir),
+                tdir / "loadgen.log",
+                cwd=ROOT,
+                cpus=None if cell.load.driver == "http" else list(spec.cpus),
+            )
         sampler = ResourceSampler(
             server.pid,
             loadgen_proc.pid,

@@ -17,6 +17,7 @@ from benchmarks._common import (
     run_processes,
     still_alive,
 )
+from orchestrator.proc import procfs  # noqa: E402
 
 __all__ = [
     "ROOT",
@@ -24,10 +25,23 @@ __all__ = [
     "mark_of",
     "perfctl_argv",
     "poll_until",
+    "load_under_way",
     "run_processes",
     "still_alive",
     "tiny",
 ]
+
+
+def load_under_way(text: str) -> bool:
+    """Whether a descendants() entry ("pid argv", cut short) is a load generator whose load
+    has begun. perfctl starts the http one --when-told while the server starts, and tells it
+    `go` once the trial's spec.json, its next-to-last argument, is written
+    (orchestrator/run/trial.py)."""
+    if "-m loadgen" not in text:
+        return False
+    args = procfs.argv(int(text.split()[0]))
+    return bool(args) and ("--when-told" not in args or Path(args[-2]).is_file())
+
 
 # the Python async server and a command server whose real server is a grandchild of perfctl
 TINY = """

@@ -9,7 +9,14 @@ import signal
 
 import pandas as pd
 import pytest
-from fault_kit import descendants, poll_until, run_processes, still_alive, tiny
+from fault_kit import (
+    descendants,
+    load_under_way,
+    poll_until,
+    run_processes,
+    still_alive,
+    tiny,
+)
 
 # untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
 pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
@@ -23,7 +30,7 @@ EXPERIMENT = (
 
 def _trial_processes(pid: int) -> dict:
     """perfctl's tree while a trial's load runs: {"wrapper": sh pid, "server": its escaped
-    child's (pid, start), "loadgen": pid}, or {}."""
+    child's (pid, start), "loadgen": pid (told to start its load)}, or {}."""
     tree = descendants(pid)
     found = {}
     for (p, start), text in tree.items():
@@ -31,7 +38,7 @@ def _trial_processes(pid: int) -> dict:
             found["wrapper"] = p
         elif "-m http.server" in text:
             found["server"] = (p, start)
-        elif "-m loadgen" in text:
+        elif load_under_way(text):
             found["loadgen"] = p
     return found if len(found) == 3 else {}
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pandas as pd
 import pytest
-from fault_kit import descendants, poll_until, run_processes, still_alive, tiny
+from fault_kit import descendants, load_under_way, poll_until, run_processes, still_alive, tiny
 
 # untimed: asserts what perfctl does, not how fast, so it runs beside another test (tests/conftest.py)
 pytestmark = [pytest.mark.usefixtures("live"), pytest.mark.untimed]
@@ -68,7 +68,7 @@ def test_results_dir_removed_mid_run_ends_with_one_paragraph(write_yaml, tmp_pat
     first = poll_until(lambda: (out / "trials.csv").is_file(), timeout_s=60)
     assert first, "the first trial never finished"
     assert poll_until(
-        lambda: "-m loadgen" in "\n".join(descendants(proc.pid).values()), timeout_s=30
+        lambda: any(load_under_way(t) for t in descendants(proc.pid).values()), timeout_s=30
     ), "the second trial never got under way"
     tree = descendants(proc.pid)
     shutil.rmtree(out)
