@@ -47,7 +47,7 @@ STUDY_DIRS = {"studies"}
 LIVE_DIRS = {"conformance", "servers_c", "servers_java", "e2e", "cluster", "reference"}
 # Within the live tier, `untimed` tests assert nothing that depends on how fast anything ran
 # (what a server answers, what a run writes, how perfctl handles a fault or a signal), so
-# `make test` runs them two at a time, on both CPUs; every other live test runs alone. Every
+# `make test` runs them three at a time, on both CPUs; every other live test runs alone. Every
 # test of PROTOCOL_DIRS is untimed; elsewhere a test (or its module's pytestmark) says so with
 # @pytest.mark.untimed (on a unit test it means nothing: unit tests all run two at a time). A
 # test both untimed and needs_quiet is refused at collection.
@@ -187,7 +187,7 @@ def pytest_collection_modifyitems(config, items):
     ]
     if timed:
         raise pytest.UsageError(
-            "tests marked both needs_quiet and untimed (untimed tests run two at a time; "
+            "tests marked both needs_quiet and untimed (untimed tests run three at a time; "
             "every test of tests/conftest.py PROTOCOL_DIRS is untimed): "
             + ", ".join(timed)
             + ". Fix: drop the untimed mark, or move the test out of PROTOCOL_DIRS."

@@ -15,6 +15,9 @@ from loadgen import stats as lstats
 from orchestrator.cluster import hosts, merge, tasks
 from orchestrator.run.trial_row import summarize_trial
 
+# untimed: merging shard files and reading sockets' peers: what is written, not how fast (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 SPEC = types.SimpleNamespace(mode="closed", connections=2, rate_rps=0, timeout_s=5.0)
 
 

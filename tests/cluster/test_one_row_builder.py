@@ -22,6 +22,9 @@ from orchestrator.results.schema import NOISE_COLUMNS
 from orchestrator.run import trial as local_trial
 from orchestrator.run.trial_row import ServerEnd, TrialOutcome, network_row, trial_row
 
+# untimed: the rows two code paths build from the same files: not how fast (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 EXPERIMENT = """
 name: same-row
 servers: {c: {impl: c, model: epoll}}

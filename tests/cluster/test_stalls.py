@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from orchestrator.cluster.stalls import cut_off_reasons
+
+# untimed: stalls read from the requests' timestamps in files, not how fast it ran (tests/conftest.py)
+pytestmark = pytest.mark.untimed
 
 START = 10_000_000_000
 WARMUP = 1_000_000_000

@@ -16,6 +16,9 @@ from models.stations import Station
 
 from .des import simulate
 
+# untimed: simulations with fixed seeds: what they compute, not how fast (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 S = 0.004  # mean service time [s]
 
 

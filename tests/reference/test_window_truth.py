@@ -9,6 +9,9 @@ from window_truth import window_capacity
 
 from models.stations import Station, rate_for_slo
 
+# untimed: simulations with fixed seeds: what they compute, not how fast (tests/conftest.py)
+pytestmark = pytest.mark.untimed
+
 
 def _capacity(extra_ms: float, duration_s: float, trials: int) -> tuple[float, float]:
     exact = rate_for_slo(Station("shared_queue", 4, (4.0 + extra_ms) / 1e3), "p99", 0.030)
