@@ -70,7 +70,7 @@ PYTEST        := $(BIN)/pytest -q -p no:cacheprovider
 
 test: setup lint docs
 	$(PYTEST) -m unit -n 2 --durations=10
-	$(PYTEST) -m "live and untimed" -n 3 --durations=15
+	$(PYTEST) -m "live and untimed" -n 3 --dist worksteal --durations=15
 	$(PYTEST) -m "live and not untimed" --durations=25
 	$(PYTEST) -m study --durations=10 tests/studies
 
@@ -78,7 +78,7 @@ test-fast: setup
 	$(PYTEST) -m unit -n 2 --durations=10
 
 test-live: setup
-	$(PYTEST) -m "live and untimed" -n 3 --durations=15
+	$(PYTEST) -m "live and untimed" -n 3 --dist worksteal --durations=15
 	$(PYTEST) -m "live and not untimed" --durations=25
 
 test-study: setup
