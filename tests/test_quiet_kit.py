@@ -139,3 +139,15 @@ def test_a_run_with_noisy_but_valid_trials_is_spoiled_only_for_a_test_that_needs
     assert quiet_kit.run_spoiled(noisy, need_quiet=False) is None
     busy = _run(tmp_path, "busy2", [{"valid": False, "invalid_reasons": LAG, "quiet": False}])
     assert "1 trial(s) invalid only because" in quiet_kit.run_spoiled(busy, need_quiet=False)
+
+
+def test_the_generators_gc_pauses_spoil_a_run_only_for_a_test_that_says_so(tmp_path):
+    gc = "load-generator GC pauses (longest 1.1 ms) moved the p99.9 latency by up to 62%"
+    run = _run(tmp_path, "gc", [{}, {"valid": False, "invalid_reasons": gc}])
+    assert quiet_kit.run_spoiled(run, need_quiet=False) is None
+    why = quiet_kit.run_spoiled(run, need_quiet=False, also=quiet_kit.GENERATOR_PAUSES)
+    assert why and "1 trial(s) invalid" in why
+    both = _run(
+        tmp_path, "both", [{"valid": False, "invalid_reasons": f"{gc}; error rate 50% > 1%"}]
+    )
+    assert quiet_kit.run_spoiled(both, need_quiet=False, also=quiet_kit.GENERATOR_PAUSES) is None

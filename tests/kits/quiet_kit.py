@@ -55,6 +55,10 @@ SPOILED_FOREIGN_PCT = 30.0
 
 # a trial invalid for one of these reasons only was spoiled by the host, not by perfctl
 HOST_BUSY_REASONS = re.compile(r"host busy|fell behind its schedule")
+# a trial invalid for this reason was spoiled by the load generator's own collector: a test of
+# what perfctl does with valid trials (compare's gate) takes such a run again (run_spoiled's
+# `also`); the generator's pauses are judged where they are the subject (tests/loadgen/)
+GENERATOR_PAUSES = re.compile(r"load-generator GC pauses")
 NOISE_READINGS = [
     "loop_lag_p99_ms",
     "send_lateness_p99_ms",
@@ -190,12 +194,16 @@ def trials(run_dir: Path) -> pd.DataFrame:
     return pd.read_csv(run_dir / "trials.csv", dtype=reasons).fillna(dict.fromkeys(reasons, ""))
 
 
-def host_busy_trials(run_dir: Path) -> pd.DataFrame:
+def host_busy_trials(run_dir: Path, also: re.Pattern | None = None) -> pd.DataFrame:
     """The trials of run_dir that are invalid only because the host was busy (every one of
-    their reasons a HOST_BUSY_REASONS one)."""
+    their reasons a HOST_BUSY_REASONS one, or one of `also`)."""
     t = trials(run_dir)
+
+    def spoiled(reason: str) -> bool:
+        return bool(HOST_BUSY_REASONS.search(reason) or (also and also.search(reason)))
+
     only_host = t["invalid_reasons"].map(
-        lambda r: bool(r) and all(HOST_BUSY_REASONS.search(x) for x in r.split("; "))
+        lambda r: bool(r) and all(spoiled(x) for x in r.split("; "))
     )
     return t[~t["valid"].astype(bool) & only_host]
 
@@ -215,12 +223,15 @@ def noise_readings(run_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def run_spoiled(run_dir: Path, need_quiet: bool = True) -> str | None:
+def run_spoiled(
+    run_dir: Path, need_quiet: bool = True, also: re.Pattern | None = None
+) -> str | None:
     """Why the host spoiled run_dir, with every trial's readings; None when it did not. A
     trial invalid only because the host was busy always spoils it; one that perfctl's noise
     probe called not quiet (steal, foreign CPU) spoils it only when the test needs quiet
-    trials (need_quiet): a test that judges with --include-noisy needs valid ones."""
-    busy = host_busy_trials(run_dir)
+    trials (need_quiet): a test that judges with --include-noisy needs valid ones. also: more
+    reasons that spoil a trial for this test (GENERATOR_PAUSES)."""
+    busy = host_busy_trials(run_dir, also)
     loud = trials(run_dir)
     if need_quiet and "quiet" in loud.columns:
         loud = loud[~loud["quiet"].astype(bool)]
