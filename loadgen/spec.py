@@ -9,9 +9,10 @@ from pathlib import Path
 
 from .fields import RequestSpec
 
-# timed sends on CPUs of the generator's own may poll this share of one (wake.py): set by the
-# orchestrator in spin_budget when the generator is pinned apart from the server
-OWN_CPU_SPIN_BUDGET = 0.9
+# timed sends on CPUs of the generator's own poll all they like (wake.py: a budget of 1 is
+# busy-polling up to each send): set by the orchestrator in spin_budget when the generator is
+# pinned apart from the server
+OWN_CPU_SPIN_BUDGET = 1.0
 
 MODES = ("closed", "open", "burst", "ramp")
 ARRIVALS = ("poisson", "constant", "uniform")
@@ -99,7 +100,8 @@ class LoadSpec:
     schedule_file: str = ""  # open: the schedule as a file, for drivers (DRIVER.md)
     records: str = "all"  # requests.parquet: all | sample:FRACTION | none (keep_fraction)
     early_wake_ns: int = 0  # timed sends: the first early wake-up (wake.py; 0: its default)
-    spin_budget: float = 0.0  # timed sends: share of a CPU polling may take (wake.py; 0: 25%)
+    spin_budget: float = 0.0  # timed sends: share of a CPU polling may take (wake.py; 0: 25%,
+    # 1: busy-poll up to each send)
     # a mix (mix.py): when set, requests are drawn from it (target/method/body unused) and
     # `headers` go on every one of them
     requests: tuple[RequestSpec, ...] = ()

@@ -82,9 +82,12 @@ def test_two_cell_run(write_yaml, perfctl_env, tmp_path):
         )
         assert len(req) >= t["requests"]
         assert (req["svc_ms"].dropna() > 0).any(), "Server-Timing svc values were not recorded"
-    # pinned apart from the server, the generator may poll most of its own CPU to send on time
+    # pinned apart from the server, the generator busy-polls its own CPU to send on time: at
+    # 300/s, with gaps of 3.3 ms on average, polling takes most of the open trial's wall time
+    # (sleeping on the early wake-up, it took 5%)
     for tdir in (out / "cells").glob("*/trial-1"):
-        assert json.loads((tdir / "spec.json").read_text())["spin_budget"] == 0.9
+        assert json.loads((tdir / "spec.json").read_text())["spin_budget"] == 1.0
+    assert open_row["send_poll_cpu_pct"] > 50, open_row["send_poll_cpu_pct"]
     assert (out / "plots" / "throughput.png").is_file()
     assert (out / "plots" / "latency_p99.png").is_file()
     latest = ROOT / "results" / "latest"  # --out runs leave results/latest alone

@@ -60,9 +60,10 @@ def test_polling_past_its_budget_falls_back_to_the_timer_for_the_rest_of_the_win
     assert s["send_early_wake_ms"] == 2.0 and s["send_poll_denied"] == 1
 
 
-def test_a_generator_on_its_own_cpu_may_poll_most_of_it():
-    """spec.spin_budget (set by the orchestrator when the generator has CPUs of its own) lifts
-    the quarter of a CPU: polling a third of the window is within it, not denied."""
+def test_a_generator_on_its_own_cpu_busy_polls_up_to_each_send():
+    """spec.spin_budget (set by the orchestrator when the generator has CPUs of its own) is 1:
+    the timer sleeps only across waits longer than SPIN_LEAD_NS and the loop polls the rest,
+    however much it has polled already (no early wake-up beats the timer's tail)."""
     third = wake.BUDGET_WINDOW_NS // 3
     shared = EarlyWake(2_000_000)
     own = EarlyWake(2_000_000, budget=wake.OWN_CPU_SPIN_BUDGET)
@@ -70,8 +71,18 @@ def test_a_generator_on_its_own_cpu_may_poll_most_of_it():
         w.polled(third)
     t0 = own._window_start_ns
     assert shared.lead_ns(shared._window_start_ns + 1) == wake.EARLY_MIN_NS
-    assert own.lead_ns(t0 + 1) == 2_000_000 and own.denied == 0
-    own.polled(int(0.6 * wake.BUDGET_WINDOW_NS))
-    assert own.lead_ns(t0 + 2) == wake.EARLY_MIN_NS
-    assert own.summary()["send_poll_budget_pct"] == 90.0
+    assert own.lead_ns(t0 + 1) == wake.SPIN_LEAD_NS
+    own.polled(wake.BUDGET_WINDOW_NS)  # a whole window polled: still not denied
+    assert own.lead_ns(t0 + 2) == wake.SPIN_LEAD_NS and own.denied == 0
+    assert own.summary()["send_busy_poll"] and own.summary()["send_poll_budget_pct"] == 100.0
+    assert not shared.summary()["send_busy_poll"]
     assert shared.summary()["send_poll_budget_pct"] == 25.0
+
+
+def test_a_part_budget_still_runs_out():
+    """A budget below 1 is a budget: 90% of a window polled, the rest waits on the floor."""
+    w = EarlyWake(2_000_000, budget=0.9)
+    t0 = w._window_start_ns
+    assert w.lead_ns(t0 + 1) == 2_000_000
+    w.polled(int(0.9 * wake.BUDGET_WINDOW_NS))
+    assert w.lead_ns(t0 + 2) == wake.EARLY_MIN_NS and w.denied == 1
