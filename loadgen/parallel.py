@@ -149,6 +149,16 @@ def merge_summaries(parts: list[dict]) -> dict:
         "send_poll_denied",
     ):
         out[k] = sum(p.get(k, 0) for p in parts)
+    if "delivered_arrivals" in parts[0]:  # open load: the worst part's spacing (delivered.py)
+        out["delivered_arrivals"] = sum(p.get("delivered_arrivals", 0) for p in parts)
+        for k in (
+            "delivered_ks",
+            "delivered_stalled_pct",
+            "lateness_backlog_ms",
+            "backlog_busy_share",
+        ):
+            vals = [p.get(k) for p in parts]
+            out[k] = None if None in vals else max(vals, key=abs)
     for k in ("tls_connections", "tls_resumed"):  # HTTPS only
         if k in parts[0]:
             out[k] = sum(p.get(k, 0) for p in parts)

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from . import digest, hdr, validity
+from .floats import float_or_nan
 
 # percentiles.py's names stay readable here too (stats.percentile, stats.median_ci, ...)
 from .percentiles import binom_ppf, ci_ranks, median_ci, percentile, percentile_ci  # noqa: F401
@@ -129,7 +130,8 @@ def ranks_wanted(w: digest.Window) -> dict[str, list[int]]:
     each = [hdr.rank(n, q) for q in PERCENTILES.values()]
     wanted = {"latency": lat, "sent_to_done": each}
     if w.hists.get("on_time") is not None and w.hists["on_time"].get_total_count() == n:
-        wanted["on_time"] = each
+        ci = ci_ranks(n, 99.0)  # the p99's CI too: the figures may be reported on time
+        wanted["on_time"] = each + ([ci[0] + 1, ci[1] + 1] if ci else [])
     return wanted
 
 
@@ -245,6 +247,10 @@ def window_row(
         if k in summary or not k.startswith(("release", "sustainable", "send_early", "send_poll")):
             row[k] = summary.get(k, math.nan)
     row.update(validity.shift_columns(figs, summary, mode))
+    for k in ("delivered_ks", "delivered_stalled_pct", "lateness_backlog_ms"):
+        if mode == "open":
+            row[k] = float_or_nan(summary.get(k))
+    source = validity.figures_source(figs, summary, mode)
     reasons = validity.verdict(
         row,
         summary,
@@ -254,10 +260,25 @@ def window_row(
         duration_s=duration_s,
         max_error_rate=max_error_rate,
         clients=clients,
+        source=source,
     )
+    _report_figures(row, figs, source)
     row["valid"] = not reasons
     row["invalid_reasons"] = "; ".join(reasons)
     return row
+
+
+def _report_figures(row: dict, figs: validity.Figures | None, source: tuple[str, str]) -> None:
+    """figures_from ("intended" | "send") and figures_why; with "send" the latency figures
+    (and the p99's CI) become the on-time ones and the intended-time ones stay beside them in
+    latency_<figure>_intended_ms. min and max stay from the intended time."""
+    row["figures_from"], row["figures_why"] = source
+    if source[0] != "send" or figs is None:
+        return
+    for name, f in figs.items.items():
+        row[f"latency_{name}_intended_ms"] = row[f"latency_{name}_ms"]
+        row[f"latency_{name}_ms"] = f.on_time_ms
+    row["latency_p99_ci_low_ms"], row["latency_p99_ci_high_ms"] = figs.on_time_p99_ci_ms
 
 
 def _percentile_columns(
@@ -349,9 +370,14 @@ def _percentile_columns(
     row["latency_p99_ci_low_ms"], row["latency_p99_ci_high_ms"] = (
         (at("latency", ci[0] + 1), at("latency", ci[1] + 1)) if ci else (math.nan, math.nan)
     )
+    on_time_ci = (
+        (on_time_at(ci[0] + 1), on_time_at(ci[1] + 1)) if ci and n else (math.nan, math.nan)
+    )
     row["sent_to_done_p99_ms"] = items["p99"].sent_to_done_ms if n else math.nan
     row["latency_percentiles_from"] = source
-    return validity.Figures(n, items, hist_at_ranks, hist_count_below) if n else None
+    if not n:
+        return None
+    return validity.Figures(n, items, hist_at_ranks, hist_count_below, on_time_ci)
 
 
 def timeline(cols, summary: dict):

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import hdr, schedule
 from ..client import Connection
+from ..delivered import Delivered
 from ..records import CONNECT, DROPPED, LATE_CLIP_NS, UNFINISHED, Chunk
 from ..spec import LoadSpec
 from ..worker import Worker
@@ -34,6 +35,10 @@ class OpenMode(Mode):
         self.chunks = iter(())  # the rest of the schedule (ns)
         self.sched_ns = np.empty(0, dtype=np.int64)  # intended send times, this chunk
         self.late_ns = np.empty(0, dtype=np.int64)  # how late each was dispatched
+        self.queued = np.empty(0, dtype=np.int32)  # in flight or queued at each dispatch
+        # the window's arrivals as sent, against the schedule (delivered.py)
+        rate = spec.rate_rps / max(1, spec.shard_count)
+        self.delivered = Delivered(1e9 / rate if rate > 0 else 0.0)
         self.next_arrival = 0  # in this chunk
         self.scheduled_in_window = 0  # of the chunks already done
         self.late_hist = None  # of the window's dispatched arrivals
@@ -151,6 +156,9 @@ class OpenMode(Mode):
             "send_lateness_mean_ms": self.late_sum_ns / self.late_count / 1e6
             if self.late_count
             else 0.0,
+            # what the server was sent (validity.server_saw)
+            "arrivals": self.spec.arrivals,
+            **self.delivered.summary(),
         }
 
     # --- the schedule, a chunk at a time ----------------------------------------------------
@@ -166,6 +174,7 @@ class OpenMode(Mode):
         part += start_ns
         self.sched_ns = part
         self.late_ns = np.zeros(len(part), dtype=np.int64)
+        self.queued = np.zeros(len(part), dtype=np.int32)
         self.next_arrival = 0
         return True
 
@@ -184,7 +193,9 @@ class OpenMode(Mode):
             self.late_max_ns = max(self.late_max_ns, int(late.max()))
             self.late_sum_ns += int(late.sum())
             self.late_count += int(late.size)
+            self.delivered.add(s[:dispatched][sent], late, self.queued[:dispatched][sent])
         self.sched_ns = self.late_ns = np.empty(0, dtype=np.int64)
+        self.queued = np.empty(0, dtype=np.int32)
         self.next_arrival = 0
 
     # --- arrivals ------------------------------------------------------------------------
@@ -197,12 +208,13 @@ class OpenMode(Mode):
         sched, i, n = self.sched_ns, self.next_arrival, len(self.sched_ns)
         cap = self.spec.outstanding_cap
         rec = worker.rec
-        late = self.late_ns
+        late, queued = self.late_ns, self.queued
         while True:
             if i == n:  # this chunk is sent: on to the next one
                 self._close_chunk(n)
                 self._next_chunk(worker.start_ns)
                 sched, late, i, n = self.sched_ns, self.late_ns, 0, len(self.sched_ns)
+                queued = self.queued
                 if n == 0:
                     break
             if sched[i] > now or (until_ns is not None and sched[i] >= until_ns):
@@ -210,8 +222,9 @@ class OpenMode(Mode):
             chunk, row = rec.new(int(sched[i]))
             d = late[i] = now - sched[i]
             chunk.dispatch_late_ns[row] = d if d < LATE_CLIP_NS else LATE_CLIP_NS
+            q = queued[i] = worker.in_flight + len(self.pending)
             i += 1
-            if worker.in_flight + len(self.pending) >= cap:
+            if q >= cap:
                 worker.unsent(chunk, row)
                 chunk.end(row, DROPPED, now)
                 self.dropped += 1

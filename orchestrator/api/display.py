@@ -129,6 +129,8 @@ class PlainDisplay:
             if isinstance(rps, float) and isinstance(p99, float) and p99 == p99
             else ""
         )
+        if numbers and row.get("figures_from") == "send":  # what the server saw (validity.py)
+            numbers = numbers[:-2] + " from the send, "
         self._print(f"  done: {numbers}{verdict} ({time.monotonic() - self.t0:.0f} s elapsed)")
 
 

@@ -194,6 +194,7 @@ def summary_table(
                 style="dim",
             )
         )
+    notes += [line for _, g in groups for line in _from_send_lines(g, axes)]
     why = [w for _, g in groups for w in _noisy_lines(g, axes)]
     notes += why
     if why:
@@ -204,6 +205,32 @@ def summary_table(
             )
         )
     return Group(table, *notes)
+
+
+def _from_send_lines(g: pd.DataFrame, axes: list[str]) -> list[Text]:
+    """Which of a cell's trials report their latency from each request's actual send (what
+    the server saw: loadgen/validity.py), and the intended-time p99 beside it."""
+    if "figures_from" not in g:
+        return []
+    sent = g[g["figures_from"].astype(str) == "send"]
+    if sent.empty:
+        return []
+    label = ", ".join(f"{a}={g[a].iloc[0]}" for a in axes)
+    which = ", ".join(f"#{t}" for t in sent["trial"])
+    intended = sent.get("latency_p99_intended_ms", pd.Series(dtype=float))
+    beside = (
+        f" (p99 from the intended time: {intended.min():.3g}-{intended.max():.3g} ms)"
+        if intended.notna().any()
+        else ""
+    )
+    return [
+        Text.assemble(
+            ("from the send", "cyan"),
+            f" {label} {which}: latency measured from each actual send{beside}: the "
+            "generator's lateness did not depend on the server, so the server saw the "
+            "Poisson arrivals asked for (trials.csv figures_why)",
+        )
+    ]
 
 
 def _noisy_lines(g: pd.DataFrame, axes: list[str]) -> list[Text]:
