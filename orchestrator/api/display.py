@@ -85,6 +85,10 @@ class LiveDisplay:
         self.progress.live_line = s.line()
         self.progress.refresh()
 
+    def on_retry(self, row: dict, why: str, attempt: int, of: int) -> None:
+        self.progress.live_line = ""
+        self.progress.console.print(retry_line(row, why, attempt, of), markup=False)
+
     def on_trial(self, row: dict) -> None:
         self.progress.live_line = ""
         self.progress.advance(self.task)
@@ -92,6 +96,14 @@ class LiveDisplay:
             self.progress.console.print(
                 f"[red]invalid trial[/] {row['cell_id']} #{row['trial']}: {row['invalid_reasons']}"
             )
+
+
+def retry_line(row: dict, why: str, attempt: int, of: int) -> str:
+    """The line for an attempt the host spoiled, taken again (run/retry.py)."""
+    return (
+        f"  spoiled by the host ({why}): taken again, attempt {attempt} of at most {of} "
+        f"(the spoiled one is kept in retried.csv)"
+    )
 
 
 class PlainDisplay:
@@ -117,6 +129,9 @@ class PlainDisplay:
     def on_second(self, s: LiveSecond) -> None:
         if self.per_second:
             self._print(f"  {s.line()}")
+
+    def on_retry(self, row: dict, why: str, attempt: int, of: int) -> None:
+        self._print(retry_line(row, why, attempt, of))
 
     def on_trial(self, row: dict) -> None:
         self.done += 1
@@ -178,6 +193,10 @@ class NotebookDisplay(LiveDisplay):
 
     def on_second(self, s: LiveSecond) -> None:
         self.progress.live_line = s.line()
+        self.redraw()
+
+    def on_retry(self, row: dict, why: str, attempt: int, of: int) -> None:
+        super().on_retry(row, why, attempt, of)
         self.redraw()
 
     def on_trial(self, row: dict) -> None:

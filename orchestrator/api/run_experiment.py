@@ -254,9 +254,13 @@ def _run(
 
                 execute_search(p, run_dir, shown.on_trial, on_start, shown.on_second)
             elif session is None:
-                outcome = execute_plan(p, run_dir, shown.on_trial, on_start, shown.on_second)
+                outcome = execute_plan(
+                    p, run_dir, shown.on_trial, on_start, shown.on_second, on_retry=shown.on_retry
+                )
             else:
-                outcome = execute_plan(p, run_dir, shown.on_trial, on_start, trial_fn=trial_fn)
+                outcome = execute_plan(
+                    p, run_dir, shown.on_trial, on_start, trial_fn=trial_fn, on_retry=shown.on_retry
+                )
         finally:
             if session is not None:
                 session.close()
@@ -270,6 +274,15 @@ def _run(
         info["network_backend"] = sorted(set(trials["network_backend"].astype(str)))
         results.write_json(run_dir / "run.json", info)
     console.print(summary_table(trials, p.axes, console.width, p.document))
+    if outcome is not None and outcome.retried:
+        console.print(
+            f"retries: {outcome.retried} attempt(s) the host spoiled were taken again "
+            f"(retry_noisy: {p.experiment.retry_noisy}), costing {outcome.retry_s:.0f} s; "
+            f"every attempt is kept ({run_dir / 'retried.csv'})",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
     per_endpoint = endpoint_table(results.load(run_dir).endpoints, p.axes)
     if per_endpoint is not None:
         console.print(per_endpoint)

@@ -91,6 +91,14 @@ class Experiment(FrozenModel):
     max_repeats: int = Field(
         20, ge=1, le=1000, description="repeats: auto runs at most this many trials per cell"
     )
+    retry_noisy: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="a trial the host spoiled (not quiet, or invalid only for the load "
+        "generator's own stalls) is taken again up to this many times; every attempt is "
+        "kept (retried.csv). 0: never",
+    )
     order: Literal["interleaved", "random", "sequential"] = Field(
         "interleaved",
         description="interleaved: round 1 of every cell, then round 2, ...; random: "
