@@ -19,6 +19,7 @@ import numpy as np
 
 from . import records
 from .client import Connection, TlsConnection
+from .coarse_timer import CoarseTimer
 from .hosttimer import HostTimer
 from .mix import Feed, ReplayFeed
 from .records import TIMEOUT, UNFINISHED, Chunk, Records
@@ -153,6 +154,10 @@ class Worker:
         self.wake = EarlyWake(
             spec.early_wake_ns or None, floor_ns=floor_ns, budget=spec.spin_budget
         )
+        # tests only: a coarse VM's timer emulated on this host (coarse_timer.py)
+        self.coarse = CoarseTimer.from_env()
+        if self.coarse is not None:
+            self.coarse.reseed(spec.seed, spec.shard_index)
         self._finished = asyncio.Event()
         info = socket.getaddrinfo(spec.host, spec.port, type=socket.SOCK_STREAM)[0]
         self.family, self.addr = info[0], info[4]
@@ -236,13 +241,16 @@ class Worker:
         if wait_ns <= 0:
             fn(*args)
             return
-        lead_ns = self.wake.lead_ns(now)
+        coarse = self.coarse
+        lead_ns = 0 if coarse is not None and coarse.sleep else self.wake.lead_ns(now)
         if wait_ns > lead_ns:
             aimed_ns = when_ns - lead_ns
+            # the emulated coarse timer fires late; the early wake-up learns it as it would
+            fire_ns = aimed_ns + coarse.draw() if coarse is not None else aimed_ns
             if self.timer is not None:
-                self.timer.schedule(aimed_ns, self._woke, aimed_ns, when_ns, fn, args)
+                self.timer.schedule(fire_ns, self._woke, aimed_ns, when_ns, fn, args)
             else:
-                delay_s = (aimed_ns - now) / 1e9
+                delay_s = (fire_ns - now) / 1e9
                 self.loop.call_later(delay_s, self._woke, aimed_ns, when_ns, fn, args)
         else:
             self.loop.call_soon(self._poll, now, when_ns, fn, args)
@@ -415,6 +423,8 @@ class Worker:
             "loop_lag_max_ms": float(lags.max()) if lags.size else 0.0,
         }
         out.update(self.wake.summary())
+        if self.coarse is not None:
+            out["emulated_coarse_timer"] = "sleep" if self.coarse.sleep else "early wake"
         if self.tls is not None:
             out.update(self.tls.summary())
         out.update(self.mode.summary_extra(self))

@@ -36,10 +36,12 @@ def doctor(
     backends = backends_report()
     settings = host_settings()
     check = hostcheck.measure(seconds) if measure else None
+    sends = hostcheck.send_precision(seconds * 1.5) if measure else None
     if json_out:
         out = {"backends": backends, "host": settings}
         if check is not None:
             out["host_check"] = {**check.as_dict(), "verdict": hostcheck.verdict(check)}
+            out["send_precision"] = {"rate": hostcheck.SEND_RATE, "waits": sends}
         typer.echo(json.dumps(out, indent=2))
         return
     t = Table(title="network emulation backends")
@@ -92,6 +94,27 @@ def doctor(
     )
     m.add_row("CPU steal", f"{check.steal_pct:.1f}%", "", "taken by the hypervisor meanwhile")
     console.print(m)
+    if sends:
+        w = Table(
+            title=f"how late a send can leave here: Poisson at {hostcheck.SEND_RATE:g}/s, "
+            "against the intended instant"
+        )
+        for col in ("wait", "p50", "p99", "p99.9", "CPU"):
+            w.add_column(col, justify="left" if col == "wait" else "right")
+        words = {
+            "sleep": "sleep to the instant",
+            "sleep+spin": f"sleep to {hostcheck.SPIN_LEAD_S * 1e3:g} ms before, then spin",
+            "spin": "spin (perfctl's generator on a CPU of its own)",
+        }
+        for r in sends:
+            w.add_row(
+                words[r["wait"]],
+                f"{r['p50_us']:.1f} us",
+                f"{r['p99_us']:.1f} us",
+                f"{r['p999_us']:.0f} us",
+                f"{r['cpu_pct']:.0f}%",
+            )
+        console.print(w)
     limits = hostcheck.verdict(check)
     for line in limits:
         console.print(f"[yellow]{line}[/]", highlight=False)

@@ -155,6 +155,49 @@ def _loopback(deadline_ns: int) -> list[float]:
     return out
 
 
+SEND_WAITS = ("sleep", "sleep+spin", "spin")
+SEND_RATE = 300.0  # arrivals/s: the send-precision table's rate (issue 41's)
+SPIN_LEAD_S = 0.002  # sleep+spin: sleep to this long before the instant, then spin
+
+
+def send_precision(seconds: float = 3.0, rate: float = SEND_RATE) -> list[dict]:
+    """How late a send could leave on this host, waited for three ways: Poisson instants at
+    `rate` for seconds / 3 each, on this thread, no I/O: sleep to each instant; sleep to
+    SPIN_LEAD_S before it, then spin; spin the whole time. Each: {wait, p50_us, p99_us,
+    p999_us, cpu_pct} (the CPU the waiting took, % of one). Only spinning reaches the host's
+    limit; a load generator on a CPU of its own does (loadgen/wake.py)."""
+    import random
+
+    rng = random.Random(41)
+    out = []
+    for how in SEND_WAITS:
+        late: list[float] = []
+        cpu0, wall0 = time.thread_time_ns(), _now()
+        due = _now() + 5_000_000
+        end = due + int(seconds / len(SEND_WAITS) * 1e9)
+        while due < end:
+            if how != "spin":
+                target = due if how == "sleep" else due - int(SPIN_LEAD_S * 1e9)
+                wait = target - _now()
+                if wait > 0:
+                    time.sleep(wait / 1e9)
+            while _now() < due:
+                pass
+            late.append((_now() - due) / 1e3)
+            due += int(rng.expovariate(rate) * 1e9)
+        wall = max(1, _now() - wall0)
+        out.append(
+            {
+                "wait": how,
+                "p50_us": statistics.median(late) if late else float("nan"),
+                "p99_us": _pct(late, 99),
+                "p999_us": _pct(late, 99.9),
+                "cpu_pct": 100.0 * (time.thread_time_ns() - cpu0) / wall,
+            }
+        )
+    return out
+
+
 def measure(seconds: float = 2.0) -> HostCheck:
     """Measure the host for about `seconds` (timer, then wake-ups, then loopback, in turn)."""
     start = _now()

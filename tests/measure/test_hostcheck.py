@@ -127,5 +127,11 @@ def test_doctor_shows_the_host_figures_and_can_leave_them_out(perfctl_env):
 
     measured = json.loads(doctor("--json", "--seconds", "0.3"))
     assert measured["host_check"]["loopback_rtt_p50_us"] > 0
-    assert "host_check" not in json.loads(doctor("--json", "--no-measure"))
-    assert "this host, measured for" in doctor("--seconds", "0.3")
+    # the send-precision table: the three waits, each with its lateness and its CPU
+    waits = {w["wait"]: w for w in measured["send_precision"]["waits"]}
+    assert list(waits) == ["sleep", "sleep+spin", "spin"]
+    assert all(w["p50_us"] >= 0 and w["p99_us"] >= w["p50_us"] for w in waits.values())
+    assert waits["spin"]["cpu_pct"] > waits["sleep"]["cpu_pct"]  # spinning costs its CPU
+    assert "send_precision" not in json.loads(doctor("--json", "--no-measure"))
+    text = doctor("--seconds", "0.3")
+    assert "this host, measured for" in text and "how late a send can leave here" in text
