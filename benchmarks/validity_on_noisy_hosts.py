@@ -1,18 +1,23 @@
 """Does validity follow the figures on a noisy host? (issue #32, finding 1)
 
   .venv/bin/python benchmarks/validity_on_noisy_hosts.py [--quick] [--repeats 5] [--seed 32]
+                                    [--placement own|shared] [--emulate-coarse-timer]
 
 One open-load experiment: the bundled C `pool` server (4 worker threads, a 1024-connection
 accept queue) answering /work?sleep_us=4000&dist=exp (an exponential service time of mean
 4 ms: M/M/4), Poisson arrivals at 300, 500, 700 and 850 req/s (rho 0.3 to 0.85), a new
 connection per request (so the queue is the server's accept queue, not the client's pool),
-server on CPU 0 and load generator on CPU 1. It runs twice with the same seeds, so trial k of a
+server on CPU 0 and load generator on CPU 1 (`--placement shared`: both unpinned, sharing the
+two CPUs). `--emulate-coarse-timer` runs the generator under a coarse cloud VM's timer
+(PERFCTL_EMULATE_COARSE_TIMER, loadgen/coarse_timer.py), on a host whose own timer is fine.
+Spoiled trials are not taken again here (retry_noisy: 0): the point is how each is judged. It runs twice with the same seeds, so trial k of a
 cell sends the same schedule both times: once quiet, once beside a seeded neighbour that
 spins in bursts of 1-3 s at 40-60% duty on CPU 0 or 1, with gaps of 4-10 s (about 10-15% of
 a CPU on average; each burst logged).
 
-For every trial it reads the figures the trial reports (mean, p50, p90, p99) and their
-precision (their 95% interval from requests.parquet's order statistics, at least 2%: the
+For every trial it reads the figures the trial reports (mean, p50, p90, p99: from the
+intended send time, or from each actual send where the trial says `figures_from: send`) and
+their precision (their 95% interval from requests.parquet's order statistics, at least 2%: the
 rule of loadgen/validity.py) and asks whether the figures moved beyond that precision from
 the quiet run's (the median of the cell's valid quiet-run trials). Printed side by side per
 rate: the share of trials valid and quiet, the median figures, how far they moved, and the
@@ -55,9 +60,11 @@ load: {{mode: open, rate: "{{rate}}", arrivals: poisson, keepalive: false, conne
         duration: {duration}, warmup: {warmup}, timeout: 5s}}
 matrix: {{rate: [300, 500, 700, 850]}}
 repeats: {repeats}
+retry_noisy: 0
 order: interleaved
-placement: {{server_cpus: [0], loadgen_cpus: [1]}}
+{placement}
 """
+PLACEMENT_OWN = "placement: {server_cpus: [0], loadgen_cpus: [1]}"
 FIGURES = {"mean": None, "p50": 50.0, "p90": 90.0, "p99": 99.0}
 FLOOR = 0.02  # loadgen/validity.py PRECISION_FLOOR
 
@@ -87,18 +94,21 @@ def run(exp: Path, out: Path) -> pd.DataFrame:
     return t.assign(run=out.name)
 
 
-def figures(run_dir: Path, cell_id: str, trial: int) -> dict:
+def figures(run_dir: Path, cell_id: str, trial: int, from_send: bool = False) -> dict:
     """The trial's figures and the low and high ends of their 95% intervals (ms), from its
-    requests.parquet: the measured window's completed requests, as perfctl computes them."""
+    requests.parquet: the measured window's completed requests, as perfctl computes them
+    (from_send: less each request's dispatch lateness, what the server saw)."""
     tdir = run_dir / "cells" / cell_id / f"trial-{trial}"
     summary = json.loads((tdir / "summary.json").read_text())
-    req = pd.read_parquet(tdir / "requests.parquet", columns=["intended_ns", "done_ns", "error"])
+    cols = ["intended_ns", "done_ns", "error", "dispatch_late_ns"]
+    req = pd.read_parquet(tdir / "requests.parquet", columns=cols)
     m = (
         (req["intended_ns"] >= summary["measure_start_ns"])
         & (req["intended_ns"] < summary["measure_end_ns"])
         & (req["error"] == 0)
     )
-    lat = ((req["done_ns"] - req["intended_ns"])[m] / 1e6).to_numpy()
+    late = req["dispatch_late_ns"] if from_send else 0
+    lat = ((req["done_ns"] - req["intended_ns"] - late)[m].clip(lower=0) / 1e6).to_numpy()
     out = {}
     for name, q in FIGURES.items():
         if lat.size == 0:
@@ -136,15 +146,23 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="3 s trials, 2 repeats")
     ap.add_argument("--repeats", type=int, default=None, help="trials per cell (default 5)")
     ap.add_argument("--seed", type=int, default=32, help="the neighbour's seed")
+    ap.add_argument("--placement", choices=("own", "shared"), default="own")
+    ap.add_argument("--emulate-coarse-timer", action="store_true")
     args = ap.parse_args()
+    if args.emulate_coarse_timer:
+        os.environ["PERFCTL_EMULATE_COARSE_TIMER"] = str(args.seed)
     repeats = args.repeats or (2 if args.quick else 5)
     duration, warmup = ("3s", "1s") if args.quick else ("10s", "2s")
     work = Path(tempfile.mkdtemp(prefix="perfctl-validity-"))
     exp = work / "exp.yaml"
-    exp.write_text(EXPERIMENT.format(duration=duration, warmup=warmup, repeats=repeats))
+    placement = PLACEMENT_OWN if args.placement == "own" else ""
+    exp.write_text(
+        EXPERIMENT.format(duration=duration, warmup=warmup, repeats=repeats, placement=placement)
+    )
     busy = host_busy_pct()
     print(
         f"work dir {work}; {repeats} trials of {duration} per rate; neighbour seed {args.seed}; "
+        f"placement {args.placement}; emulated coarse timer: {args.emulate_coarse_timer}; "
         f"host busy before the run: {busy:.0f}% of a CPU on CPUs 0-1"
         + (" (not a quiet host: figures move for its own reasons too)" if busy > 5 else "")
     )
@@ -170,7 +188,8 @@ def main() -> None:
     trials = pd.concat([quiet, noisy], ignore_index=True)
     rows = []
     for _, t in trials.iterrows():
-        fig = figures(work / t["run"], t["cell_id"], int(t["trial"]))
+        from_send = str(t.get("figures_from", "intended")) == "send"
+        fig = figures(work / t["run"], t["cell_id"], int(t["trial"]), from_send)
         rows.append({**t.to_dict(), "fig": fig})
     table = pd.DataFrame(rows)
     refs, basis = {}, []
@@ -221,6 +240,9 @@ def main() -> None:
         kinds = pd.Series([reason_kind(r) for t in reasons for r in t.split("; ")]).value_counts()
         if len(kinds):
             print("  invalid for: " + ", ".join(f"{k} x{v}" for k, v in kinds.items()))
+        if "figures_from" in g:
+            sent = int((g["figures_from"].astype(str) == "send").sum())
+            print(f"  figures from each actual send (what the server saw): {sent} of {len(g)}")
     if os.environ.get("KEEP") != "1":
         shutil.rmtree(work, ignore_errors=True)
     else:
