@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from .digest import Digest, merge_files
 from .live import LiveStats
 from .modes import Mode, mode_for
+from .prewarm import prewarm
 from .records import parquet_options, stream_batches
 from .sink import ParquetSink
 from .spec import LoadSpec
@@ -36,10 +37,12 @@ def generate_to_dir(spec: LoadSpec, out_dir: str | Path) -> dict:
     mode = mode_for(spec)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    warm = prewarm(spec) if not spec.start_at_ns else {}  # warmup: auto (prewarm.py)
     if mode.processes == 1:
         summary = _generate_here(mode, out)
     else:
         summary = _generate_in_processes(mode, out)
+    summary.update(warm)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 

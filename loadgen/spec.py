@@ -82,6 +82,9 @@ class LoadSpec:
     )
     duration_s: float = 10.0
     warmup_s: float = 0.0
+    # warmup: auto: before the phase, load in unrecorded slices until the server is steady,
+    # at most this long (prewarm.py; the RMI driver likewise); 0: off
+    warmup_auto_max_s: float = 0.0
     timeout_s: float = 5.0  # a request not answered by then counts as a timeout error
     keepalive: bool = True  # False: a new connection per request
     seed: int = 1

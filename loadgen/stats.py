@@ -243,8 +243,11 @@ def window_row(
         "sustainable_rps",
         "send_early_wake_ms",
         "send_poll_cpu_pct",
+        "warmup_auto_s",  # warmup: auto: how long it warmed up before the phase (prewarm.py)
+        "warmup_auto_settled",
     ):
-        if k in summary or not k.startswith(("release", "sustainable", "send_early", "send_poll")):
+        optional = ("release", "sustainable", "send_early", "send_poll", "warmup_auto")
+        if k in summary or not k.startswith(optional):
             row[k] = summary.get(k, math.nan)
     row.update(validity.shift_columns(figs, summary, mode))
     for k in ("delivered_ks", "delivered_stalled_pct", "lateness_backlog_ms"):

@@ -146,6 +146,10 @@ class PlainDisplay:
         )
         if numbers and row.get("figures_from") == "send":  # what the server saw (validity.py)
             numbers = numbers[:-2] + " from the send, "
+        warm = row.get("warmup_auto_s")
+        if isinstance(warm, float) and warm == warm:  # warmup: auto (loadgen/prewarm.py)
+            settled = "steady" if row.get("warmup_auto_settled") else "NOT steady at its limit"
+            numbers += f"warmed up {warm:.1f} s ({settled}), "
         self._print(f"  done: {numbers}{verdict} ({time.monotonic() - self.t0:.0f} s elapsed)")
 
 

@@ -53,7 +53,10 @@ def _load_text(cell, searching: bool = False) -> str:
         "ramp": f"ramp {len(ld.ramp.rates) if ld.ramp else 0} steps",
     }[ld.mode]
     driver = "" if ld.driver == "http" else f" (driver {ld.driver_label})"
-    return text + f", {fmt_span(ld.window_s)} + {fmt_span(ld.warmup_s)} warm-up{driver}"
+    warm = f"{fmt_span(ld.warmup_s)} warm-up"
+    if ld.warmup_auto_max_s:
+        warm = f"auto warm-up (until steady, at most {fmt_span(ld.warmup_auto_max_s)}) + {warm}"
+    return text + f", {fmt_span(ld.window_s)} + {warm}{driver}"
 
 
 def _cell_table(p: Plan, cells, title: str) -> Table:

@@ -19,6 +19,9 @@ from .base import FrozenModel, Seconds
 from .catalogue import DRIVERS
 from .workload import Workload, replay_names, replay_path, resolved_mix
 
+AUTO_PHASE_WARMUP_S = 1.0  # warmup: auto: the phase's own warm-up, once the server is steady
+AUTO_MAX_S = 60.0  # warmup: auto: the longest warming up, unless warmup_auto_max says
+
 
 class Slo(FrozenModel):
     """What a ramp step must meet for its rate to count as sustainable."""
@@ -120,7 +123,19 @@ class Load(FrozenModel):
         10.0, alias="duration", gt=0, le=24 * 3600, description="the measured window"
     )
     warmup_s: Seconds = Field(
-        2.0, alias="warmup", le=3600, description="load before the measured window, not measured"
+        2.0,
+        alias="warmup",
+        le=3600,
+        description="load before the measured window, not measured; auto: first load in "
+        "unrecorded slices until the server (and a JIT driver) is steady, at most "
+        "`warmup_auto_max`, then 1 s",
+    )
+    warmup_auto_max_s: Seconds = Field(
+        0.0,
+        alias="warmup_auto_max",
+        ge=0,
+        le=600,
+        description="warmup: auto warms up at most this long (default 60 s; 0: auto is off)",
     )
     timeout_s: Seconds = Field(
         5.0, alias="timeout", gt=0, description="a request unanswered by then is a timeout error"
@@ -146,6 +161,16 @@ class Load(FrozenModel):
         description="requests.parquet keeps all | sample:FRACTION | "
         "none of the requests; summaries come from every request either way",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_warmup(cls, data: Any) -> Any:
+        """warmup: auto -> a 1-s warm-up in the phase, after warming up until steady (at most
+        warmup_auto_max, 60 s unless given): loadgen/prewarm.py, the RMI driver's prewarm."""
+        if isinstance(data, dict) and str(data.get("warmup", "")).strip().lower() == "auto":
+            data = {**data, "warmup": AUTO_PHASE_WARMUP_S}
+            data.setdefault("warmup_auto_max", AUTO_MAX_S)
+        return data
 
     @field_validator("records", mode="before")
     @classmethod
@@ -188,6 +213,8 @@ class Load(FrozenModel):
             del out["records"]
         if out.get("tls_resume") is True:
             del out["tls_resume"]
+        if not out.get("warmup_auto_max_s"):
+            out.pop("warmup_auto_max_s", None)
         return out
 
     @property
@@ -248,6 +275,7 @@ _SPEC_FROM_LOAD = (
     "max_outstanding",
     "duration_s",
     "warmup_s",
+    "warmup_auto_max_s",
     "timeout_s",
     "keepalive",
     "tls_resume",

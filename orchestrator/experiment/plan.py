@@ -32,6 +32,9 @@ JAVA_START_S = {"servlet": 3.0, "spring": 6.0}  # start-up of the Java servers o
 SERVICE_START_S = 4.0  # the fewest trials whose median has a 95% order-statistic interval
 
 
+AUTO_WARMUP_MIN_S = 2.0  # warmup: auto's shortest: four slices of 0.5 s
+
+
 class Experiment(FrozenModel):
     """The un-expanded file: what is common to all cells plus the matrix definition."""
 
@@ -253,7 +256,9 @@ class Plan(FrozenModel):
             start = 0.8
             if isinstance(c.server, BundledServer) and c.server.impl == "java":
                 start = JAVA_START_S.get(c.server.concurrency_model, 2.0)
-            total += per_cell * (c.load.warmup_s + c.load.window_s + start + 0.7)
+            # warmup: auto takes at least its four half-second slices (loadgen/prewarm.py)
+            auto = min(AUTO_WARMUP_MIN_S, c.load.warmup_auto_max_s)
+            total += per_cell * (c.load.warmup_s + auto + c.load.window_s + start + 0.7)
         trials = len(self.cells) * per_cell
         for svc in self.services.values():  # initdb, start, seed: a few seconds each time
             total += SERVICE_START_S * (trials if svc.scope == "trial" else 1)

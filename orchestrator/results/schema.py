@@ -207,6 +207,10 @@ SELF_CHECK_COLUMNS = [
     # (loadgen/wake.py): how much punctuality cost on this host
     "send_early_wake_ms",
     "send_poll_cpu_pct",
+    # warmup: auto: how long the trial warmed up before its phase, and whether the server (and
+    # a JIT driver) had settled by then or the limit ended it (loadgen/prewarm.py)
+    "warmup_auto_s",
+    "warmup_auto_settled",
     *NOISE_COLUMNS,
     # with `precision:`: the cell's precision after this trial (run/precision.py)
     "precision_metric",

@@ -265,6 +265,8 @@ def execute_trial(
             loadgen_cpus=set(spec.cpus) if loadgen_own_cpus else None,
         ).start()
         limit = spec.warmup_s + spec.window_s + spec.timeout_s + LOADGEN_GRACE_S
+        if spec.warmup_auto_max_s:  # warmup: auto warms up first, a timeout's grace after it
+            limit += spec.warmup_auto_max_s + 3 * spec.timeout_s
         live_tail = live.LiveTail(tdir) if on_second is not None else None
 
         def watch() -> None:

@@ -17,9 +17,12 @@ import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import java.lang.management.CompilationMXBean;
+import java.lang.management.ManagementFactory;
 
 /**
  * `java perfctl.driver.RmiDriver SPEC OUT`: perfctl's bundled Java RMI load driver
@@ -118,6 +121,9 @@ public final class RmiDriver {
         // it then copy only the calls in flight (RowWriter)
         rows.prepare(spec.mode.equals("closed") ? 2 * spec.connections + 2
                 : spec.mode.equals("open") ? spec.connections + 4 : 0);
+        if (spec.warmupAutoMaxS > 0 && spec.startAtNs == 0) {
+            prewarm();
+        }
         System.gc();
         // burst: the first release's clients exist before the start instant is chosen
         Release first = spec.mode.equals("burst") ? new Release(0) : null;
@@ -146,6 +152,76 @@ public final class RmiDriver {
         summary.put("virtual_threads", Threads.virtual() ? 1 : 0);
         checks.into(summary, out);
         rows.into(summary);
+    }
+
+    // --- warmup: auto -------------------------------------------------------------------------
+    private static final long WARM_SLICE_NS = 250_000_000L;
+    private static final int WARM_SLICES = 4;          // steady over the last second
+    private static final double WARM_JIT_SHARE = 0.03; // compile time: at most 3% of that second
+    private static final double WARM_SPREAD = 0.15;    // calls per slice: max / min at most 1.15
+
+    /** warmup: auto. Every client calls the server back to back, nothing recorded, until both
+     *  this JVM's JIT and the server are steady: over the last WARM_SLICES slices this JVM's
+     *  compiler took at most WARM_JIT_SHARE of the time (the CompilationMXBean's total) and the
+     *  calls per slice varied by at most WARM_SPREAD (the server's own JIT shows there); at most
+     *  warmup_auto_max_s. The phase, with its own short warm-up, starts after it (DRIVER.md). */
+    private void prewarm() throws InterruptedException {
+        CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+        boolean timed = jit != null && jit.isCompilationTimeMonitoringSupported();
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicLong calls = new AtomicLong();
+        AtomicLong warmSeq = new AtomicLong(1L << 40); // not the phase's request numbers
+        List<Thread> threads = new ArrayList<>();
+        for (int c = 0; c < spec.connections; c++) {
+            int id = c;
+            threads.add(daemon("warm-" + c, () -> {
+                Client client = new Client(id, spec.host, spec.port);
+                Rows scratch = new Rows(1, null); // reused: never sealed, never written
+                while (!stop.get()) {
+                    scratch.reset();
+                    int i = scratch.add(System.nanoTime());
+                    Mix.Request req = spec.mix.request(warmSeq.getAndIncrement());
+                    Client one = spec.keepalive ? client : new Client(id, spec.host, spec.port);
+                    one.attempt(scratch, i, req.method, req.target, req.body);
+                    if (!spec.keepalive) {
+                        one.close();
+                    }
+                    calls.incrementAndGet();
+                }
+                client.close();
+            }));
+        }
+        long t0 = System.nanoTime();
+        long jit0 = timed ? jit.getTotalCompilationTime() : 0;
+        threads.forEach(Thread::start);
+        List<long[]> slices = new ArrayList<>(); // {calls, compile ms} at each slice's end
+        boolean steady = false;
+        long maxNs = (long) (spec.warmupAutoMaxS * 1e9);
+        while (System.nanoTime() - t0 < maxNs) {
+            Thread.sleep(WARM_SLICE_NS / 1_000_000L);
+            slices.add(new long[] {calls.get(), timed ? jit.getTotalCompilationTime() : 0});
+            int k = slices.size();
+            if (k > WARM_SLICES) {
+                long[] a = slices.get(k - 1 - WARM_SLICES), b = slices.get(k - 1);
+                double jitShare = (b[1] - a[1]) / (WARM_SLICES * WARM_SLICE_NS / 1e6);
+                long lo = Long.MAX_VALUE, hi = 0;
+                for (int j = k - WARM_SLICES; j < k; j++) {
+                    long n = slices.get(j)[0] - slices.get(j - 1)[0];
+                    lo = Math.min(lo, n);
+                    hi = Math.max(hi, n);
+                }
+                if (jitShare <= WARM_JIT_SHARE && lo > 0 && hi <= (1 + WARM_SPREAD) * lo) {
+                    steady = true;
+                    break;
+                }
+            }
+        }
+        stop.set(true);
+        joinUntil(threads, System.nanoTime() + attemptBoundNs() + GRACE_NS);
+        summary.put("warmup_auto_s", (System.nanoTime() - t0) / 1e9);
+        summary.put("warmup_auto_settled", steady);
+        summary.put("warmup_auto_calls", calls.get());
+        summary.put("warmup_auto_jit_compile_ms", timed ? jit.getTotalCompilationTime() - jit0 : -1);
     }
 
     // --- the request a client sends -----------------------------------------------------------
@@ -407,7 +483,7 @@ public final class RmiDriver {
             if (v instanceof Double) {
                 double d = (Double) v;
                 b.append(Double.isFinite(d) ? String.format(Locale.ROOT, "%.6f", d) : "0.0");
-            } else if (v instanceof Number) {
+            } else if (v instanceof Number || v instanceof Boolean) {
                 b.append(v);
             } else {
                 b.append('"').append(v).append('"');

@@ -25,6 +25,8 @@ final class Spec {
     final int maxOutstanding;
     final double durationS;
     final double warmupS;
+    /** warmup: auto: warm up until steady, at most this long, before the phase (0: off). */
+    final double warmupAutoMaxS;
     final double timeoutS;
     final boolean keepalive;
     final long seed;
@@ -57,6 +59,7 @@ final class Spec {
         maxOutstanding = cap > 0 ? cap : 100 * connections;
         durationS = num(m, "duration_s", 10);
         warmupS = num(m, "warmup_s", 0);
+        warmupAutoMaxS = num(m, "warmup_auto_max_s", 0);
         timeoutS = num(m, "timeout_s", 5);
         keepalive = !Boolean.FALSE.equals(m.get("keepalive"));
         seed = (long) num(m, "seed", 1);
