@@ -22,7 +22,7 @@ from . import matrix
 from .base import FrozenModel
 from .catalogue import RMI_MODELS
 from .document import Scalar, fail, placeholders, substitute, validation_error
-from .load import Load, Workload
+from .load import AUTO_MAX_S, AUTO_PHASE_WARMUP_S, Load, Workload
 from .network import Network
 from .placement import Placement
 from .servers import BundledServer, CommandServer, ServerConfig
@@ -148,16 +148,30 @@ class Cells(Sequence):
             f'"placement": {parts["placement"][1]}, "server": {server_json}, '
             f'"values": {_dumps(values)}, "workload": {parts["workload"][1]}}}'
         )
+        if "warmup" not in self.doc.get("load", {}) and jit_warms_up(server, load):
+            # a JIT server or driver warms up until steady unless the file says otherwise; the
+            # id hashes the load as written, so such a cell keeps the id it always had
+            load = load.model_copy(
+                update={"warmup_s": AUTO_PHASE_WARMUP_S, "warmup_auto_max_s": AUTO_MAX_S}
+            )
         return Cell.model_construct(
             cell_id=matrix.cell_id_of_json(blob),
             values=values,
             server_name=name,
             server=server,
             workload=parts["workload"][0],
-            load=parts["load"][0],
+            load=load,
             network=network,
             placement=parts["placement"][0],
         )
+
+
+def jit_warms_up(server: ServerConfig, load: Load) -> bool:
+    """Whether the server or the driver runs on a JVM, whose JIT compiles under the first
+    seconds of load: a bundled Java server, or the `rmi` driver. Their warm-up is `auto` by
+    default (loadgen/prewarm.py, RmiDriver.prewarm)."""
+    java_server = isinstance(server, BundledServer) and server.impl == "java"
+    return java_server or load.driver == "rmi"
 
 
 def _check_driver_speaks_to(

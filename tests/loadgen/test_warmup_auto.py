@@ -86,3 +86,17 @@ def test_the_rmi_driver_warms_up_until_its_jit_and_the_server_are_steady(tmp_pat
     # a second of quarter-second slices at least; at most the limit and a timeout's grace
     assert 1.0 <= row["warmup_auto_s"] <= 6 + 5, row
     assert row["requests"] > 0
+
+
+def test_a_jit_server_or_driver_warms_up_until_steady_by_default_and_keeps_its_cell_id():
+    java = {"name": "w", "servers": {"j": {"impl": "java", "model": "pool"}}}
+    default = compile_document({**java, "load": {"mode": "closed"}}, "w.yaml").cells[0]
+    assert default.load.warmup_auto_max_s == 60.0 and default.load.warmup_s == 1.0
+    fixed = compile_document({**java, "load": {"mode": "closed", "warmup": "2s"}}, "w.yaml")
+    assert fixed.cells[0].load.warmup_auto_max_s == 0
+    # the id hashes the load as written: the default changes what runs, not which cell it is
+    assert default.cell_id == fixed.cells[0].cell_id
+    rmi = {"name": "w", "servers": {"r": {"impl": "java", "model": "rmi"}}}
+    driven = compile_document({**rmi, "load": {"mode": "closed", "driver": "rmi"}}, "w.yaml")
+    assert driven.cells[0].load.warmup_auto_max_s == 60.0
+    assert _load(mode="closed").load.warmup_auto_max_s == 0  # C: no JIT, a fixed 2 s
