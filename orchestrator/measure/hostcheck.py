@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import socket
 import statistics
 import threading
@@ -166,8 +167,6 @@ def send_precision(seconds: float = 3.0, rate: float = SEND_RATE) -> list[dict]:
     SPIN_LEAD_S before it, then spin; spin the whole time. Each: {wait, p50_us, p99_us,
     p999_us, cpu_pct} (the CPU the waiting took, % of one). Only spinning reaches the host's
     limit; a load generator on a CPU of its own does (loadgen/wake.py)."""
-    import random
-
     rng = random.Random(41)
     out = []
     for how in SEND_WAITS:
