@@ -32,12 +32,17 @@ HOST_STALLS = ("load-generator GC pauses", "load-generator event-loop lag")
 
 
 def spoiled_by_host(row: dict) -> str:
-    """Why the host spoiled this trial, in a few words ("" when it did not)."""
-    if row.get("quiet") is False or str(row.get("quiet")) == "False":
-        return f"not quiet: {row.get('noise_reasons') or 'host noise'}"
+    """Why the host spoiled this trial, in a few words ("" when it did not). A trial invalid
+    for anything but the generator's own stalls (the server died or failed requests, a
+    service stopped, a host was lost, the generator fell behind its schedule) is what it is,
+    noisy or not: taking it again would hide the failure behind a good attempt."""
     reasons = [r for r in str(row.get("invalid_reasons") or "").split("; ") if r]
     reasons = [r for r in reasons if not r.startswith("see ")]
-    if reasons and all(r.startswith(HOST_STALLS) for r in reasons):
+    if not all(r.startswith(HOST_STALLS) for r in reasons):
+        return ""
+    if row.get("quiet") is False or str(row.get("quiet")) == "False":
+        return f"not quiet: {row.get('noise_reasons') or 'host noise'}"
+    if reasons:
         return "invalid for the load generator's own stalls: " + "; ".join(
             r.split(" (")[0] for r in reasons
         )

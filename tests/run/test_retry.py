@@ -105,7 +105,12 @@ def test_what_counts_as_spoiled_by_the_host():
     assert spoiled_by_host({"quiet": True, "valid": True, "invalid_reasons": ""}) == ""
     lag = "load-generator event-loop lag p99 9.0 ms > 5.0 ms (...): host busy. Fix: ..."
     assert spoiled_by_host({"quiet": True, "invalid_reasons": lag}).startswith("invalid for")
-    # the server's failures and a generator behind its schedule are not the host's doing
+    # the server's failures and a generator behind its schedule are not the host's doing,
+    # and a trial that failed so is kept as it is even when the host was noisy too (a server
+    # killed mid-trial, a database stopped, a cluster host lost: each also disturbs the host)
+    for quiet in (True, False):
+        died = {"quiet": quiet, "valid": False, "invalid_reasons": "server died (exit -9)"}
+        assert spoiled_by_host(died) == "", quiet
     for reason in (
         "error rate 5.00% > 1% (refused 12): the server failed requests. Fix: ...",
         f"{lag}; error rate 5.00% > 1% (refused 12). Fix: ...",
