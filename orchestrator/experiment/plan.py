@@ -11,11 +11,13 @@ raises PerfctlError naming the file, the key path and the fix. After this, no ra
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..errors import PerfctlError
 from .base import FrozenModel
 from .cells import Cell, Cells  # noqa: F401 - Cell is part of this module's API
 from .cluster import Cluster
@@ -30,6 +32,25 @@ from .validity import Validity
 MIN_AUTO_TRIALS = 6
 JAVA_START_S = {"servlet": 3.0, "spring": 6.0}  # start-up of the Java servers on real stacks
 SERVICE_START_S = 4.0  # the fewest trials whose median has a 95% order-statistic interval
+
+
+RETRY_NOISY_ENV = "PERFCTL_RETRY_NOISY"
+
+
+def default_retry_noisy() -> int:
+    """retry_noisy where the file does not set it: $PERFCTL_RETRY_NOISY, else 2. A machine
+    whose trials are never quiet by design (tests running side by side) sets 0 there: its
+    retries would only repeat the noise."""
+    raw = os.environ.get(RETRY_NOISY_ENV, "").strip()
+    if not raw:
+        return 2
+    if not raw.isdigit() or int(raw) > 10:
+        raise PerfctlError(
+            f"{RETRY_NOISY_ENV}={raw!r} in the environment: expected how many times a trial "
+            "the host spoiled is taken again, a whole number from 0 to 10. Fix: set it so "
+            f"(0: never), or unset it for the default of 2."
+        )
+    return int(raw)
 
 
 AUTO_WARMUP_MIN_S = 2.0  # warmup: auto's shortest: four slices of 0.5 s
@@ -95,12 +116,12 @@ class Experiment(FrozenModel):
         20, ge=1, le=1000, description="repeats: auto runs at most this many trials per cell"
     )
     retry_noisy: int = Field(
-        2,
+        default_factory=lambda: default_retry_noisy(),
         ge=0,
         le=10,
         description="a trial the host spoiled (not quiet, or invalid only for the load "
         "generator's own stalls) is taken again up to this many times; every attempt is "
-        "kept (retried.csv). 0: never",
+        "kept (retried.csv). 0: never. Default 2, or $PERFCTL_RETRY_NOISY",
     )
     order: Literal["interleaved", "random", "sequential"] = Field(
         "interleaved",

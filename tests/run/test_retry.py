@@ -58,7 +58,7 @@ class SpoiledTrials:
 
 
 def test_a_spoiled_trial_is_taken_again_and_every_attempt_is_kept(tmp_path, monkeypatch):
-    plan = _plan()
+    plan = _plan(retry_noisy=2)
     fake = SpoiledTrials(spoiled=1)
     monkeypatch.setattr(execute, "execute_trial", fake)
     retried = []
@@ -117,3 +117,18 @@ def test_what_counts_as_spoiled_by_the_host():
         "send lateness (p99 2.00 ms) moved the p50 latency by up to 9%. Fix: ...",
     ):
         assert spoiled_by_host({"quiet": True, "invalid_reasons": reason}) == "", reason
+
+
+def test_the_default_comes_from_the_environment_and_a_bad_value_is_named(monkeypatch):
+    import pytest
+
+    from orchestrator.errors import PerfctlError
+
+    monkeypatch.delenv("PERFCTL_RETRY_NOISY", raising=False)
+    assert _plan().experiment.retry_noisy == 2
+    monkeypatch.setenv("PERFCTL_RETRY_NOISY", "0")
+    assert _plan().experiment.retry_noisy == 0
+    assert _plan(retry_noisy=1).experiment.retry_noisy == 1  # the file's own key wins
+    monkeypatch.setenv("PERFCTL_RETRY_NOISY", "lots")
+    with pytest.raises(PerfctlError, match="PERFCTL_RETRY_NOISY='lots'.*Fix:"):
+        _plan()
